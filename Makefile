@@ -1,0 +1,20 @@
+# The two commands of the README: `make bench` (the main job) and `make test`.
+# Each installs what it needs first; everything after the venv is idempotent.
+PY := .venv/bin/python
+
+.PHONY: setup test bench
+setup: .venv/.installed
+	$(PY) -m ckptbench.install
+
+.venv/.installed: requirements.txt pyproject.toml
+	python3 -m venv .venv
+	.venv/bin/pip install -q --upgrade pip
+	.venv/bin/pip install -q -r requirements.txt
+	.venv/bin/pip install -q --no-deps -e .
+	touch $@
+
+test: setup
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) -m ckptbench bench

@@ -1,0 +1,115 @@
+"""Checkpoint strategies Spark really uses, and the one call that wires one into a SparkSession.
+
+Each strategy except ``rename`` is a JVM ``CheckpointFileManager`` (``ckpt_impls/java``),
+chosen through ``spark.sql.streaming.checkpointFileManagerClass``; its guarantees are in
+its class's doc comment.
+
+Credentials never go into the builder: PySpark passes builder confs to the JVM on its
+command line, where ``ps`` shows them. ``set_credentials`` puts them into the running
+driver's Hadoop configuration instead, from where Spark ships them to executors inside
+tasks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import jars
+
+MANAGER_CLASS_CONF = "spark.sql.streaming.checkpointFileManagerClass"
+
+# S3A 3.3.1 on pyspark 4.3's Hadoop 3.5: without these it fails on duration strings
+# ("60s") and on SDK v2 credential classes (see shared/notes/environment.md).
+_S3A_ON_HADOOP_35 = {
+    "fs.s3a.threads.keepalivetime": "60",
+    "fs.s3a.connection.establish.timeout": "30000",
+    "fs.s3a.connection.timeout": "200000",
+    "fs.s3a.multipart.purge.age": "86400",
+    "fs.s3a.aws.credentials.provider": "com.amazonaws.auth.DefaultAWSCredentialsProviderChain",
+}
+_KEYS_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+    name: str
+    #: The JVM CheckpointFileManager; None keeps Spark's own default.
+    manager_class: str | None
+    description: str
+
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy("rename", None,
+                 "Spark's default: write a temp file, then rename it (COPY + DELETE on S3)"),
+        Strategy("direct", "ckptbench.checkpoint.DirectWriteCheckpointFileManager",
+                 "write the final key through S3A; cancel aborts the upload (or deletes, with retries)"),
+        Strategy("conditional", "ckptbench.checkpoint.ConditionalPutCheckpointFileManager",
+                 "one S3 PUT with If-None-Match: *, so the store itself refuses a second writer"),
+    )
+}
+
+
+class UnknownStrategy(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown checkpoint strategy '{name}'; valid strategies: {', '.join(STRATEGIES)}")
+
+
+def get(name: str) -> Strategy:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise UnknownStrategy(name) from None
+
+
+def describe() -> str:
+    """One line per strategy: its name and what it does."""
+    width = max(map(len, STRATEGIES))
+    return "\n".join(f"{s.name:<{width}}  {s.description}" for s in STRATEGIES.values())
+
+
+def store_conf(store, bucket: str) -> dict[str, str]:
+    """Non-secret S3A settings that point ``s3a://bucket`` at ``store`` (Hadoop keys)."""
+    prefix = f"fs.s3a.bucket.{bucket}."
+    conf = {prefix + "aws.credentials.provider":
+            _KEYS_PROVIDER if store.credentials else _S3A_ON_HADOOP_35["fs.s3a.aws.credentials.provider"]}
+    if store.endpoint:
+        conf[prefix + "endpoint"] = store.endpoint
+        conf[prefix + "path.style.access"] = "true"
+        conf[prefix + "connection.ssl.enabled"] = str(store.endpoint.startswith("https://")).lower()
+    conf.update({prefix + k: v for k, v in store.s3a_options().items()})
+    return conf
+
+
+def configure(builder, strategy: str, store, bucket: str):
+    """Wire ``strategy`` and ``s3a://bucket`` on ``store`` into a SparkSession builder.
+
+    Adds the jars, the manager class and the S3A settings; call it once per store to
+    reach several. After ``getOrCreate()``, call ``set_credentials`` for each store.
+    """
+    chosen = get(strategy)
+    builder = builder.config("spark.jars", ",".join(map(str, jars.spark_jars())))
+    if chosen.manager_class:
+        builder = builder.config(MANAGER_CLASS_CONF, chosen.manager_class)
+    for key, value in {**_S3A_ON_HADOOP_35, **store_conf(store, bucket)}.items():
+        builder = builder.config("spark.hadoop." + key, value)
+    return builder
+
+
+def set_credentials(spark, store, bucket: str) -> None:
+    """Give the running session ``store``'s keys for ``bucket``, in memory only."""
+    if store.credentials is None:
+        return
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop_conf.set(f"fs.s3a.bucket.{bucket}.access.key", store.credentials.access_key)
+    hadoop_conf.set(f"fs.s3a.bucket.{bucket}.secret.key", store.credentials.secret_key)
+
+
+def use(spark, strategy: str) -> None:
+    """Switch a running session to ``strategy`` for the queries it starts from now on."""
+    chosen = get(strategy)
+    if chosen.manager_class:
+        spark.conf.set(MANAGER_CLASS_CONF, chosen.manager_class)
+    else:
+        spark.conf.unset(MANAGER_CLASS_CONF)

@@ -1,0 +1,96 @@
+"""The jars a SparkSession needs to checkpoint on S3: the S3A connector and our managers.
+
+pyspark ships no object-store filesystem. Users on a real cluster name their own
+hadoop-aws + AWS SDK jars in ``CKPT_S3A_JARS`` (comma-separated paths); otherwise the
+set-up extracts hadoop-aws 3.3.1 and the AWS SDK v1 bundle from the ``sagemaker_pyspark``
+sdist on PyPI (the only source of them reachable here) into ``build/jars``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+BUNDLED_DIR = BUILD / "jars"
+MANAGERS_JAR = BUILD / "ckpt-impls.jar"
+USER_JARS_ENV = "CKPT_S3A_JARS"
+
+_SDIST = "sagemaker_pyspark==1.4.5"
+_BUNDLED = {
+    "hadoop-aws-3.3.1.jar": "6be50ad8a8b445d2802381b085b2a3ede5c29d353450a6a21f16b2fefa962b6e",
+    "aws-java-sdk-bundle-1.11.901.jar": "b87175b32a16544cc1b37cf40390eb375833e62bed67f8ce6cde4b7ad6429ead",
+}
+
+
+class JarsMissing(RuntimeError):
+    """A jar Spark needs is not there; str() says which and how to get it."""
+
+
+def pyspark_jars_dir() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def s3a_jars() -> list[Path]:
+    """The S3A connector jars to load: the user's (CKPT_S3A_JARS) or the bundled fallback."""
+    named = os.environ.get(USER_JARS_ENV, "").strip()
+    if named:
+        jars = [Path(p).expanduser() for p in named.split(",") if p.strip()]
+        missing = [str(p) for p in jars if not p.is_file()]
+        if missing:
+            raise JarsMissing(f"{USER_JARS_ENV} names jars that do not exist: {', '.join(missing)}")
+        return jars
+    jars = [BUNDLED_DIR / name for name in _BUNDLED]
+    if not all(p.is_file() for p in jars):
+        raise JarsMissing(f"S3A jars are not in {BUNDLED_DIR}: run `make setup` (or set {USER_JARS_ENV})")
+    return jars
+
+
+def spark_jars() -> list[Path]:
+    """Everything the checkpoint strategies need on Spark's classpath."""
+    if not MANAGERS_JAR.is_file():
+        raise JarsMissing(f"{MANAGERS_JAR} is not built: run `make setup`")
+    return [MANAGERS_JAR, *s3a_jars()]
+
+
+def fetch_bundled() -> None:
+    """Extract the bundled S3A jars unless the user named their own or they are already here."""
+    if os.environ.get(USER_JARS_ENV, "").strip():
+        s3a_jars()  # validates the user's paths
+        return
+    if all((BUNDLED_DIR / n).is_file() for n in _BUNDLED):
+        return  # verified when extracted
+    BUNDLED_DIR.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"fetching S3A jars from the {_SDIST} sdist (~181 MB) ...", flush=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", _SDIST, "-d", tmp],
+            check=True,
+        )
+        (sdist,) = Path(tmp).glob("*.tar.gz")
+        with tarfile.open(sdist) as tar:
+            for member in tar.getmembers():
+                name = Path(member.name).name
+                if name in _BUNDLED:
+                    member.name = name
+                    tar.extract(member, BUNDLED_DIR, filter="data")
+    for name, digest in _BUNDLED.items():
+        if _sha256(BUNDLED_DIR / name) != digest:
+            (BUNDLED_DIR / name).unlink()
+            raise JarsMissing(f"{name} from {_SDIST} does not match its recorded sha256; not using it")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

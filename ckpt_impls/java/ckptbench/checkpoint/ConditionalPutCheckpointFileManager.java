@@ -1,0 +1,221 @@
+package ckptbench.checkpoint;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+
+import com.amazonaws.services.s3.model.ListObjectsV2Result;
+import com.amazonaws.services.s3.model.S3ObjectSummary;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileAlreadyExistsException;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.PathFilter;
+import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
+import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.CancellableFSDataOutputStream;
+
+/**
+ * Direct writes made create-only by the store itself: {@code If-None-Match: *} on the PUT.
+ *
+ * <p>Talks to the S3 API directly (with the client S3A configured for the bucket) instead of
+ * through S3A's directory emulation, so a checkpoint file costs one PUT plus Spark's own
+ * existence check.
+ *
+ * <p>Guarantees:
+ * <ul>
+ *   <li>{@code createAtomic} buffers the file in memory; {@code close} sends it in one PUT, so the
+ *       object appears whole or not at all; {@code cancel} sends nothing and leaves nothing.</li>
+ *   <li>{@code overwriteIfPossible=false} is enforced by the store in the same request: a 412
+ *       becomes {@code FileAlreadyExistsException} and the old content stays. Two writers can
+ *       never both create one file.</li>
+ *   <li>At start it checks, once per store and bucket in this JVM, that the store honours the
+ *       header (a second conditional PUT of a probe key must fail) and refuses to start if not,
+ *       rather than silently losing the guarantee.</li>
+ *   <li>Directories are prefixes: {@code mkdirs} writes a {@code dir/} marker; a path exists when
+ *       it is an object or has anything under it. {@code exists} costs one LIST of at most two
+ *       keys; {@code delete} removes the object and anything under it.</li>
+ * </ul>
+ * Files are held in memory until close: fine for checkpoint files, and a single PUT is limited
+ * to 5 GiB.
+ */
+public class ConditionalPutCheckpointFileManager implements CheckpointFileManager {
+
+  private static final Map<String, Boolean> PROBED = new ConcurrentHashMap<>();
+
+  private final Path root;
+  private final S3ObjectStore store;
+
+  public ConditionalPutCheckpointFileManager(Path path, Configuration conf) throws IOException {
+    this.store = S3ObjectStore.forPath(path, conf, "conditional");
+    this.root = store.qualify(path);
+    if (PROBED.putIfAbsent(store.endpoint(), Boolean.TRUE) == null) {
+      try {
+        probeConditionalPut();
+      } catch (IOException | RuntimeException e) {
+        PROBED.remove(store.endpoint());
+        throw e;
+      }
+    }
+  }
+
+  private void probeConditionalPut() throws IOException {
+    String key = store.key(root) + "/.ckptbench-probe-" + UUID.randomUUID();
+    try {
+      store.put(key, new byte[] {1}, true);
+      try {
+        store.put(key, new byte[] {2}, true);
+      } catch (S3ObjectStore.KeyExistsException expected) {
+        return;
+      }
+      throw new IOException("The store at " + store.endpoint() + " ignores 'If-None-Match: *' on"
+          + " PUT, so strategy 'conditional' cannot stop two writers creating the same checkpoint"
+          + " file; use strategy 'direct' on this store");
+    } finally {
+      store.delete(key);
+    }
+  }
+
+  @Override
+  public CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
+    return new BufferedPutStream(store.key(path), !overwriteIfPossible);
+  }
+
+  @Override
+  public FSDataInputStream open(Path path) {
+    try {
+      return new FSDataInputStream(new ByteArraySeekableInputStream(store.get(store.key(path))));
+    } catch (IOException e) {
+      throw Unchecked.io(e);
+    }
+  }
+
+  @Override
+  public FileStatus[] list(Path path, PathFilter filter) {
+    String prefix = store.key(path) + "/";
+    List<FileStatus> out = new ArrayList<>();
+    try {
+      String token = null;
+      do {
+        ListObjectsV2Result page = store.listPage(prefix, true, 1000, token);
+        for (S3ObjectSummary o : page.getObjectSummaries()) {
+          if (!o.getKey().equals(prefix)) { // the directory's own marker
+            FileStatus status = new FileStatus(o.getSize(), false, 1, 0,
+                o.getLastModified().getTime(), store.path(o.getKey()));
+            if (filter.accept(status.getPath())) {
+              out.add(status);
+            }
+          }
+        }
+        for (String dir : page.getCommonPrefixes()) {
+          Path dirPath = store.path(dir.substring(0, dir.length() - 1));
+          if (filter.accept(dirPath)) {
+            out.add(new FileStatus(0, true, 1, 0, 0, dirPath));
+          }
+        }
+        token = page.getNextContinuationToken();
+      } while (token != null);
+    } catch (IOException e) {
+      throw Unchecked.io(e);
+    }
+    return out.toArray(new FileStatus[0]);
+  }
+
+  @Override
+  public void mkdirs(Path path) {
+    try {
+      store.put(store.key(path) + "/", new byte[0], false);
+    } catch (IOException e) {
+      throw Unchecked.io(e);
+    }
+  }
+
+  /**
+   * One LIST of the keys starting with the path's key: the exact key sorts first when the file
+   * exists; otherwise the directory's entries start with {@code key/}. Only a sibling such as
+   * {@code key.compact} (sorting between the two) costs a second LIST, of {@code key/} itself.
+   */
+  @Override
+  public boolean exists(Path path) {
+    String key = store.key(path);
+    try {
+      ListObjectsV2Result page = store.listPage(key, false, 1, null);
+      if (page.getObjectSummaries().isEmpty()) {
+        return false;
+      }
+      String first = page.getObjectSummaries().get(0).getKey();
+      if (first.equals(key) || first.startsWith(key + "/")) {
+        return true;
+      }
+      if (first.charAt(key.length()) > '/') {
+        return false;
+      }
+      return !store.listPage(key + "/", false, 1, null).getObjectSummaries().isEmpty();
+    } catch (IOException e) {
+      throw Unchecked.io(e);
+    }
+  }
+
+  @Override
+  public void delete(Path path) {
+    String key = store.key(path);
+    try {
+      store.delete(key);
+      store.deletePrefix(key + "/");
+    } catch (IOException e) {
+      throw Unchecked.io(e);
+    }
+  }
+
+  @Override
+  public boolean isLocal() {
+    return false;
+  }
+
+  @Override
+  public Path createCheckpointDirectory() {
+    mkdirs(root);
+    return root;
+  }
+
+  /** Buffers the file; close sends it in one (conditional) PUT, cancel drops it unsent. */
+  private final class BufferedPutStream extends CancellableFSDataOutputStream {
+    private final String key;
+    private final boolean createOnly;
+    private final ByteArrayOutputStream buffer;
+    private boolean terminated;
+
+    BufferedPutStream(String key, boolean createOnly) {
+      this(key, createOnly, new ByteArrayOutputStream());
+    }
+
+    private BufferedPutStream(String key, boolean createOnly, ByteArrayOutputStream buffer) {
+      super(buffer);
+      this.key = key;
+      this.createOnly = createOnly;
+      this.buffer = buffer;
+    }
+
+    @Override
+    public synchronized void close() throws IOException {
+      if (terminated) {
+        return;
+      }
+      terminated = true;
+      try {
+        store.put(key, buffer.toByteArray(), createOnly);
+      } catch (S3ObjectStore.KeyExistsException e) {
+        throw new FileAlreadyExistsException(e.getMessage());
+      }
+    }
+
+    @Override
+    public synchronized void cancel() {
+      terminated = true;
+    }
+  }
+}

@@ -1,0 +1,184 @@
+package ckptbench.checkpoint;
+
+import java.io.ByteArrayInputStream;
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+
+import com.amazonaws.AmazonClientException;
+import com.amazonaws.services.s3.AmazonS3;
+import com.amazonaws.services.s3.model.AmazonS3Exception;
+import com.amazonaws.services.s3.model.DeleteObjectsRequest;
+import com.amazonaws.services.s3.model.ListObjectsV2Request;
+import com.amazonaws.services.s3.model.ListObjectsV2Result;
+import com.amazonaws.services.s3.model.ObjectMetadata;
+import com.amazonaws.services.s3.model.PutObjectRequest;
+import com.amazonaws.services.s3.model.S3Object;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.s3a.S3AFileSystem;
+
+/**
+ * One bucket seen through the plain S3 API (no directory emulation), with the client, endpoint,
+ * credentials and signer of the S3A filesystem configured for that bucket, so a strategy that
+ * talks S3 directly needs no settings of its own. Keys are the path without its leading slash.
+ */
+final class S3ObjectStore {
+
+  /** The store refused a create-if-absent PUT because the key exists. */
+  static final class KeyExistsException extends IOException {
+    KeyExistsException(String message) {
+      super(message);
+    }
+  }
+
+  private static final String WRITER = "ckptbench-writer";
+
+  final S3AFileSystem fs;
+  final AmazonS3 s3;
+  final String bucket;
+
+  private S3ObjectStore(S3AFileSystem fs) {
+    this.fs = fs;
+    this.s3 = fs.getAmazonS3ClientForTesting("ckptbench: S3 requests outside S3A's directory emulation");
+    this.bucket = fs.getBucket();
+  }
+
+  static S3ObjectStore forPath(Path path, Configuration conf, String strategy) throws IOException {
+    FileSystem fs = path.getFileSystem(conf);
+    if (!(fs instanceof S3AFileSystem)) {
+      throw new IOException("Checkpoint strategy '" + strategy + "' talks to S3 directly and needs"
+          + " an s3a:// checkpoint location, not " + path + "; use 'direct' or 'rename' for"
+          + " other filesystems");
+    }
+    return new S3ObjectStore((S3AFileSystem) fs);
+  }
+
+  /** The endpoint this bucket is reached through, for messages and per-store caches. */
+  String endpoint() {
+    return fs.getConf().getTrimmed("fs.s3a.endpoint", "s3.amazonaws.com") + "/" + bucket;
+  }
+
+  Path qualify(Path path) {
+    return fs.makeQualified(path);
+  }
+
+  String key(Path path) {
+    String p = qualify(path).toUri().getPath();
+    return p.startsWith("/") ? p.substring(1) : p;
+  }
+
+  Path path(String key) {
+    return qualify(new Path("/" + key));
+  }
+
+  /**
+   * PUT {@code bytes} at {@code key}. With {@code createOnly} the PUT carries
+   * {@code If-None-Match: *}: the store itself refuses it (412) when the key exists, in the same
+   * request, so two writers can never both create one key.
+   */
+  void put(String key, byte[] bytes, boolean createOnly) throws IOException {
+    // Tagging each PUT lets a 412 caused by the SDK retrying our own PUT, whose first attempt
+    // did land, be told apart from another writer's object.
+    String writer = UUID.randomUUID().toString();
+    ObjectMetadata meta = new ObjectMetadata();
+    meta.setContentLength(bytes.length);
+    meta.addUserMetadata(WRITER, writer);
+    PutObjectRequest req = new PutObjectRequest(bucket, key, new ByteArrayInputStream(bytes), meta);
+    if (createOnly) {
+      req.putCustomRequestHeader("If-None-Match", "*");
+    }
+    try {
+      s3.putObject(req);
+    } catch (AmazonS3Exception e) {
+      // 412: the key exists. 409: AWS's answer to a conditional PUT racing another one.
+      if (createOnly && (e.getStatusCode() == 412 || e.getStatusCode() == 409)) {
+        if (writer.equals(writerOf(key))) {
+          return;
+        }
+        throw new KeyExistsException("s3a://" + bucket + "/" + key + " already exists");
+      }
+      throw translate("PUT", key, e);
+    } catch (AmazonClientException e) {
+      throw translate("PUT", key, e);
+    }
+  }
+
+  /** The writer tag of {@code key}, or null when it is missing or untagged. */
+  private String writerOf(String key) throws IOException {
+    try {
+      return s3.getObjectMetadata(bucket, key).getUserMetaDataOf(WRITER);
+    } catch (AmazonS3Exception e) {
+      if (e.getStatusCode() == 404) {
+        return null;
+      }
+      throw translate("HEAD", key, e);
+    } catch (AmazonClientException e) {
+      throw translate("HEAD", key, e);
+    }
+  }
+
+  /** GET the whole object; a missing key raises {@link FileNotFoundException}. */
+  byte[] get(String key) throws IOException {
+    try (S3Object obj = s3.getObject(bucket, key); InputStream in = obj.getObjectContent()) {
+      return in.readAllBytes();
+    } catch (AmazonS3Exception e) {
+      if (e.getStatusCode() == 404) {
+        throw new FileNotFoundException("s3a://" + bucket + "/" + key + " does not exist");
+      }
+      throw translate("GET", key, e);
+    } catch (AmazonClientException e) {
+      throw translate("GET", key, e);
+    }
+  }
+
+  /** One LIST v2 page of at most {@code maxKeys} under {@code prefix}, optionally grouped by '/'. */
+  ListObjectsV2Result listPage(String prefix, boolean delimited, int maxKeys, String token)
+      throws IOException {
+    ListObjectsV2Request req = new ListObjectsV2Request()
+        .withBucketName(bucket).withPrefix(prefix).withMaxKeys(maxKeys).withContinuationToken(token);
+    if (delimited) {
+      req.setDelimiter("/");
+    }
+    try {
+      return s3.listObjectsV2(req);
+    } catch (AmazonClientException e) {
+      throw translate("LIST", prefix, e);
+    }
+  }
+
+  /** DELETE one key; S3 answers 204 whether or not it existed. */
+  void delete(String key) throws IOException {
+    try {
+      s3.deleteObject(bucket, key);
+    } catch (AmazonClientException e) {
+      throw translate("DELETE", key, e);
+    }
+  }
+
+  /** Bulk DELETE of every key under {@code prefix}. */
+  void deletePrefix(String prefix) throws IOException {
+    String token = null;
+    do {
+      ListObjectsV2Result page = listPage(prefix, false, 1000, token);
+      List<DeleteObjectsRequest.KeyVersion> keys = new ArrayList<>();
+      page.getObjectSummaries().forEach(o -> keys.add(new DeleteObjectsRequest.KeyVersion(o.getKey())));
+      if (!keys.isEmpty()) {
+        try {
+          s3.deleteObjects(new DeleteObjectsRequest(bucket).withKeys(keys).withQuiet(true));
+        } catch (AmazonClientException e) {
+          throw translate("DELETE", prefix, e);
+        }
+      }
+      token = page.getNextContinuationToken();
+    } while (token != null);
+  }
+
+  private IOException translate(String op, String key, AmazonClientException e) {
+    return new IOException(op + " s3a://" + bucket + "/" + key + " failed: " + e.getMessage(), e);
+  }
+}

@@ -1,0 +1,63 @@
+"""The default store: a moto S3 server in a child process on a free loopback port."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .net import free_port, wait_for_port
+from .store import Credentials, ObjectStore, StoreUnavailable
+
+
+class EmbeddedStore(ObjectStore):
+    """moto's S3 server: zero set-up, in memory, starts in under a second.
+
+    An emulator: it speaks S3 over real HTTP (including the 412 for a second
+    ``If-None-Match: *`` PUT) but accepts any credentials and its timings are
+    those of a Python process, not of a storage system.
+    """
+
+    name = "embedded"
+    emulator = True
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        if _moto_server() is None:
+            return "embedded: moto_server is not installed; run the README's set-up (make test)"
+        return None
+
+    def _start(self) -> None:
+        exe = _moto_server()
+        if exe is None:
+            raise StoreUnavailable(self.unavailable_reason())
+        port = free_port()
+        self._proc = subprocess.Popen(
+            [exe, "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if not wait_for_port(port, 20, alive=lambda: self._proc.poll() is None):
+            self._stop()
+            raise StoreUnavailable(f"embedded: moto_server did not start on port {port}")
+        self.endpoint = f"http://127.0.0.1:{port}"
+        # moto accepts any key pair; a generated one keeps real-looking credentials in play.
+        self.credentials = Credentials.generate()
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._proc = None
+
+
+def _moto_server() -> str | None:
+    beside_python = Path(sys.executable).with_name("moto_server")
+    return str(beside_python) if beside_python.exists() else shutil.which("moto_server")

@@ -1,0 +1,124 @@
+"""The one small interface every object store in the lab implements.
+
+A store is something S3A and boto3 can talk to: an endpoint, credentials and
+buckets. Local stores (embedded moto, Ceph RGW, a MinIO binary) are started and
+stopped by the project; remote ones (a MinIO endpoint, AWS S3) only connect.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import secrets
+
+import boto3
+from botocore.config import Config
+
+
+class StoreUnavailable(RuntimeError):
+    """The store cannot start or be reached here; str() is one line saying why and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Credentials:
+    """An S3 key pair. repr() never shows the secret, so it is safe in logs and tracebacks."""
+
+    access_key: str
+    secret_key: str = dataclasses.field(repr=False)
+
+    @classmethod
+    def generate(cls) -> "Credentials":
+        return cls("ckpt" + secrets.token_hex(8), secrets.token_hex(20))
+
+
+class ObjectStore(abc.ABC):
+    """An S3-compatible store.
+
+    Subclasses set ``name`` and ``emulator`` and implement ``_start``/``_stop``;
+    after ``start()`` they expose ``endpoint`` (``""`` means AWS's own),
+    ``region`` and ``credentials`` (``None`` means the AWS default chain).
+    """
+
+    name: str = ""
+    #: True when latencies mean nothing about a real store (moto is in-process Python).
+    emulator: bool = False
+    #: The store honours ``If-None-Match: *`` on PUT (checked again at run time by ``conditional``).
+    supports_conditional_put: bool = True
+
+    endpoint: str = ""
+    region: str = "us-east-1"
+    credentials: Credentials | None = None
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """One line saying why this store cannot start on this machine, or None if it can try."""
+        return None
+
+    def start(self) -> "ObjectStore":
+        self._start()
+        return self
+
+    def stop(self) -> None:
+        self._stop()
+
+    def __enter__(self) -> "ObjectStore":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @abc.abstractmethod
+    def _start(self) -> None: ...
+
+    @abc.abstractmethod
+    def _stop(self) -> None: ...
+
+    def s3a_options(self) -> dict[str, str]:
+        """Store-specific, non-secret S3A settings (per bucket) beyond endpoint and path style."""
+        return {}
+
+    def client(self, **config):
+        """A boto3 S3 client for this store; retries kept short so a dead endpoint fails fast."""
+        cfg = Config(
+            s3={"addressing_style": "path"},
+            retries={"max_attempts": 2, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=30,
+            **config,
+        )
+        kwargs = {"region_name": self.region, "config": cfg}
+        if self.endpoint:
+            kwargs["endpoint_url"] = self.endpoint
+        if self.credentials is not None:
+            kwargs["aws_access_key_id"] = self.credentials.access_key
+            kwargs["aws_secret_access_key"] = self.credentials.secret_key
+        return boto3.client("s3", **kwargs)
+
+    def create_bucket(self, bucket: str) -> None:
+        s3 = self.client()
+        try:
+            s3.create_bucket(Bucket=bucket)
+        except s3.exceptions.BucketAlreadyOwnedByYou:
+            pass
+
+    def empty_bucket(self, bucket: str, prefix: str = "") -> None:
+        """Delete every object (and pending multipart upload) under ``prefix``."""
+        s3 = self.client()
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+        uploads = s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
+        for up in uploads:
+            s3.abort_multipart_upload(Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"])
+
+    def list_keys(self, bucket: str, prefix: str = "") -> list[str]:
+        s3 = self.client()
+        keys: list[str] = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys.extend(o["Key"] for o in page.get("Contents", []))
+        return keys
+
+    def describe(self) -> str:
+        kind = "emulator: its timings say nothing about a real store" if self.emulator else "real store"
+        return f"{self.name} at {self.endpoint or 'AWS S3'} ({kind})"
