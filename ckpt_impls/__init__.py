@@ -36,17 +36,24 @@ class Strategy:
     #: The JVM CheckpointFileManager; None keeps Spark's own default.
     manager_class: str | None
     description: str
+    #: Two writers creating one file with overwrite=false: the store lets exactly one win.
+    exclusive_create: bool = False
+    #: May leave ``.<name>.<uuid>.tmp`` objects behind: Spark's rename does when a create
+    #: with overwrite=false loses (its stream is already closed, so cancel() deletes nothing).
+    leaves_temp_files: bool = False
 
 
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
         Strategy("rename", None,
-                 "Spark's default: write a temp file, then rename it (COPY + DELETE on S3)"),
+                 "Spark's default: write a temp file, then rename it (COPY + DELETE on S3)",
+                 leaves_temp_files=True),
         Strategy("direct", "ckptbench.checkpoint.DirectWriteCheckpointFileManager",
                  "write the final key through S3A; cancel aborts the upload (or deletes, with retries)"),
         Strategy("conditional", "ckptbench.checkpoint.ConditionalPutCheckpointFileManager",
-                 "one S3 PUT with If-None-Match: *, so the store itself refuses a second writer"),
+                 "one S3 PUT with If-None-Match: *, so the store itself refuses a second writer",
+                 exclusive_create=True),
     )
 }
 

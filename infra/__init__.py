@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
-from .store import Credentials, ObjectStore, StoreUnavailable
+from .ceph import CephStore
 from .embedded import EmbeddedStore
+from .minio import MinioStore
+from .remote import AwsS3Store, EndpointStore
+from .store import Credentials, ObjectStore, StoreUnavailable
 
-__all__ = ["Credentials", "ObjectStore", "StoreUnavailable", "EmbeddedStore"]
+STORES: dict[str, type[ObjectStore]] = {
+    cls.name: cls for cls in (EmbeddedStore, CephStore, MinioStore, AwsS3Store, EndpointStore)
+}
+
+
+def store_class(name: str) -> type[ObjectStore]:
+    try:
+        return STORES[name]
+    except KeyError:
+        raise StoreUnavailable(f"unknown store '{name}'; valid stores: {', '.join(STORES)}") from None
+
+
+__all__ = ["STORES", "store_class", "Credentials", "ObjectStore", "StoreUnavailable",
+           "CephStore", "EmbeddedStore", "MinioStore", "AwsS3Store", "EndpointStore"]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import os
 import secrets
 
 import boto3
+import botocore.exceptions
 from botocore.config import Config
 
 
@@ -29,6 +31,13 @@ class Credentials:
     @classmethod
     def generate(cls) -> "Credentials":
         return cls("ckpt" + secrets.token_hex(8), secrets.token_hex(20))
+
+    @classmethod
+    def from_env(cls, store: str) -> "Credentials":
+        access, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+        if not (access and secret):
+            raise StoreUnavailable(f"{store}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for its endpoint")
+        return cls(access, secret)
 
 
 class ObjectStore(abc.ABC):
@@ -93,6 +102,26 @@ class ObjectStore(abc.ABC):
             kwargs["aws_access_key_id"] = self.credentials.access_key
             kwargs["aws_secret_access_key"] = self.credentials.secret_key
         return boto3.client("s3", **kwargs)
+
+    def check_bucket(self, bucket: str) -> None:
+        """Fail fast, in one line, when the endpoint, the credentials or the bucket are wrong."""
+        where = self.endpoint or "AWS S3"
+        try:
+            self.client(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=3).head_bucket(Bucket=bucket)
+        except botocore.exceptions.EndpointConnectionError:
+            raise StoreUnavailable(f"cannot reach the S3 endpoint {where}: is the store running and the URL right?") from None
+        except botocore.exceptions.NoCredentialsError:
+            raise StoreUnavailable(f"no credentials for {where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") from None
+        except botocore.exceptions.ClientError as e:
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 404:
+                raise StoreUnavailable(f"bucket '{bucket}' does not exist at {where}: create it or name another") from None
+            if status in (401, 403):
+                raise StoreUnavailable(f"{where} rejected the credentials for bucket '{bucket}' (HTTP {status}): "
+                                       "check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the profile") from None
+            raise StoreUnavailable(f"{where} answered HTTP {status} to HEAD bucket '{bucket}': {e}") from None
+        except botocore.exceptions.BotoCoreError as e:
+            raise StoreUnavailable(f"cannot talk to the S3 endpoint {where}: {e}") from None
 
     def create_bucket(self, bucket: str) -> None:
         s3 = self.client()

@@ -1,0 +1,58 @@
+"""Stores this project does not run: AWS S3 itself, or any S3 endpoint the user names."""
+
+from __future__ import annotations
+
+import os
+
+import boto3
+
+from .store import Credentials, ObjectStore, StoreUnavailable
+
+ENDPOINT_ENV = "CKPT_S3_ENDPOINT"
+
+
+class AwsS3Store(ObjectStore):
+    """Real AWS S3, with credentials from the standard AWS environment, profile or instance role.
+
+    The keys stay with the AWS SDKs' default chains (boto3 here, the SDK v1 chain in the JVM);
+    this project never reads or forwards them.
+    """
+
+    name = "s3"
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        if boto3.session.Session().get_credentials() is None:
+            return "s3: no AWS credentials found (set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
+        return None
+
+    def _start(self) -> None:
+        reason = self.unavailable_reason()
+        if reason:
+            raise StoreUnavailable(reason)
+        self.region = boto3.session.Session().region_name or "us-east-1"
+
+    def _stop(self) -> None:
+        pass
+
+
+class EndpointStore(ObjectStore):
+    """Any S3-compatible endpoint (``CKPT_S3_ENDPOINT``), keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY."""
+
+    name = "endpoint"
+
+    def __init__(self, endpoint: str | None = None) -> None:
+        self._endpoint = endpoint or os.environ.get(ENDPOINT_ENV, "")
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return None if os.environ.get(ENDPOINT_ENV) else f"endpoint: set {ENDPOINT_ENV} to the S3 endpoint URL"
+
+    def _start(self) -> None:
+        if not self._endpoint.startswith(("http://", "https://")):
+            raise StoreUnavailable(f"endpoint: '{self._endpoint}' is not an http(s):// URL; set {ENDPOINT_ENV}")
+        self.endpoint = self._endpoint.rstrip("/")
+        self.credentials = Credentials.from_env("endpoint")
+
+    def _stop(self) -> None:
+        pass
