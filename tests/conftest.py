@@ -17,6 +17,8 @@ import infra
 from ckptbench.spark import session
 
 TEST_STORES = ("embedded", "ceph", "minio")
+#: (strategy, store, test) -> temp objects left under the checkpoint, filled by the streaming tests.
+LEFTOVERS = pytest.StashKey[dict]()
 
 
 def bucket_of(store) -> str:
@@ -80,3 +82,12 @@ def strategy(request) -> str:
 def prefix(strategy) -> str:
     """A fresh key prefix per test, so tests never see each other's objects."""
     return f"{strategy}-{uuid.uuid4().hex[:8]}"
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """What each strategy left under its checkpoints (temp objects), as the streaming tests found."""
+    leftovers = config.stash.get(LEFTOVERS, {})
+    if leftovers:
+        terminalreporter.section("temp objects left under the checkpoint")
+        for (strategy, store, test), count in sorted(leftovers.items()):
+            terminalreporter.write_line(f"{strategy:<12} {store:<9} {test:<45} {count}")
