@@ -10,7 +10,8 @@ setup: .venv/.installed
 	python3 -m venv .venv
 	.venv/bin/pip install -q --upgrade pip
 	.venv/bin/pip install -q -r requirements.txt
-	.venv/bin/pip install -q --no-deps -e .
+	# The repo's packages (ckptbench, ckpt_impls, infra) importable from anywhere, as they are.
+	$(PY) -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "ckptbench.pth").write_text("$(CURDIR)\n")'
 	touch $@
 
 test: setup

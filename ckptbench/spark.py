@@ -18,6 +18,7 @@ BASE_CONF = {
 def session(strategy: str, stores: dict, master: str = "local[2]", conf: dict | None = None):
     """A SparkSession using ``strategy``, reaching each ``{bucket: store}`` through S3A.
 
+    S3A settings are per bucket name, so each store needs buckets of its own.
     ``conf`` adds or overrides Spark settings (e.g. for a real ``--master``).
     """
     from pyspark.sql import SparkSession

@@ -44,10 +44,11 @@ class QueryFailed(RuntimeError):
     pass
 
 
-def await_batches(query, batches: int, timeout: float = 300) -> list[dict]:
+def await_batches(query, batches: int, timeout: float = 300, on_batch=None) -> list[dict]:
     """Wait until ``query`` has reported ``batches`` more progress events; return them.
 
-    Raises ``QueryFailed`` with Spark's own error if the query dies, or on timeout.
+    ``on_batch(n)`` is told of each ``n`` new batches (for a progress bar). Raises
+    ``QueryFailed`` with Spark's own error if the query dies, or on timeout.
     """
     seen = {p["batchId"] for p in query.recentProgress}
     deadline = time.monotonic() + timeout
@@ -57,8 +58,11 @@ def await_batches(query, batches: int, timeout: float = 300) -> list[dict]:
             raise QueryFailed(str(query.exception()).splitlines()[0])
         if time.monotonic() > deadline:
             raise QueryFailed(f"only {len(new)} of {batches} batches within {timeout:.0f}s")
+        before = len(new)
         for progress in query.recentProgress:
             if progress["batchId"] not in seen:
                 new.setdefault(progress["batchId"], progress)
+        if on_batch and len(new) > before:
+            on_batch(min(len(new), batches) - min(before, batches))
         time.sleep(0.05)
     return [new[b] for b in sorted(new)][:batches]

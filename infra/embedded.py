@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,7 @@ class EmbeddedStore(ObjectStore):
         if not wait_for_port(port, 20, alive=lambda: self._proc.poll() is None):
             self._stop()
             raise StoreUnavailable(f"embedded: moto_server did not start on port {port}")
+        atexit.register(self._stop)  # no orphaned server if the caller forgets stop()
         self.endpoint = f"http://127.0.0.1:{port}"
         # moto accepts any key pair; a generated one keeps real-looking credentials in play.
         self.credentials = Credentials.generate()

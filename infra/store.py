@@ -88,13 +88,9 @@ class ObjectStore(abc.ABC):
 
     def client(self, **config):
         """A boto3 S3 client for this store; retries kept short so a dead endpoint fails fast."""
-        cfg = Config(
-            s3={"addressing_style": "path"},
-            retries={"max_attempts": 2, "mode": "standard"},
-            connect_timeout=5,
-            read_timeout=30,
-            **config,
-        )
+        settings = {"s3": {"addressing_style": "path"}, "retries": {"max_attempts": 2, "mode": "standard"},
+                    "connect_timeout": 5, "read_timeout": 30, **config}
+        cfg = Config(**settings)
         kwargs = {"region_name": self.region, "config": cfg}
         if self.endpoint:
             kwargs["endpoint_url"] = self.endpoint

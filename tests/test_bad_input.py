@@ -1,0 +1,80 @@
+"""Bad input gets one clear line on stderr, exit status 2, no hang and no results written.
+
+The CLI runs as a real process against real servers; credentials reach it through its
+environment, never its command line.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import bucket_of
+from ckptbench.cli import RESULTS
+
+
+def ckptbench(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    before = set(RESULTS.glob("*")) if RESULTS.exists() else set()
+    done = subprocess.run([sys.executable, "-m", "ckptbench", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **(env or {})})
+    after = set(RESULTS.glob("*")) if RESULTS.exists() else set()
+    assert after == before, "a failed run wrote results"
+    return done
+
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("ckptbench: error: ")
+    return lines[0]
+
+
+def test_unknown_strategy_lists_the_valid_ones():
+    line = one_error_line(ckptbench("measure", "--strategies", "rename,bogus"))
+    assert "'bogus'" in line and "rename, direct, conditional" in line
+
+
+def test_unknown_store_lists_the_valid_ones():
+    line = one_error_line(ckptbench("measure", "--stores", "hdfs"))
+    assert "'hdfs'" in line and "embedded, ceph" in line
+
+
+def test_malformed_option_is_one_line():
+    line = one_error_line(ckptbench("measure", "--batches", "many"))
+    assert "--batches" in line
+
+
+def test_unreachable_endpoint():
+    line = one_error_line(ckptbench("measure", "--stores", "endpoint", "--bucket", "any",
+                                    env={"CKPT_S3_ENDPOINT": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "a",
+                                         "AWS_SECRET_ACCESS_KEY": "b"}))
+    assert "cannot reach" in line and "127.0.0.1:9" in line
+
+
+def test_wrong_credentials(lab):
+    ceph = lab.get("ceph")
+    line = one_error_line(ckptbench("measure", "--stores", "endpoint", "--bucket", bucket_of(ceph),
+                                    env={"CKPT_S3_ENDPOINT": ceph.endpoint, "AWS_ACCESS_KEY_ID": "wrong",
+                                         "AWS_SECRET_ACCESS_KEY": "wrong-secret"}))
+    assert "rejected the credentials" in line
+    assert "wrong-secret" not in line
+
+
+@pytest.mark.parametrize("name", ["embedded", "ceph"])
+def test_missing_bucket(lab, name):
+    store = lab.get(name)
+    line = one_error_line(ckptbench("measure", "--stores", "endpoint", "--bucket", "no-such-bucket",
+                                    env={"CKPT_S3_ENDPOINT": store.endpoint,
+                                         "AWS_ACCESS_KEY_ID": store.credentials.access_key,
+                                         "AWS_SECRET_ACCESS_KEY": store.credentials.secret_key}))
+    assert "bucket 'no-such-bucket' does not exist" in line
+
+
+def test_missing_user_jars():
+    line = one_error_line(ckptbench("measure", "--stores", "embedded",
+                                    env={"CKPT_S3A_JARS": "/nonexistent/hadoop-aws.jar"}))
+    assert "/nonexistent/hadoop-aws.jar" in line

@@ -1,0 +1,410 @@
+"""The metering proxy: S3 calls through it against a real moto server, byte-exact
+forwarding against a raw-socket upstream, and the pure classifiers."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from infra.embedded import EmbeddedStore
+from infra.net import free_port
+from infra.proxy import (AREAS, OPS, Event, MeteringProxy, area_of, classify, split_path,
+                         summarize, totals)
+
+BUCKET = "proxy-test"
+
+
+@pytest.fixture(scope="module")
+def store():
+    reason = EmbeddedStore.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with EmbeddedStore() as s:
+        s.create_bucket(BUCKET)
+        yield s
+
+
+@pytest.fixture(scope="module")
+def proxy(store):
+    with MeteringProxy(store.endpoint) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def s3(store, proxy):
+    """A boto3 client that talks to moto only through the proxy."""
+    return _client(proxy.endpoint, store)
+
+
+def _client(endpoint, store=None):
+    creds = store.credentials if store else None
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=creds.access_key if creds else "AKIDEXAMPLE",
+        aws_secret_access_key=creds.secret_key if creds else "secret",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+    )
+
+
+def _ops(events):
+    return [(e.op, e.area, e.status) for e in events]
+
+
+# -- S3 calls through the proxy against moto ---------------------------------------
+
+def test_put_get_head_list(s3, proxy):
+    mark = proxy.mark()
+    s3.put_object(Bucket=BUCKET, Key="ck/offsets/0", Body=b"o" * 1000)
+    assert s3.get_object(Bucket=BUCKET, Key="ck/offsets/0")["Body"].read() == b"o" * 1000
+    assert s3.head_object(Bucket=BUCKET, Key="ck/offsets/0")["ContentLength"] == 1000
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix="ck/offsets/")
+    assert [o["Key"] for o in listed["Contents"]] == ["ck/offsets/0"]
+
+    events = proxy.events_since(mark)
+    assert _ops(events) == [
+        ("PUT", "offsets", 200), ("GET", "offsets", 200),
+        ("HEAD", "offsets", 200), ("LIST", "offsets", 200),
+    ]
+    put, get, head, _ = events
+    assert (put.method, put.bucket, put.key) == ("PUT", BUCKET, "ck/offsets/0")
+    assert (put.bytes_in, put.bytes_out) == (1000, 0)
+    assert (get.bytes_in, get.bytes_out) == (0, 1000)
+    assert head.bytes_out == 0
+    assert all(e.start <= e.end for e in events)
+
+
+def test_copy_and_deletes(s3, proxy):
+    s3.put_object(Bucket=BUCKET, Key="ck/state/0/1/.1.delta.tmp", Body=b"d" * 10)
+    s3.put_object(Bucket=BUCKET, Key="out/part-0.parquet", Body=b"p")
+    s3.put_object(Bucket=BUCKET, Key="out/_spark_metadata/0", Body=b"v1")
+    mark = proxy.mark()
+    s3.copy_object(Bucket=BUCKET, Key="ck/state/0/1/1.delta",
+                   CopySource={"Bucket": BUCKET, "Key": "ck/state/0/1/.1.delta.tmp"})
+    s3.delete_object(Bucket=BUCKET, Key="ck/state/0/1/.1.delta.tmp")
+    s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [
+        {"Key": "out/_spark_metadata/0"}, {"Key": "out/part-0.parquet"}]})
+
+    assert _ops(proxy.events_since(mark)) == [
+        ("COPY", "state", 200), ("DELETE", "state", 204), ("BULK_DELETE", "_spark_metadata", 200),
+    ]
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
+    assert "ck/state/0/1/1.delta" in keys
+    assert not keys & {"ck/state/0/1/.1.delta.tmp", "out/_spark_metadata/0", "out/part-0.parquet"}
+
+
+def test_multipart_upload(s3, proxy):
+    key = "out/part-1.parquet"
+    parts = [b"a" * (5 * 1024 * 1024), b"b"]
+    mark = proxy.mark()
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    etags = [
+        s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=n, Body=body)["ETag"]
+        for n, body in enumerate(parts, 1)
+    ]
+    s3.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload, MultipartUpload={
+        "Parts": [{"ETag": e, "PartNumber": n} for n, e in enumerate(etags, 1)]})
+
+    events = proxy.events_since(mark)
+    assert _ops(events) == [("MPU_INIT", "data", 200), ("MPU_PART", "data", 200),
+                            ("MPU_PART", "data", 200), ("MPU_COMPLETE", "data", 200)]
+    assert [e.bytes_in for e in events[1:3]] == [5 * 1024 * 1024, 1]
+    assert s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"] == 5 * 1024 * 1024 + 1
+
+
+def test_aborted_multipart_upload(s3, proxy):
+    key = "ck/sources/0/0"
+    mark = proxy.mark()
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    s3.upload_part(Bucket=BUCKET, Key=key, UploadId=upload, PartNumber=1, Body=b"x" * 100)
+    s3.abort_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload)
+    pending = s3.list_multipart_uploads(Bucket=BUCKET, Prefix="ck/sources/").get("Uploads", [])
+
+    assert pending == []
+    assert _ops(proxy.events_since(mark)) == [
+        ("MPU_INIT", "sources", 200), ("MPU_PART", "sources", 200),
+        ("MPU_ABORT", "sources", 204), ("LIST", "sources", 200),
+    ]
+
+
+def test_conditional_put_fails_with_412(s3, proxy):
+    key = "ck/commits/0"
+    mark = proxy.mark()
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"first", IfNoneMatch="*")
+    with pytest.raises(ClientError) as err:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"second", IfNoneMatch="*")
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    # The connection is still good after the rejected PUT, and the first write stands.
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"first"
+    assert _ops(proxy.events_since(mark)) == [
+        ("PUT", "commits", 200), ("PUT", "commits", 412), ("GET", "commits", 200)]
+
+
+def test_checkpoint_metadata_and_bucket_calls(store, s3, proxy):
+    mark = proxy.mark()
+    s3.put_object(Bucket=BUCKET, Key="ck/metadata", Body=b'{"id":"x"}')
+    s3.head_bucket(Bucket=BUCKET)
+    s3.create_bucket(Bucket="proxy-test-other")
+    s3.delete_bucket(Bucket="proxy-test-other")
+    assert _ops(proxy.events_since(mark)) == [
+        ("PUT", "metadata", 200), ("HEAD", "data", 200), ("BUCKET", "data", 200),
+        ("BUCKET", "data", 204)]
+
+
+def test_snapshots_and_summaries(s3, proxy):
+    proxy.reset()
+    assert proxy.events() == []
+    s3.put_object(Bucket=BUCKET, Key="ck/offsets/1", Body=b"x" * 1000)
+    mark = proxy.mark()
+    s3.put_object(Bucket=BUCKET, Key="out/part-2.parquet", Body=b"y" * 24)
+    s3.get_object(Bucket=BUCKET, Key="ck/offsets/1")["Body"].read()
+
+    events = proxy.events()
+    assert len(events) == 3 and proxy.events_since(mark) == events[1:]
+    assert summarize(events, "op") == {"PUT": 2, "GET": 1}
+    assert summarize(events, "area") == {"offsets": 2, "data": 1}
+    assert summarize(events, "area", "bytes_in") == {"offsets": 1000, "data": 24}
+    assert totals(events) == {"requests": 3, "bytes_in": 1024, "bytes_out": 1000}
+    proxy.reset()
+    assert proxy.events() == [] and proxy.events_since(mark) == []
+    with pytest.raises(ValueError):
+        summarize(events, "op", "duration")
+
+
+# -- byte-exact forwarding, against a raw-socket upstream --------------------------
+
+class RawUpstream:
+    """A one-thread HTTP 'store' that records the raw bytes of each request and answers
+    each with ``response``; it knows just enough framing to find where a request ends."""
+
+    def __init__(self, response: bytes, send_continue=False, close_after_response=False):
+        self.response = response
+        self.send_continue = send_continue
+        self.close_after_response = close_after_response
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def close(self):
+        self._listener.close()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                buf = b""
+                while True:
+                    request, buf = self._read_request(conn, buf)
+                    if request is None:
+                        break
+                    self.requests.append(request)
+                    conn.sendall(self.response)
+                    if self.close_after_response:
+                        break
+
+    def _read_request(self, conn, buf):
+        while b"\r\n\r\n" not in buf:
+            data = conn.recv(65536)
+            if not data:
+                return None, b""
+            buf += data
+        head_len = buf.index(b"\r\n\r\n") + 4
+        head = buf[:head_len].lower()
+        if self.send_continue and b"expect: 100-continue" in head:
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        if b"transfer-encoding: chunked" in head:  # ends at the last chunk and its trailers
+            while b"\r\n0\r\n" not in buf[head_len - 2:] or not buf.endswith(b"\r\n\r\n"):
+                buf += conn.recv(65536)
+            return buf, b""
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        while len(buf) < head_len + length:
+            buf += conn.recv(65536)
+        return buf[:head_len + length], buf[head_len + length:]
+
+
+def _recv_until(sock, count_or_marker):
+    data = b""
+    while (len(data) < count_or_marker if isinstance(count_or_marker, int)
+           else count_or_marker not in data):
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed after {data!r}"
+        data += chunk
+    return data
+
+
+@pytest.fixture
+def raw_client():
+    socks = []
+
+    def connect(endpoint):
+        host, port = endpoint.removeprefix("http://").split(":")
+        sock = socket.create_connection((host, int(port)), timeout=10)
+        socks.append(sock)
+        return sock
+
+    yield connect
+    for s in socks:
+        s.close()
+
+
+OK_CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Odd:  spaced \r\n\r\n"
+              b"5;ext=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n")
+
+
+def test_request_and_response_forwarded_byte_for_byte(raw_client):
+    upstream = RawUpstream(OK_CHUNKED)
+    request = (b"PUT /bkt/ck/offsets/7?x-id=PutObject HTTP/1.1\r\n"
+               b"Host: example.invalid:1234\r\nx-AMZ-Date:   20240101T000000Z\r\n"
+               b"Authorization: AWS4-HMAC-SHA256 Credential=a/b, SignedHeaders=host;x-amz-date, "
+               b"Signature=00\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"3;sig=abc\r\nabc\r\n4\r\ndefg\r\n0\r\nX-Checksum: 1\r\n\r\n")
+    with MeteringProxy(upstream.endpoint) as proxy:
+        sock = raw_client(proxy.endpoint)
+        sock.sendall(request)
+        assert _recv_until(sock, len(OK_CHUNKED)) == OK_CHUNKED
+        sock.sendall(request)  # same connection, same upstream connection
+        assert _recv_until(sock, len(OK_CHUNKED)) == OK_CHUNKED
+        sock.close()
+        proxy.stop()
+        events = proxy.events()
+    upstream.close()
+    assert upstream.requests == [request, request]
+    assert upstream.connections == 1
+    assert [(e.op, e.area, e.key, e.status, e.bytes_in, e.bytes_out) for e in events] == [
+        ("PUT", "offsets", "ck/offsets/7", 200, 7, 5)] * 2
+
+
+def test_boto3_host_header_and_signature_reach_upstream_unchanged():
+    upstream = RawUpstream(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    with MeteringProxy(upstream.endpoint) as proxy:
+        _client(proxy.endpoint).head_object(Bucket="bkt", Key="out/part-0.parquet")
+        assert _ops(proxy.events()) == [("HEAD", "data", 200)]
+    upstream.close()
+    (request,) = upstream.requests
+    head = request.decode().split("\r\n")
+    assert head[0] == "HEAD /bkt/out/part-0.parquet HTTP/1.1"
+    headers = {k.lower(): v for k, _, v in (line.partition(": ") for line in head[1:] if line)}
+    assert headers["host"] == proxy.endpoint.removeprefix("http://")
+    assert "SignedHeaders=host;" in headers["authorization"]
+
+
+@pytest.mark.parametrize("store_sends_continue", [False, True])
+def test_expect_100_continue_answered_once_by_the_proxy(raw_client, store_sends_continue):
+    final = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    upstream = RawUpstream(final, send_continue=store_sends_continue)
+    head = (b"PUT /bkt/k HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n"
+            b"Content-Length: 4\r\n\r\n")
+    with MeteringProxy(upstream.endpoint) as proxy:
+        sock = raw_client(proxy.endpoint)
+        sock.sendall(head)
+        # The client hears 100 Continue from the proxy before it sends any body...
+        assert _recv_until(sock, b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(b"body")
+        # ...and exactly once: the store's own interim 100 (if any) is not relayed.
+        assert _recv_until(sock, len(final)) == final
+        sock.sendall(b"GET /bkt/k HTTP/1.1\r\nHost: h\r\n\r\n")
+        assert _recv_until(sock, len(final)) == final
+    upstream.close()
+    assert upstream.requests == [head + b"body", b"GET /bkt/k HTTP/1.1\r\nHost: h\r\n\r\n"]
+
+
+def test_store_closing_idle_connections_is_invisible(raw_client):
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    upstream = RawUpstream(ok, close_after_response=True)
+    with MeteringProxy(upstream.endpoint) as proxy:
+        sock = raw_client(proxy.endpoint)
+        for _ in range(3):
+            sock.sendall(b"GET /bkt/k HTTP/1.1\r\nHost: h\r\n\r\n")
+            assert _recv_until(sock, len(ok)) == ok
+        assert [e.status for e in proxy.events()] == [200, 200, 200]
+    upstream.close()
+    assert upstream.connections == 3
+
+
+def test_unreachable_store_gives_502_and_is_counted(raw_client):
+    with MeteringProxy(f"http://127.0.0.1:{free_port()}") as proxy:
+        sock = raw_client(proxy.endpoint)
+        sock.sendall(b"DELETE /bkt/ck/offsets/3 HTTP/1.1\r\nHost: h\r\n\r\n")
+        assert _recv_until(sock, b"\r\n").startswith(b"HTTP/1.1 502 ")
+        assert _ops(proxy.events()) == [("DELETE", "offsets", 502)]
+
+
+# -- pure functions -------------------------------------------------------------------
+
+@pytest.mark.parametrize("method, target, headers, op", [
+    ("GET", "/b/ck/offsets/0", {}, "GET"),
+    ("GET", "/b/k?versionId=3", {}, "GET"),
+    ("HEAD", "/b/k", {}, "HEAD"),
+    ("HEAD", "/b", {}, "HEAD"),
+    ("GET", "/b?list-type=2&prefix=ck%2F&delimiter=%2F&max-keys=2", {}, "LIST"),
+    ("GET", "/b/", {}, "LIST"),
+    ("GET", "/b?uploads&prefix=x", {}, "LIST"),
+    ("GET", "/b/k?uploadId=u", {}, "LIST"),
+    ("GET", "/b?location", {}, "BUCKET"),
+    ("PUT", "/b/k", {}, "PUT"),
+    ("PUT", "/b/k", {"X-Amz-Copy-Source": "/b/j"}, "COPY"),
+    ("PUT", "/b/k?partNumber=1&uploadId=u", {}, "MPU_PART"),
+    ("PUT", "/b/k?partNumber=2&uploadId=u", {"x-amz-copy-source": "/b/j"}, "MPU_PART"),
+    ("DELETE", "/b/k", {}, "DELETE"),
+    ("DELETE", "/b/k?uploadId=u", {}, "MPU_ABORT"),
+    ("POST", "/b?delete", {}, "BULK_DELETE"),
+    ("POST", "/b?delete=", {}, "BULK_DELETE"),
+    ("POST", "/b/k?uploads", {}, "MPU_INIT"),
+    ("POST", "/b/k?uploadId=u", {}, "MPU_COMPLETE"),
+    ("PUT", "/b", {}, "BUCKET"),
+    ("DELETE", "/b", {}, "BUCKET"),
+    ("PUT", "/b?versioning", {}, "BUCKET"),
+    ("GET", "/", {}, "BUCKET"),
+    ("POST", "/b/k?restore", {}, "OTHER"),
+    ("OPTIONS", "/b/k", {}, "OTHER"),
+])
+def test_classify(method, target, headers, op):
+    path, _, query = target.partition("?")
+    assert classify(method, path, query, headers) == op
+    assert op in OPS
+
+
+def test_split_path_decodes_the_key():
+    assert split_path("/b/out/a%20b%2Bc/%E2%82%AC") == ("b", "out/a b+c/\u20ac")
+    assert split_path("/b") == ("b", "")
+    assert split_path("/") == ("", "")
+
+
+@pytest.mark.parametrize("key, area", [
+    ("ck/offsets/0", "offsets"),
+    ("ck/offsets/.0.tmp", "offsets"),
+    ("ck/commits/12", "commits"),
+    ("ck/state/0/1/1.delta", "state"),
+    ("ck/state/0/1/2.snapshot", "state"),
+    ("ck/sources/0/0", "sources"),
+    ("ck/metadata", "metadata"),
+    ("out/_spark_metadata/0", "_spark_metadata"),
+    ("state/_spark_metadata/0", "_spark_metadata"),
+    ("out/part-0.parquet", "data"),
+    ("out/date=2024-01-01/part-0.parquet", "data"),
+    ("out/offsets.csv", "data"),
+    ("", "data"),
+])
+def test_area_of(key, area):
+    assert area_of(key) == area
+    assert area in AREAS
+
+
+def test_event_duration():
+    e = Event(1.0, 1.5, "GET", "GET", "data", "b", "k", 200, 0, 3)
+    assert e.duration == 0.5
