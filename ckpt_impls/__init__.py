@@ -113,6 +113,14 @@ def set_credentials(spark, store, bucket: str) -> None:
     hadoop_conf.set(f"fs.s3a.bucket.{bucket}.secret.key", store.credentials.secret_key)
 
 
+def attach(spark, store, bucket: str) -> None:
+    """Reach ``s3a://bucket`` on ``store`` from an already running session (settings and keys)."""
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in store_conf(store, bucket).items():
+        hadoop_conf.set(key, value)
+    set_credentials(spark, store, bucket)
+
+
 def use(spark, strategy: str) -> None:
     """Switch a running session to ``strategy`` for the queries it starts from now on."""
     chosen = get(strategy)

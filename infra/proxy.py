@@ -116,6 +116,19 @@ class Event:
         return self.end - self.start
 
 
+@dataclasses.dataclass
+class Fault:
+    """A rule for the next ``times`` requests of operation ``op`` (every one when None):
+    answer ``status`` without forwarding them, or forward them without the header
+    ``drop_header`` (a store that ignores it, say). Injected faults break the
+    forwards-unchanged guarantee on purpose, and only for matching requests."""
+
+    op: str
+    status: int | None = None
+    drop_header: str | None = None
+    times: int | None = None
+
+
 def split_path(path: str) -> tuple[str, str]:
     """Path-style ``/bucket/key`` to ``(bucket, url-decoded key)``; either may be ``""``."""
     bucket, _, key = path[1:].partition("/") if path.startswith("/") else path.partition("/")
@@ -182,6 +195,7 @@ class MeteringProxy:
         self._events: list[Event] = []
         self._dropped = 0  # events removed by reset(), so marks stay valid across it
         self._sessions: set[_Session] = set()
+        self._faults: list[Fault] = []
         self._listener: socket.socket | None = None
         self._acceptor: threading.Thread | None = None
 
@@ -236,6 +250,24 @@ class MeteringProxy:
         """The events completed after ``mark()`` returned ``mark``."""
         with self._lock:
             return self._events[max(0, mark - self._dropped):]
+
+    def inject(self, fault: Fault) -> None:
+        """Apply ``fault`` to the requests that arrive from now on."""
+        with self._lock:
+            self._faults.append(fault)
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults = []
+
+    def _fault_for(self, op: str) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.op == op and fault.times != 0:
+                    if fault.times is not None:
+                        fault.times -= 1
+                    return fault
+        return None
 
     def reset(self) -> None:
         """Forget every event so far; earlier marks stay usable."""
@@ -341,11 +373,22 @@ class _Session:
                 capture.extend(data)
             self._send_upstream(data)
 
+        fault = self.proxy._fault_for(op)
+        if fault is not None and fault.drop_header:
+            head = _without_header(head, fault.drop_header)
         try:
             expect = version == "HTTP/1.1" and headers.get("expect", "").lower() == "100-continue"
             if expect:
                 self.client.sendall(_CONTINUE)
             framing = _request_framing(headers)
+            if fault is not None and fault.status:
+                bytes_in = _relay_body(self.crfile, lambda data: None, framing, b"")
+                status = fault.status
+                body = b"<Error><Code>InjectedFault</Code><Message>metering proxy</Message></Error>"
+                record(len(body))
+                self.client.sendall(b"HTTP/1.1 %d Injected Fault\r\nContent-Type: application/xml\r\n"
+                                    b"Content-Length: %d\r\n\r\n%s" % (status, len(body), body))
+                return framing != "close"
             reused = self._ensure_upstream()
             if reused is None:
                 raise _UpstreamFailed("cannot connect to the store")
@@ -436,6 +479,11 @@ class _Session:
 
 
 # -- HTTP/1.1 framing -------------------------------------------------------------
+
+def _without_header(head: bytes, name: str) -> bytes:
+    prefix = name.lower().encode() + b":"
+    return b"\r\n".join(line for line in head.split(b"\r\n") if not line.lower().startswith(prefix))
+
 
 def _read_head(rfile) -> tuple[bytes, str, dict[str, str]] | None:
     """``(raw head, start line, {lower-case name: value})``, or None at EOF before a message."""
