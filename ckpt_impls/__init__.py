@@ -41,6 +41,8 @@ class Strategy:
     #: May leave ``.<name>.<uuid>.tmp`` objects behind: Spark's rename does when a create
     #: with overwrite=false loses (its stream is already closed, so cancel() deletes nothing).
     leaves_temp_files: bool = False
+    #: Each checkpoint file is the object at its own key (False: found through a manifest).
+    keys_mirror_paths: bool = True
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -54,6 +56,9 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy("conditional", "ckptbench.checkpoint.ConditionalPutCheckpointFileManager",
                  "one S3 PUT with If-None-Match: *, so the store itself refuses a second writer",
                  exclusive_create=True),
+        Strategy("manifest", "ckptbench.checkpoint.ManifestCheckpointFileManager",
+                 "stage under a unique key; publish as the next record of a compacted per-directory manifest",
+                 exclusive_create=True, keys_mirror_paths=False),
     )
 }
 

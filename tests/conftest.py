@@ -8,9 +8,11 @@ run instead of skipping it.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 
 import pytest
+from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 import infra
@@ -23,6 +25,102 @@ LEFTOVERS = pytest.StashKey[dict]()
 
 def bucket_of(store) -> str:
     return f"ckptbench-{store.name}"
+
+
+#: Spark's rename temp files: ``.<name>.<uuid>.tmp`` beside the target.
+TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
+
+
+def java_class(error: Py4JJavaError) -> str:
+    return error.java_exception.getClass().getName()
+
+
+class CheckpointFiles:
+    """A strategy's JVM CheckpointFileManager for ``s3a://bucket/prefix``, with byte-level helpers.
+
+    Built by Spark's own factory (``CheckpointFileManager.create``) from the strategy's class
+    setting, exactly as a streaming query builds it; ``settings`` are added to the Hadoop conf.
+    """
+
+    def __init__(self, spark, strategy: str, store, prefix: str, bucket: str | None = None,
+                 settings: dict | None = None, hadoop_conf=None) -> None:
+        jvm = spark._jvm
+        self.jvm, self.strategy, self.store, self.prefix = jvm, strategy, store, prefix
+        self.bucket = bucket or bucket_of(store)
+        conf = jvm.org.apache.hadoop.conf.Configuration(hadoop_conf or spark._jsc.hadoopConfiguration())
+        manager_class = ckpt_impls.get(strategy).manager_class
+        if manager_class:
+            conf.set(ckpt_impls.MANAGER_CLASS_CONF, manager_class)
+        else:
+            conf.unset(ckpt_impls.MANAGER_CLASS_CONF)
+        for key, value in (settings or {}).items():
+            conf.set(key, str(value))
+        factory = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
+        self.fm = factory.create(self.path(""), conf)
+
+    def path(self, rel: str):
+        return self.jvm.org.apache.hadoop.fs.Path(f"s3a://{self.bucket}/{self.prefix}/{rel}".rstrip("/"))
+
+    def create(self, rel: str, overwrite: bool, data: bytes):
+        out = self.fm.createAtomic(self.path(rel), overwrite)
+        out.write(bytearray(data))
+        return out
+
+    def write(self, rel: str, data: bytes, overwrite: bool = False) -> None:
+        """Write as HDFSMetadataLog.write does: close, or cancel if that fails."""
+        out = self.create(rel, overwrite, data)
+        try:
+            out.close()
+        except Py4JJavaError:
+            out.cancel()
+            raise
+
+    def read(self, rel: str) -> bytes:
+        stream = self.fm.open(self.path(rel))
+        try:
+            return bytes(stream.readAllBytes())
+        finally:
+            stream.close()
+
+    def exists(self, rel: str) -> bool:
+        return self.fm.exists(self.path(rel))
+
+    def mkdirs(self, rel: str) -> None:
+        self.fm.mkdirs(self.path(rel))
+
+    def delete(self, rel: str) -> None:
+        self.fm.delete(self.path(rel))
+
+    def statuses(self, rel: str, glob: str = "*"):
+        return list(self.fm.list(self.path(rel), self.jvm.org.apache.hadoop.fs.GlobFilter(glob)))
+
+    def names(self, rel: str, glob: str = "*") -> set[str]:
+        return {s.getPath().getName() + ("/" if s.isDirectory() else "") for s in self.statuses(rel, glob)}
+
+    def visible(self, rel: str = "") -> set[str]:
+        """Every file the manager shows under ``rel``, recursively, relative to the prefix."""
+        found = set()
+        for status in self.statuses(rel):
+            child = f"{rel}/{status.getPath().getName()}".lstrip("/")
+            found |= self.visible(child) if status.isDirectory() else {child}
+        return found
+
+    def objects(self) -> set[str]:
+        """Every object stored under the prefix except directory markers, relative to the prefix."""
+        keys = self.store.list_keys(self.bucket, self.prefix + "/")
+        return {k[len(self.prefix) + 1:] for k in keys if not k.endswith("/")}
+
+    def assert_files(self, expected: set[str]) -> None:
+        """The manager shows exactly ``expected``, and so does the bucket where keys mirror paths,
+        besides the temp files a strategy is known to leave (Spark's batch filter skips them)."""
+        chosen = ckpt_impls.get(self.strategy)
+        visible = self.visible()
+        stored = self.objects() if chosen.keys_mirror_paths else visible
+        temps = {k for k in visible | stored if TEMP_FILE.search(k)}
+        assert visible - temps == expected
+        assert stored - temps == expected
+        if not chosen.leaves_temp_files:
+            assert not temps, f"{self.strategy} left temp objects: {temps}"
 
 
 class Lab:

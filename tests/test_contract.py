@@ -7,114 +7,45 @@ bucket is checked with boto3 over the whole prefix.
 
 from __future__ import annotations
 
-import re
 import threading
 
 import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
-from conftest import bucket_of
-
-
-TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
-
-
-class Manager:
-    """A JVM CheckpointFileManager for ``s3a://bucket/prefix`` plus byte-level helpers."""
-
-    def __init__(self, spark, strategy: str, store, prefix: str) -> None:
-        jvm = spark._jvm
-        self.jvm, self.store, self.bucket, self.prefix = jvm, store, bucket_of(store), prefix
-        conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
-        manager_class = ckpt_impls.get(strategy).manager_class
-        if manager_class:
-            conf.set(ckpt_impls.MANAGER_CLASS_CONF, manager_class)
-        else:
-            conf.unset(ckpt_impls.MANAGER_CLASS_CONF)
-        factory = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
-        self.fm = factory.create(self.path(""), conf)
-
-    def path(self, rel: str):
-        return self.jvm.org.apache.hadoop.fs.Path(f"s3a://{self.bucket}/{self.prefix}/{rel}".rstrip("/"))
-
-    def create(self, rel: str, overwrite: bool, data: bytes):
-        out = self.fm.createAtomic(self.path(rel), overwrite)
-        out.write(bytearray(data))
-        return out
-
-    def write(self, rel: str, data: bytes, overwrite: bool = False) -> None:
-        """Write as HDFSMetadataLog.write does: close, or cancel if that fails."""
-        out = self.create(rel, overwrite, data)
-        try:
-            out.close()
-        except Py4JJavaError:
-            out.cancel()
-            raise
-
-    def read(self, rel: str) -> bytes:
-        stream = self.fm.open(self.path(rel))
-        try:
-            return bytes(stream.readAllBytes())
-        finally:
-            stream.close()
-
-    def exists(self, rel: str) -> bool:
-        return self.fm.exists(self.path(rel))
-
-    def names(self, rel: str, glob: str) -> set[str]:
-        statuses = self.fm.list(self.path(rel), self.jvm.org.apache.hadoop.fs.GlobFilter(glob))
-        return {s.getPath().getName() + ("/" if s.isDirectory() else "") for s in statuses}
-
-    def objects(self) -> set[str]:
-        """Every object under the prefix except directory markers, relative to the prefix."""
-        keys = self.store.list_keys(self.bucket, self.prefix + "/")
-        return {k[len(self.prefix) + 1:] for k in keys if not k.endswith("/")}
-
-    def assert_objects(self, strategy: str, expected: set[str]) -> None:
-        """Exactly ``expected`` is stored, besides the temp files a strategy is known to leave."""
-        objects = self.objects()
-        temps = {k for k in objects if TEMP_FILE.search(k)}
-        assert objects - temps == expected
-        if not ckpt_impls.get(strategy).leaves_temp_files:
-            assert not temps, f"{strategy} left temp objects: {temps}"
-
-
-def java_class(error: Py4JJavaError) -> str:
-    return error.java_exception.getClass().getName()
+from conftest import CheckpointFiles, java_class
 
 
 @pytest.fixture
-def fm(spark, strategy, store, prefix) -> Manager:
-    return Manager(spark, strategy, store, prefix)
+def fm(spark, strategy, store, prefix) -> CheckpointFiles:
+    return CheckpointFiles(spark, strategy, store, prefix)
 
 
 def test_nested_mkdirs_is_idempotent(fm):
     assert not fm.exists("a/b/c")
-    fm.fm.mkdirs(fm.path("a/b/c"))
-    fm.fm.mkdirs(fm.path("a/b/c"))
+    fm.mkdirs("a/b/c")
+    fm.mkdirs("a/b/c")
     assert fm.exists("a/b/c") and fm.exists("a/b") and fm.exists("a")
-    fm.fm.mkdirs(fm.path("a/b"))
+    fm.mkdirs("a/b")
     assert fm.exists("a/b/c")
 
 
 def test_list_honours_filters(fm):
-    fm.fm.mkdirs(fm.path("log/sub"))
+    fm.mkdirs("log/sub")
     for name in ("0", "1", "x"):
         fm.write(f"log/{name}", name.encode())
     assert fm.names("log", "*") == {"0", "1", "x", "sub/"}
     assert fm.names("log", "[0-9]*") == {"0", "1"}
     assert fm.names("log", "nothing-matches") == set()
-    statuses = fm.fm.list(fm.path("log"), fm.jvm.org.apache.hadoop.fs.GlobFilter("[0-9]*"))
-    assert all(s.isFile() for s in statuses)
+    assert all(s.isFile() for s in fm.statuses("log", "[0-9]*"))
     assert "log/" in fm.names("", "*")
 
 
-def test_create_without_overwrite(fm, strategy):
-    fm.fm.mkdirs(fm.path("offsets"))
+def test_create_without_overwrite(fm):
+    fm.mkdirs("offsets")
     fm.create("offsets/0", False, b"partial").cancel()
     assert not fm.exists("offsets/0")
-    assert fm.objects() == set(), "cancel left an object behind"
+    fm.assert_files(set())
 
     fm.write("offsets/0", b"first")
     assert fm.read("offsets/0") == b"first"
@@ -123,11 +54,11 @@ def test_create_without_overwrite(fm, strategy):
         fm.write("offsets/0", b"second")
     assert java_class(raised.value) in ("org.apache.hadoop.fs.FileAlreadyExistsException", "java.io.IOException")
     assert fm.read("offsets/0") == b"first"
-    fm.assert_objects(strategy, {"offsets/0"})
+    fm.assert_files({"offsets/0"})
 
 
-def test_create_with_overwrite(fm, strategy):
-    fm.fm.mkdirs(fm.path("state"))  # as Spark's state store does: FileContext needs the parent
+def test_create_with_overwrite(fm):
+    fm.mkdirs("state")  # as Spark's state store does: FileContext needs the parent
     fm.create("state/1.delta", True, b"partial").cancel()
     assert not fm.exists("state/1.delta")
     fm.write("state/1.delta", b"v1", overwrite=True)
@@ -136,27 +67,27 @@ def test_create_with_overwrite(fm, strategy):
     assert fm.read("state/1.delta") == b"v2"
     fm.create("state/1.delta", True, b"partial").cancel()
     assert fm.read("state/1.delta") == b"v2", "a cancelled overwrite changed the content"
-    fm.assert_objects(strategy, {"state/1.delta"})
+    fm.assert_files({"state/1.delta"})
 
 
 def test_open_after_delete_fails_and_delete_of_missing_path_succeeds(fm):
-    fm.fm.mkdirs(fm.path("commits"))
+    fm.mkdirs("commits")
     fm.write("commits/0", b"c0")
-    fm.fm.delete(fm.path("commits/0"))
+    fm.delete("commits/0")
     assert not fm.exists("commits/0")
     with pytest.raises(Py4JJavaError) as raised:
         fm.read("commits/0")
     assert java_class(raised.value) == "java.io.FileNotFoundException"
-    fm.fm.delete(fm.path("commits/0"))
-    fm.fm.delete(fm.path("never/written"))
-    assert fm.objects() == set()
+    fm.delete("commits/0")
+    fm.delete("never/written")
+    fm.assert_files(set())
 
 
 def test_two_concurrent_creates_exactly_one_wins(spark, strategy, store, prefix):
     if not ckpt_impls.get(strategy).exclusive_create:
         pytest.skip(f"{strategy} does not promise exclusive creates (its check and write are separate requests)")
-    fm = Manager(spark, strategy, store, prefix)
-    fm.fm.mkdirs(fm.path("race"))
+    fm = CheckpointFiles(spark, strategy, store, prefix)
+    fm.mkdirs("race")
     for i in range(10):
         rel = f"race/{i}"
         streams = [fm.create(rel, False, f"writer-{w}".encode()) for w in (0, 1)]

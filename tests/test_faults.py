@@ -13,6 +13,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
+from conftest import CheckpointFiles
 from infra.metered import MeteredStore
 from infra.proxy import Fault
 
@@ -27,23 +28,11 @@ def metered(spark, store):
         yield m, bucket
 
 
-def manager(spark, strategy: str, root: str, **settings):
-    jvm = spark._jvm
-    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
-    conf.set(ckpt_impls.MANAGER_CLASS_CONF, ckpt_impls.get(strategy).manager_class)
-    for key, value in settings.items():
-        conf.set(key, str(value))
-    factory = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
-    return factory.create(jvm.org.apache.hadoop.fs.Path(root), conf), jvm.org.apache.hadoop.fs.Path
-
-
 def test_direct_cancel_without_abort_closes_then_deletes(spark, metered):
     store, bucket = metered
-    fm, Path = manager(spark, "direct", f"s3a://{bucket}/ck", **{"ckptbench.direct.cancel.abort": "false"})
+    files = CheckpointFiles(spark, "direct", store, "ck", bucket, {"ckptbench.direct.cancel.abort": "false"})
     mark = store.proxy.mark()
-    out = fm.createAtomic(Path(f"s3a://{bucket}/ck/offsets/0"), False)
-    out.write(bytearray(b"partial"))
-    out.cancel()
+    files.create("offsets/0", False, b"partial").cancel()
     ops = [e.op for e in store.proxy.events_since(mark) if e.key == "ck/offsets/0"]
     assert "PUT" in ops and ops.index("DELETE") > ops.index("PUT"), ops
     assert store.inner.list_keys(bucket, "ck/offsets/0") == []
@@ -51,13 +40,12 @@ def test_direct_cancel_without_abort_closes_then_deletes(spark, metered):
 
 def test_direct_cancel_fails_loudly_when_the_delete_never_succeeds(spark, metered):
     store, bucket = metered
-    fm, Path = manager(spark, "direct", f"s3a://{bucket}/ck", **{
+    files = CheckpointFiles(spark, "direct", store, "ck", bucket, {
         "ckptbench.direct.cancel.abort": "false",
         "ckptbench.direct.cancel.delete.attempts": 3,
         "ckptbench.direct.cancel.delete.initialDelayMs": 10,
     })
-    out = fm.createAtomic(Path(f"s3a://{bucket}/ck/offsets/0"), False)
-    out.write(bytearray(b"partial"))
+    out = files.create("offsets/0", False, b"partial")
     store.proxy.inject(Fault("DELETE", status=403))
     store.proxy.inject(Fault("BULK_DELETE", status=403))
     mark = store.proxy.mark()
@@ -73,7 +61,7 @@ def test_conditional_refuses_a_store_that_ignores_if_none_match(spark, metered):
     store, bucket = metered
     store.proxy.inject(Fault("PUT", drop_header="If-None-Match"))
     with pytest.raises(Py4JJavaError) as raised:
-        manager(spark, "conditional", f"s3a://{bucket}/ck")
+        CheckpointFiles(spark, "conditional", store, "ck", bucket)
     assert "ignores 'If-None-Match: *'" in str(raised.value)
     store.proxy.clear_faults()
-    manager(spark, "conditional", f"s3a://{bucket}/ck")  # an honest store: it starts
+    CheckpointFiles(spark, "conditional", store, "ck", bucket)  # an honest store: it starts

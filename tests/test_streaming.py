@@ -8,30 +8,28 @@ What each strategy leaves under the checkpoint is recorded with boto3.
 
 from __future__ import annotations
 
-import re
-
 
 import ckpt_impls
 from ckptbench import workloads
-from conftest import LEFTOVERS, bucket_of
+from conftest import LEFTOVERS, TEMP_FILE, CheckpointFiles, bucket_of
 
 BATCHES = 10
-TEMP = re.compile(r"(^|/)\.[^/]+\.tmp$")
 
 
-def committed_batches(store, bucket: str, checkpoint_key: str) -> list[int]:
-    keys = store.list_keys(bucket, checkpoint_key + "/commits/")
-    return sorted(int(k.rsplit("/", 1)[1]) for k in keys if k.rsplit("/", 1)[1].isdigit())
+def committed_batches(spark, strategy: str, store, checkpoint_key: str) -> list[int]:
+    """The batch ids in commits/, read through the strategy's own manager."""
+    files = CheckpointFiles(spark, strategy, store, checkpoint_key)
+    return sorted(int(name) for name in files.names("commits", "[0-9]*"))
 
 
-def run_and_restart(spark, start_query, store, bucket: str, checkpoint_key: str) -> tuple[int, int]:
+def run_and_restart(spark, start_query, strategy: str, store, checkpoint_key: str) -> tuple[int, int]:
     """Run ``BATCHES`` batches, stop, restart for 2 more; return (last committed, first after restart)."""
     query = start_query()
     try:
         workloads.await_batches(query, BATCHES)
     finally:
         query.stop()
-    last_committed = committed_batches(store, bucket, checkpoint_key)[-1]
+    last_committed = committed_batches(spark, strategy, store, checkpoint_key)[-1]
     query = start_query()
     try:
         resumed = workloads.await_batches(query, 2)
@@ -41,7 +39,7 @@ def run_and_restart(spark, start_query, store, bucket: str, checkpoint_key: str)
 
 
 def record_leftovers(request, store, bucket: str, checkpoint_key: str, strategy: str) -> set[str]:
-    temps = {k for k in store.list_keys(bucket, checkpoint_key + "/") if TEMP.search(k)}
+    temps = {k for k in store.list_keys(bucket, checkpoint_key + "/") if TEMP_FILE.search(k)}
     request.config.stash.setdefault(LEFTOVERS, {})[(strategy, store.name, request.node.originalname)] = len(temps)
     if not ckpt_impls.get(strategy).leaves_temp_files:
         assert not temps, f"{strategy} left temp objects: {sorted(temps)[:5]}"
@@ -56,7 +54,7 @@ def test_stateful_query_resumes_with_its_state(request, spark, strategy, store, 
     def start():
         return workloads.stateful(spark, f"s3a://{bucket}/{key}", sink="memory", name=table)
 
-    last_committed, first_after_restart = run_and_restart(spark, start, store, bucket, key)
+    last_committed, first_after_restart = run_and_restart(spark, start, strategy, store, key)
     assert first_after_restart == last_committed + 1
     # State restored: the counts cover every row from 0 up to the largest value seen.
     total = spark.table(table).agg({"rows": "sum", "max_value": "max"}).first()
@@ -72,7 +70,7 @@ def test_file_sink_output_is_exactly_once(request, spark, strategy, store, prefi
     def start():
         return workloads.file_sink(spark, f"s3a://{bucket}/{key}", output, compact_interval=5)
 
-    last_committed, first_after_restart = run_and_restart(spark, start, store, bucket, key)
+    last_committed, first_after_restart = run_and_restart(spark, start, strategy, store, key)
     assert first_after_restart == last_committed + 1
     stats = spark.read.parquet(output).selectExpr(
         "count(*) AS n", "count(DISTINCT value) AS distinct_n", "min(value) AS lo", "max(value) AS hi").first()

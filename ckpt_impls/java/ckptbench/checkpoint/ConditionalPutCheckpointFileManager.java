@@ -4,9 +4,6 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.UUID;
-import java.util.concurrent.ConcurrentHashMap;
 
 import com.amazonaws.services.s3.model.ListObjectsV2Result;
 import com.amazonaws.services.s3.model.S3ObjectSummary;
@@ -45,39 +42,14 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  */
 public class ConditionalPutCheckpointFileManager implements CheckpointFileManager {
 
-  private static final Map<String, Boolean> PROBED = new ConcurrentHashMap<>();
-
   private final Path root;
   private final S3ObjectStore store;
 
   public ConditionalPutCheckpointFileManager(Path path, Configuration conf) throws IOException {
     this.store = S3ObjectStore.forPath(path, conf, "conditional");
     this.root = store.qualify(path);
-    if (PROBED.putIfAbsent(store.endpoint(), Boolean.TRUE) == null) {
-      try {
-        probeConditionalPut();
-      } catch (IOException | RuntimeException e) {
-        PROBED.remove(store.endpoint());
-        throw e;
-      }
-    }
-  }
-
-  private void probeConditionalPut() throws IOException {
-    String key = store.key(root) + "/.ckptbench-probe-" + UUID.randomUUID();
-    try {
-      store.put(key, new byte[] {1}, true);
-      try {
-        store.put(key, new byte[] {2}, true);
-      } catch (S3ObjectStore.KeyExistsException expected) {
-        return;
-      }
-      throw new IOException("The store at " + store.endpoint() + " ignores 'If-None-Match: *' on"
-          + " PUT, so strategy 'conditional' cannot stop two writers creating the same checkpoint"
-          + " file; use strategy 'direct' on this store");
-    } finally {
-      store.delete(key);
-    }
+    store.requireConditionalPut(store.key(root), "conditional",
+        "stop two writers creating the same checkpoint file", "direct");
   }
 
   @Override

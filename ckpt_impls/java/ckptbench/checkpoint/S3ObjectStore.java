@@ -5,8 +5,11 @@ import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
 
 import com.amazonaws.AmazonClientException;
 import com.amazonaws.services.s3.AmazonS3;
@@ -37,6 +40,9 @@ final class S3ObjectStore {
   }
 
   private static final String WRITER = "ckptbench-writer";
+
+  /** Endpoints (and buckets) already shown to honour {@code If-None-Match: *} in this JVM. */
+  private static final Map<String, Boolean> PROBED = new ConcurrentHashMap<>();
 
   final S3AFileSystem fs;
   final AmazonS3 s3;
@@ -108,6 +114,46 @@ final class S3ObjectStore {
     }
   }
 
+  /**
+   * Refuses to go on unless the store honours {@code If-None-Match: *}: a second conditional PUT
+   * of a probe key under {@code underKey} must fail. Checked once per store and bucket in this
+   * JVM; a strategy whose guarantee rests on the header calls it at start, so a store that
+   * ignores it stops the query instead of silently losing the guarantee.
+   *
+   * @param consequence what the strategy cannot do without it, for the message
+   * @param alternative the strategy to suggest instead
+   */
+  void requireConditionalPut(String underKey, String strategy, String consequence,
+      String alternative) throws IOException {
+    if (PROBED.putIfAbsent(endpoint(), Boolean.TRUE) != null) {
+      return;
+    }
+    try {
+      probeConditionalPut(underKey, strategy, consequence, alternative);
+    } catch (IOException | RuntimeException e) {
+      PROBED.remove(endpoint());
+      throw e;
+    }
+  }
+
+  private void probeConditionalPut(String underKey, String strategy, String consequence,
+      String alternative) throws IOException {
+    String key = (underKey.isEmpty() ? "" : underKey + "/") + ".ckptbench-probe-" + UUID.randomUUID();
+    try {
+      put(key, new byte[] {1}, true);
+      try {
+        put(key, new byte[] {2}, true);
+      } catch (KeyExistsException expected) {
+        return;
+      }
+      throw new IOException("The store at " + endpoint() + " ignores 'If-None-Match: *' on"
+          + " PUT, so strategy '" + strategy + "' cannot " + consequence + "; use strategy '"
+          + alternative + "' on this store");
+    } finally {
+      delete(key);
+    }
+  }
+
   /** The writer tag of {@code key}, or null when it is missing or untagged. */
   private String writerOf(String key) throws IOException {
     try {
@@ -124,11 +170,20 @@ final class S3ObjectStore {
 
   /** GET the whole object; a missing key raises {@link FileNotFoundException}. */
   byte[] get(String key) throws IOException {
+    byte[] bytes = getIfExists(key);
+    if (bytes == null) {
+      throw new FileNotFoundException("s3a://" + bucket + "/" + key + " does not exist");
+    }
+    return bytes;
+  }
+
+  /** GET the whole object, or null when the key does not exist. */
+  byte[] getIfExists(String key) throws IOException {
     try (S3Object obj = s3.getObject(bucket, key); InputStream in = obj.getObjectContent()) {
       return in.readAllBytes();
     } catch (AmazonS3Exception e) {
       if (e.getStatusCode() == 404) {
-        throw new FileNotFoundException("s3a://" + bucket + "/" + key + " does not exist");
+        return null;
       }
       throw translate("GET", key, e);
     } catch (AmazonClientException e) {
@@ -157,6 +212,29 @@ final class S3ObjectStore {
       s3.deleteObject(bucket, key);
     } catch (AmazonClientException e) {
       throw translate("DELETE", key, e);
+    }
+  }
+
+  /** Bulk DELETE of the given keys, 1000 per request; missing keys are no error. */
+  void deleteKeys(Collection<String> keys) throws IOException {
+    List<DeleteObjectsRequest.KeyVersion> batch = new ArrayList<>();
+    for (String key : keys) {
+      batch.add(new DeleteObjectsRequest.KeyVersion(key));
+      if (batch.size() == 1000) {
+        deleteBatch(batch);
+        batch.clear();
+      }
+    }
+    if (!batch.isEmpty()) {
+      deleteBatch(batch);
+    }
+  }
+
+  private void deleteBatch(List<DeleteObjectsRequest.KeyVersion> keys) throws IOException {
+    try {
+      s3.deleteObjects(new DeleteObjectsRequest(bucket).withKeys(keys).withQuiet(true));
+    } catch (AmazonClientException e) {
+      throw translate("DELETE", keys.get(0).getKey(), e);
     }
   }
 

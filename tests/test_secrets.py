@@ -1,0 +1,34 @@
+"""Credentials never reach a command line: checked over every process while Spark and the stores run.
+
+PySpark hands builder confs to the JVM as command-line arguments, which ``ps`` shows;
+the keys must travel in memory instead (see ckpt_impls.set_credentials).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def command_lines() -> list[str]:
+    lines = []
+    for proc in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(proc.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            pass  # the process ended while we looked
+    return lines
+
+
+def test_no_secret_key_on_any_command_line(lab, spark):
+    secrets = [s.credentials.secret_key for s in lab.stores.values() if s.credentials]
+    assert secrets, "no store with credentials started"
+    assert any("org.apache.spark.deploy.SparkSubmit" in line for line in command_lines()), "the JVM is not running"
+    leaks = [line[:80] for line in command_lines() for secret in secrets if secret in line]
+    assert not leaks, f"secret key on a command line: {leaks}"
+
+
+def test_the_session_can_use_the_keys_it_was_given(lab, spark):
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for store in lab.stores.values():
+        bucket = f"ckptbench-{store.name}"
+        assert hadoop_conf.get(f"fs.s3a.bucket.{bucket}.secret.key") == store.credentials.secret_key
