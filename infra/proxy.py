@@ -12,7 +12,8 @@ Guarantees:
   (method, target, every header including the client's ``Host``, which SigV4 and
   SigV2 sign) and so does the body, with its framing (``Content-Length`` or
   ``Transfer-Encoding: chunked``). Responses, interim ones included, are relayed
-  unchanged, with one exception below. Signatures therefore stay valid.
+  unchanged, with one exception below. Signatures therefore stay valid. (An
+  injected ``Fault`` breaks this on purpose, for the requests it matches.)
 * Every request whose head arrives is counted, even if it then fails: the proxy's
   own 502 (store unreachable) is recorded with status 502, and a request cut
   short by a dropped connection with status 0.
@@ -27,32 +28,44 @@ rejects a request early (say a 403 or a 412 before reading the body) still gets
 the body; if it closes the connection instead of draining it, the proxy drains
 the client's body, relays the response if it can still read it, else a 502.
 
-Connections: HTTP/1.1 keep-alive on both sides, one thread and one persistent
-upstream connection per client connection (checked for a close by the store
-before reuse; a bodiless request that meets a stale connection is retried once
-on a fresh one). TCP_NODELAY on both sockets. Limits: path-style addressing
-only (the first path segment is the bucket), plain-HTTP upstream only, and the
-store must accept whatever ``Host`` the client used (Ceph RGW, MinIO and moto do;
-AWS S3 does not).
+Connections: HTTP/1.1 keep-alive on both sides, one thread (from a pool) and
+one persistent upstream connection per client connection (checked for a close
+by the store before reuse; a bodiless request that meets a stale connection is
+retried once on a fresh one). TCP_NODELAY on both sockets. Limits: path-style
+addressing only (the first path segment is the bucket), plain-HTTP upstream
+only, and the store must accept whatever ``Host`` the client used (Ceph RGW,
+MinIO and moto do; AWS S3 does not).
 
 Each exchange is one pass through ``_Session._exchange``: read the head, classify,
-forward, relay, record; rules that delay, fail or reorder requests belong there.
+forward, relay, record; injected ``Fault`` rules act there.
 
-Measured overhead, against the embedded moto store, 300 requests of each kind
-from one boto3 client, medians direct vs through the proxy (2-core VM)::
+Measured overhead (medians; a 2-vCPU VM shared with other jobs; the proxy in its
+own process, as it is for the JVM; direct and proxied requests interleaved one
+by one)::
 
-    PUT 1 KiB   direct 1.93 ms   proxied 2.08 ms   (+0.15 ms)
-    HEAD        direct 1.20 ms   proxied 1.32 ms   (+0.12 ms)
+    moto, boto3, 300 x put_object(1 KiB) and 300 x head_object, 6 runs:
+        PUT   direct 5.0-5.6 ms   proxied 5.6-6.3 ms   +0.57-0.69 ms
+        HEAD  direct 4.6-5.1 ms   proxied 5.1-5.7 ms   +0.49-0.59 ms
+    keep-alive HTTP server answering after 2 ms, raw-socket client, 500 HEADs x 3:
+        direct 2.18-2.23 ms       proxied 2.33-2.39 ms +0.15-0.20 ms
+    proxy CPU time per request (1 KiB PUT, from /proc/<pid>/stat): 30-40 us
 
-measured with a throwaway script (not in the repo) that alternates batches of
-50 direct and 50 proxied ``put_object``/``head_object`` calls on keys
-``bench/<i>`` and takes the medians of ``time.perf_counter()`` around each call.
+moto's server (werkzeug) sends ``Connection: close`` on every response, so each
+proxied request costs two TCP connections and an accept instead of one
+connection: that, not the proxy's work, is most of the difference against moto.
+Against a keep-alive store (Ceph RGW, MinIO) the second line applies. Measured
+with throwaway scripts (not kept): ``python -c "from infra.proxy import
+MeteringProxy; ..."`` in a child process in front of ``EmbeddedStore`` (or of a
+20-line socket server that sleeps 2 ms per request), and in the parent a direct
+and a proxied client (boto3, or raw sockets for the 2 ms server) timing each
+call with ``time.perf_counter()``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import html
+import queue
 import re
 import select
 import socket
@@ -198,6 +211,12 @@ class MeteringProxy:
         self._faults: list[Fault] = []
         self._listener: socket.socket | None = None
         self._acceptor: threading.Thread | None = None
+        # Worker threads outlive their connections: starting a thread per connection
+        # cost ~0.3 ms a request against moto, which closes every connection after
+        # one response.
+        self._workers: list[threading.Thread] = []
+        self._idle_workers = 0
+        self._handoff: queue.SimpleQueue[_Session | None] = queue.SimpleQueue()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -225,8 +244,12 @@ class MeteringProxy:
             sessions = list(self._sessions)
         for s in sessions:
             s.abort()
-        for s in sessions:
-            s.thread.join(5)
+        for _ in self._workers:
+            self._handoff.put(None)
+        for w in self._workers:
+            w.join(5)
+        self._workers = []
+        self._idle_workers = 0
 
     def __enter__(self) -> "MeteringProxy":
         return self.start()
@@ -291,11 +314,22 @@ class MeteringProxy:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             session = _Session(self, sock)
             with self._lock:
-                if self._listener is None:
-                    sock.close()
-                    return
                 self._sessions.add(session)
-            session.thread.start()
+                spawn = self._idle_workers == 0
+                if not spawn:
+                    self._idle_workers -= 1
+            if spawn:
+                worker = threading.Thread(target=self._work, name="proxy-conn", daemon=True)
+                self._workers.append(worker)
+                worker.start()
+            self._handoff.put(session)
+
+    def _work(self) -> None:
+        while (session := self._handoff.get()) is not None:
+            session.serve()
+            with self._lock:
+                self._sessions.discard(session)
+                self._idle_workers += 1
 
     def _connect_upstream(self) -> socket.socket:
         sock = socket.create_connection(self._upstream_addr, timeout=10)
@@ -303,17 +337,13 @@ class MeteringProxy:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
-    def _session_ended(self, session: "_Session") -> None:
-        with self._lock:
-            self._sessions.discard(session)
-
 
 class _UpstreamFailed(Exception):
     """The store closed or broke the connection before a response head arrived."""
 
 
 class _Session:
-    """One client connection and its upstream connection, served by one thread."""
+    """One client connection and its upstream connection."""
 
     def __init__(self, proxy: MeteringProxy, sock: socket.socket) -> None:
         self.proxy = proxy
@@ -322,7 +352,6 @@ class _Session:
         self.up: socket.socket | None = None
         self.urfile = None
         self.up_broken = False  # a send to the store failed during this exchange
-        self.thread = threading.Thread(target=self._serve, name="proxy-conn", daemon=True)
 
     def abort(self) -> None:
         for sock in (self.client, self.up):
@@ -332,7 +361,7 @@ class _Session:
                 except OSError:
                     pass
 
-    def _serve(self) -> None:
+    def serve(self) -> None:
         try:
             while True:
                 head = _read_head(self.crfile)
@@ -344,7 +373,6 @@ class _Session:
             self._close_upstream()
             self.crfile.close()
             self.client.close()
-            self.proxy._session_ended(self)
 
     def _exchange(self, head: bytes, request_line: str, headers: dict[str, str]) -> bool:
         """Forward one request and relay its response; True to keep the client connection."""
