@@ -20,7 +20,7 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .net import free_port, wait_for_port
+from .net import free_port, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 OBJECTSTORES = ("memstore", "bluestore")
@@ -175,13 +175,7 @@ class CephStore(ObjectStore):
     def _halt(self) -> None:
         # Reverse start order: rgw, then osd, then mon; rgw can hang 120 s once the mon is gone.
         for proc in reversed(self._procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(_STOP_TIMEOUT)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc, _STOP_TIMEOUT)
         self._procs = []
 
     def _drop_data_keep_logs(self) -> None:

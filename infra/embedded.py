@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .net import free_port, wait_for_port
+from .net import free_port, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 
@@ -52,11 +52,7 @@ class EmbeddedStore(ObjectStore):
 
     def _stop(self) -> None:
         if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+            stop_process(self._proc)
             self._proc = None
 
 

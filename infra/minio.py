@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import tempfile
 
-from .net import free_port, wait_for_port
+from .net import free_port, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 BINARY_ENV = "CKPT_MINIO_BIN"
@@ -61,11 +61,7 @@ class MinioStore(ObjectStore):
 
     def _stop(self) -> None:
         if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+            stop_process(self._proc)
             self._proc = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)

@@ -1,8 +1,9 @@
-"""Loopback helpers shared by the stores and the proxy."""
+"""What the local stores share: loopback ports and the child processes they run."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 
 
@@ -23,3 +24,14 @@ def wait_for_port(port: int, timeout: float, alive=lambda: True) -> bool:
         except OSError:
             time.sleep(0.05)
     return False
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL if ``proc`` has not exited within ``timeout`` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

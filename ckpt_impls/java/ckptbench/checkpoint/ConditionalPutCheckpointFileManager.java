@@ -1,6 +1,5 @@
 package ckptbench.checkpoint;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
@@ -54,7 +53,14 @@ public class ConditionalPutCheckpointFileManager implements CheckpointFileManage
 
   @Override
   public CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
-    return new BufferedPutStream(store.key(path), !overwriteIfPossible);
+    String key = store.key(path);
+    return new BufferedPublishStream(bytes -> {
+      try {
+        store.put(key, bytes, !overwriteIfPossible);
+      } catch (S3ObjectStore.KeyExistsException e) {
+        throw new FileAlreadyExistsException(e.getMessage());
+      }
+    });
   }
 
   @Override
@@ -152,42 +158,5 @@ public class ConditionalPutCheckpointFileManager implements CheckpointFileManage
   public Path createCheckpointDirectory() {
     mkdirs(root);
     return root;
-  }
-
-  /** Buffers the file; close sends it in one (conditional) PUT, cancel drops it unsent. */
-  private final class BufferedPutStream extends CancellableFSDataOutputStream {
-    private final String key;
-    private final boolean createOnly;
-    private final ByteArrayOutputStream buffer;
-    private boolean terminated;
-
-    BufferedPutStream(String key, boolean createOnly) {
-      this(key, createOnly, new ByteArrayOutputStream());
-    }
-
-    private BufferedPutStream(String key, boolean createOnly, ByteArrayOutputStream buffer) {
-      super(buffer);
-      this.key = key;
-      this.createOnly = createOnly;
-      this.buffer = buffer;
-    }
-
-    @Override
-    public synchronized void close() throws IOException {
-      if (terminated) {
-        return;
-      }
-      terminated = true;
-      try {
-        store.put(key, buffer.toByteArray(), createOnly);
-      } catch (S3ObjectStore.KeyExistsException e) {
-        throw new FileAlreadyExistsException(e.getMessage());
-      }
-    }
-
-    @Override
-    public synchronized void cancel() {
-      terminated = true;
-    }
   }
 }

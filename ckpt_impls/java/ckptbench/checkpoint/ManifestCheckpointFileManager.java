@@ -1,6 +1,5 @@
 package ckptbench.checkpoint;
 
-import java.io.ByteArrayOutputStream;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.util.ArrayList;
@@ -107,7 +106,8 @@ public class ManifestCheckpointFileManager implements CheckpointFileManager {
   @Override
   public CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
     try {
-      return new StagedStream(writable(path), overwriteIfPossible);
+      Path target = writable(path);
+      return new BufferedPublishStream(bytes -> publishFile(target, bytes, overwriteIfPossible));
     } catch (IOException e) {
       throw Unchecked.io(e);
     }
@@ -326,39 +326,6 @@ public class ManifestCheckpointFileManager implements CheckpointFileManager {
         // left for the sweep
       }
       throw refused;
-    }
-  }
-
-  /** Buffers the file; close stages and publishes it, cancel drops it unsent. */
-  private final class StagedStream extends CancellableFSDataOutputStream {
-    private final Path path;
-    private final boolean overwrite;
-    private final ByteArrayOutputStream buffer;
-    private boolean terminated;
-
-    StagedStream(Path path, boolean overwrite) {
-      this(path, overwrite, new ByteArrayOutputStream());
-    }
-
-    private StagedStream(Path path, boolean overwrite, ByteArrayOutputStream buffer) {
-      super(buffer);
-      this.path = path;
-      this.overwrite = overwrite;
-      this.buffer = buffer;
-    }
-
-    @Override
-    public synchronized void close() throws IOException {
-      if (terminated) {
-        return;
-      }
-      terminated = true;
-      publishFile(path, buffer.toByteArray(), overwrite);
-    }
-
-    @Override
-    public synchronized void cancel() {
-      terminated = true;
     }
   }
 }
