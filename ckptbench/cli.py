@@ -11,6 +11,10 @@ import argparse
 import datetime as dt
 import dataclasses
 import json
+import os
+import signal
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +22,9 @@ import ckpt_impls
 import infra
 from ckpt_impls.jars import JarsMissing
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
+BENCH_SIZES = ("quick", "full", "smallest")
 
 
 class UsageError(Exception):
@@ -61,6 +67,64 @@ def cmd_measure(args) -> None:
     print(f"\nwritten: results/measure-{stamp}.md and .json")
 
 
+def _asv_config(results: Path) -> Path:
+    """The top-level asv.conf.json, or, for another results directory, a copy writing there."""
+    config = ROOT / "asv.conf.json"
+    if results == RESULTS:
+        return config
+    from asv import util
+
+    conf = util.load_json(str(config), js_comments=True)
+    conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / "benchmarks"),
+                results_dir=str(results / "asv"), html_dir=str(results / "html"))
+    results.mkdir(parents=True, exist_ok=True)
+    derived = results / "asv.conf.json"
+    derived.write_text(json.dumps(conf, indent=1))
+    return derived
+
+
+def cmd_bench(args) -> None:
+    from . import measure, report
+
+    store = args.store or os.environ.get("CKPT_STORE") or measure.default_store()
+    _names(store, infra.STORES, "store")
+    _names(args.size, BENCH_SIZES, "size")
+    # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
+    # wrong keys, a missing bucket), not after asv has spent minutes on it.
+    with measure.started_stores([store], args.bucket, say=lambda line: None) as started:
+        if not started:
+            raise infra.StoreUnavailable(infra.store_class(store).unavailable_reason())
+    if infra.store_class(store).emulator:
+        print(f"store: {store}, an emulator: its timings are not a real store's "
+              "(Ceph RGW, the default where it can start, gives real ones)")
+    else:
+        print(f"store: {store}, a real store")
+    results = Path(args.results).resolve() if args.results else RESULTS
+    config = _asv_config(results)
+    # asv keys results by machine: one per store keeps each store's results a series of its own.
+    machine = f"{socket.gethostname()}-{store}"
+    env = {**os.environ, "CKPT_STORE": store, "CKPT_BENCH_SIZE": args.size,
+           "CKPT_BENCH_RAW": str(results / "raw")}
+    if args.bucket:
+        env["CKPT_BUCKET"] = args.bucket
+    asv = [sys.executable, "-m", "asv"]
+    print(f"running the {args.size} suite (quick: about 10 minutes on 2 cores; full: about an hour)", flush=True)
+    subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(config)],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+    run = subprocess.run([*asv, "run", "--config", str(config), "--python=same", "--set-commit-hash", "HEAD",
+                          "--machine", machine, "--show-stderr", *(["--bench", args.bench] if args.bench else [])],
+                         env=env)
+    subprocess.run([*asv, "publish", "--config", str(config)], check=True, env=env)
+    written = report.write(results)
+    print(f"\nHTML: {results / 'html' / 'index.html'}  (asv machine {machine}; "
+          f"raw results in {results / 'asv'} and {results / 'raw'})")
+    print(f"report: {written[0]}")
+    for path in written[1:]:
+        print(f"plot: {path}")
+    if run.returncode:
+        raise UsageError("some benchmarks failed: they are marked failed in the HTML; asv's output above says why")
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="ckptbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -77,11 +141,26 @@ def parser() -> argparse.ArgumentParser:
                                     "local stores get a fresh one")
     m.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     m.set_defaults(run=cmd_measure)
+    b = sub.add_parser("bench", help="run the asv suite and publish it (HTML, report and plots under results/)")
+    b.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where "
+                                   "it can start here, else embedded)")
+    b.add_argument("--size", choices=BENCH_SIZES, default=os.environ.get("CKPT_BENCH_SIZE", "quick"),
+                   help="quick (default), full, or smallest (every benchmark once, tiny; for CI)")
+    b.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    b.add_argument("--bench", help="only benchmarks matching this regular expression (asv run --bench)")
+    b.add_argument("--results", help="results directory (default: results/ in the repository)")
+    b.set_defaults(run=cmd_bench)
     return p
+
+
+def _stop_on_sigterm(signum, frame):
+    # Python's default SIGTERM skips finally blocks and atexit, leaving Ceph daemons running.
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         args.run(args)
     except (UsageError, infra.StoreUnavailable, ckpt_impls.UnknownStrategy, JarsMissing) as e:

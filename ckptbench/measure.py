@@ -6,15 +6,21 @@ warm-up + measured batches, reporting the median and p95 of Spark's ``walCommit`
 ``commitOffsets`` (timed by Spark in the JVM) and the S3 requests per batch the proxy saw.
 Spark start-up happens once, before anything is timed; warm-up batches absorb JVM and
 connection warm-up and are left out.
+
+The pieces (``started_stores``, ``floor_samples``, ``copy_samples``, ``proxy_overhead``,
+``observe``) are also what the asv suite in ``benchmarks/`` measures with.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import statistics
 import sys
+import time
 import uuid
+from pathlib import Path
 
 from tqdm import tqdm
 
@@ -24,7 +30,6 @@ from infra.metered import MeteredStore
 
 from . import metrics, workloads
 from .spark import session
-
 
 
 @dataclasses.dataclass
@@ -44,32 +49,160 @@ class Row:
     emulator: bool
 
 
-def store_floor(store: MeteredStore, bucket: str, samples: int = 200) -> dict[str, float]:
-    """Median milliseconds of a 1 KiB PUT and a HEAD at the store, as timed by the proxy."""
+#: The requests of the store's floor, in the order ``floor_samples`` makes them.
+FLOOR_OPS = ("PUT", "HEAD", "COPY", "LIST", "DELETE")
+
+
+def default_store() -> str:
+    """Ceph RGW where it can start here (a real store), else the embedded emulator."""
+    return "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
+
+
+def _ms(events, op: str) -> list[float]:
+    return [e.duration * 1000 for e in events if e.op == op and 200 <= e.status < 300]
+
+
+def floor_samples(store: MeteredStore, bucket: str, samples: int = 200,
+                  ops: tuple[str, ...] = FLOOR_OPS) -> dict[str, list[float]]:
+    """Milliseconds per request for each of ``ops`` on 1 KiB objects, as timed by the proxy
+    (request head in to response out), so client overhead is excluded.
+
+    PUT writes ``samples`` fresh keys (always: the others need them); HEAD reads each; COPY
+    copies each to a new key; LIST lists one key's prefix, one entry, as S3A's existence
+    checks do; DELETE removes each original.
+    """
     s3, body = store.client(), b"x" * 1024
-    mark = store.proxy.mark()
     keys = [f"floor/{uuid.uuid4().hex}" for _ in range(samples)]
+    mark = store.proxy.mark()
     for key in keys:
         s3.put_object(Bucket=bucket, Key=key, Body=body)
-    for key in keys:
-        s3.head_object(Bucket=bucket, Key=key)
+    calls = {
+        "HEAD": lambda key: s3.head_object(Bucket=bucket, Key=key),
+        "COPY": lambda key: s3.copy_object(Bucket=bucket, Key=key + ".copy",
+                                           CopySource={"Bucket": bucket, "Key": key}),
+        "LIST": lambda key: s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1),
+        "DELETE": lambda key: s3.delete_object(Bucket=bucket, Key=key),
+    }
+    for op in ops:
+        for key in keys if op in calls else ():
+            calls[op](key)
     events = store.proxy.events_since(mark)
     store.inner.empty_bucket(bucket, "floor/")
-    return {op: statistics.median(e.duration * 1000 for e in events if e.op == op) for op in ("PUT", "HEAD")}
+    return {op: _ms(events, op) for op in ops}
+
+
+def store_floor(store: MeteredStore, bucket: str, samples: int = 200) -> dict[str, float]:
+    """Median milliseconds of a 1 KiB PUT and a HEAD at the store, as timed by the proxy."""
+    return {op: statistics.median(ms) for op, ms in floor_samples(store, bucket, samples, ("PUT", "HEAD")).items()}
+
+
+def copy_samples(store: MeteredStore, bucket: str, sizes, samples: int) -> dict[int, dict[str, list[float]]]:
+    """Server-side COPY against object size: for each size, ``samples`` times PUT a fresh object
+    of random bytes (nothing for a store to compress or deduplicate) and COPY it to a new key,
+    one ``CopyObject`` request, each timed by the proxy. ``{size: {"PUT": [ms], "COPY": [ms]}}``."""
+    s3 = store.client()
+    data = os.urandom(max(sizes))
+    out = {}
+    for size in sizes:
+        body = data[:size]
+        out[size] = {"PUT": [], "COPY": []}
+        for _ in range(samples):
+            key = f"copy/{uuid.uuid4().hex}"
+            mark = store.proxy.mark()
+            s3.put_object(Bucket=bucket, Key=key, Body=body)
+            s3.copy_object(Bucket=bucket, Key=key + ".copy", CopySource={"Bucket": bucket, "Key": key})
+            events = store.proxy.events_since(mark)
+            for op in out[size]:
+                out[size][op] += _ms(events, op)
+            # Not kept: 128 MiB objects pile up in an in-memory store.
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": key}, {"Key": key + ".copy"}]})
+    return out
+
+
+def proxy_overhead(store: MeteredStore, bucket: str, samples: int = 300,
+                   rounds: int = 6) -> dict[str, dict[str, list[float]]]:
+    """What the metering proxy adds: client-timed milliseconds of 1 KiB PUTs and HEADs straight to
+    the store and through the proxy, in alternating rounds so that drift hits both routes alike.
+    ``{op: {"direct": [ms], "proxied": [ms]}}``; the difference of the medians is the proxy's cost."""
+    routes = {"direct": store.inner.client(), "proxied": store.client()}
+    for client in routes.values():
+        client.head_bucket(Bucket=bucket)  # connect before anything is timed
+    out = {op: {route: [] for route in routes} for op in ("PUT", "HEAD")}
+    body = b"x" * 1024
+    for r in range(rounds):
+        for route in sorted(routes, reverse=r % 2 == 1):
+            client = routes[route]
+            keys = [f"overhead/{uuid.uuid4().hex}" for _ in range(max(1, samples // rounds))]
+            for op, call in (("PUT", lambda k: client.put_object(Bucket=bucket, Key=k, Body=body)),
+                             ("HEAD", lambda k: client.head_object(Bucket=bucket, Key=k))):
+                for key in keys:
+                    t0 = time.perf_counter()
+                    call(key)
+                    out[op][route].append((time.perf_counter() - t0) * 1000)
+    store.inner.empty_bucket(bucket, "overhead/")
+    return out
+
+
+class DriverMemory:
+    """Peak resident set of the driver JVM (in local mode also the executor) since ``reset()``:
+    Linux's VmHWM, NaN elsewhere."""
+
+    def __init__(self, spark) -> None:
+        pid = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()
+        self._proc = Path(f"/proc/{pid}")
+
+    def reset(self) -> None:
+        try:
+            (self._proc / "clear_refs").write_text("5")  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
+        except OSError:
+            pass
+
+    def peak_mib(self) -> float:
+        try:
+            status = (self._proc / "status").read_text().splitlines()
+        except OSError:
+            return float("nan")
+        return next((float(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")), float("nan"))
+
+
+@dataclasses.dataclass
+class Observed:
+    """One query run: the progress of its warm-up and of its measured batches, every request the
+    proxy saw from its start to its stop, and the driver's peak RSS over the measured batches."""
+
+    warmup: list[dict]
+    measured: list[dict]
+    events: list
+    peak_rss_mib: float
+
+
+def observe(spark, store: MeteredStore, strategy: str, start_query, batches: int, warmup: int,
+            bar=None) -> Observed:
+    """Switch to ``strategy``, start a query with ``start_query()``, drive it for ``warmup`` and
+    then ``batches`` batches, and stop it."""
+    ckpt_impls.use(spark, strategy)
+    memory = DriverMemory(spark)
+    mark = store.proxy.mark()
+    query = start_query()
+    on_batch = bar.update if bar else None
+    try:
+        # A slow store or a big state makes batches slow: the limit grows with the count.
+        warm = workloads.await_batches(query, warmup, 120 + 30 * warmup, on_batch)
+        memory.reset()
+        measured = workloads.await_batches(query, batches, 120 + 30 * batches, on_batch)
+        peak = memory.peak_mib()
+    finally:
+        query.stop()
+    return Observed(warm, measured, store.proxy.events_since(mark), peak)
 
 
 def measure_strategy(spark, store: MeteredStore, bucket: str, strategy: str, batches: int, warmup: int,
                      floor: dict[str, float], bar=None) -> Row:
-    ckpt_impls.use(spark, strategy)
     key = f"measure/{strategy}-{uuid.uuid4().hex[:8]}"
-    mark = store.proxy.mark()
-    query = workloads.stateful(spark, f"s3a://{bucket}/{key}")
-    try:
-        progresses = workloads.await_batches(query, warmup + batches, on_batch=bar.update if bar else None)
-    finally:
-        query.stop()
-    measured = progresses[warmup:]
-    per_batch = metrics.requests_by_batch(store.proxy.events_since(mark), measured)
+    run = observe(spark, store, strategy, lambda: workloads.stateful(spark, f"s3a://{bucket}/{key}"),
+                  batches, warmup, bar)
+    measured = run.measured
+    per_batch = metrics.requests_by_batch(run.events, measured)
     ops = sorted({op for c in per_batch for op in c})
     wal, commit = metrics.duration_stats(measured, "walCommit"), metrics.duration_stats(measured, "commitOffsets")
     temps = [k for k in store.inner.list_keys(bucket, key + "/") if k.rsplit("/", 1)[-1].endswith(".tmp")]

@@ -1,0 +1,86 @@
+"""Requests per batch: every S3 request the metering proxy saw while a batch ran, by operation
+and by checkpoint area, averaged over the measured batches (a mean, so that the requests of the
+occasional batch, such as a compaction, count in the cost).
+
+An area is where the key lies: ``offsets``, ``commits``, ``state``, ``sources``, ``metadata``
+in the checkpoint, ``_spark_metadata`` (the file sink's log) and ``data`` (everything else:
+the sink's files, the file source's input). Requests that started between batches (state
+store maintenance, say) are in ``Requests.track_outside_batches``.
+"""
+
+from ckptbench import metrics
+from infra.proxy import AREAS, OPS
+
+from . import common
+
+#: Areas written through the checkpoint manager: all but the data files.
+MANAGED = [a for a in AREAS if a != "data"]
+
+
+def _batches(data, strategy, workload):
+    return common.run_of(data, strategy, workload)["batches"]
+
+
+class RequestsByOp:
+    """Requests per batch of one S3 operation, all areas together."""
+
+    params = [common.STRATEGIES, common.WORKLOADS, list(OPS)]
+    param_names = ["strategy", "workload", "op"]
+    setup_cache = staticmethod(common.streaming)
+
+    def track_per_batch(self, data, strategy, workload, op):
+        return common.mean(metrics.per_batch(_batches(data, strategy, workload), "count", ops=[op]))
+
+    track_per_batch.unit = "requests"
+
+
+class RequestsByArea:
+    """Requests per batch in one checkpoint area, all operations together."""
+
+    params = [common.STRATEGIES, common.WORKLOADS, list(AREAS)]
+    param_names = ["strategy", "workload", "area"]
+    setup_cache = staticmethod(common.streaming)
+
+    def track_per_batch(self, data, strategy, workload, area):
+        return common.mean(metrics.per_batch(_batches(data, strategy, workload), "count", areas=[area]))
+
+    track_per_batch.unit = "requests"
+
+
+class Requests:
+    """All requests per batch, and the rename's signature in the manager's areas: a rename on S3
+    is a COPY and a DELETE after the temp file's PUT, so ``rename`` shows 1 COPY and 1 DELETE
+    per PUT there and the others none (deletes also come from purging batches older than
+    ``minBatchesToRetain``, 100)."""
+
+    params = [common.STRATEGIES, common.WORKLOADS]
+    param_names = ["strategy", "workload"]
+    setup_cache = staticmethod(common.streaming)
+
+    def track_total_per_batch(self, data, strategy, workload):
+        return common.mean(metrics.per_batch(_batches(data, strategy, workload), "count"))
+
+    def track_copies_per_put(self, data, strategy, workload):
+        return self._per_put(data, strategy, workload, "COPY")
+
+    def track_deletes_per_put(self, data, strategy, workload):
+        return self._per_put(data, strategy, workload, "DELETE")
+
+    def track_outside_batches(self, data, strategy, workload):
+        """Requests that started between batches, per measured batch."""
+        run = common.run_of(data, strategy, workload)
+        return metrics.per_batch([run["outside"]], "count")[0] / len(run["batches"])
+
+    def track_kib_sent_per_batch(self, data, strategy, workload):
+        """Request payload bytes per batch, all areas (checkpoint files and data)."""
+        return common.mean([sum(b["bytes"].values()) / 1024 for b in _batches(data, strategy, workload)])
+
+    @staticmethod
+    def _per_put(data, strategy, workload, op):
+        batches = _batches(data, strategy, workload)
+        puts = sum(metrics.per_batch(batches, "count", areas=MANAGED, ops=["PUT"]))
+        return sum(metrics.per_batch(batches, "count", areas=MANAGED, ops=[op])) / puts
+
+    track_total_per_batch.unit = track_outside_batches.unit = "requests"
+    track_copies_per_put.unit = track_deletes_per_put.unit = "per PUT"
+    track_kib_sent_per_batch.unit = "KiB"

@@ -1,0 +1,57 @@
+"""Every asv benchmark, in its smallest form, produces a number (not how fast: that is the suite's job).
+
+Runs the README's main command, `python -m ckptbench bench`, on the embedded store with
+CKPT_BENCH_SIZE=smallest into a temporary results directory, so a broken benchmark, a broken
+setup_cache or a broken publish fails CI. About 2-3 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.embedded import EmbeddedStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _values(result) -> list:
+    """A benchmark's numbers: one, or one per parameter combination."""
+    return result if isinstance(result, list) else [result]
+
+
+@pytest.mark.skipif(EmbeddedStore.unavailable_reason() is not None, reason=str(EmbeddedStore.unavailable_reason()))
+def test_every_benchmark_produces_a_number(tmp_path):
+    results = tmp_path / "results"
+    # HOME: asv keeps its machine file in ~/.asv-machine.json; the test's stays in tmp_path.
+    env = {**os.environ, "HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "ckptbench", "bench", "--store", "embedded", "--size", "smallest",
+                           "--results", str(results)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=1200)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-5000:]
+
+    benchmarks = json.loads((results / "asv" / "benchmarks.json").read_text())
+    names = [name for name in benchmarks if name != "version"]
+    assert len(names) >= 30, names
+    [run] = [p for p in (results / "asv").glob("*/*.json") if p.name != "machine.json"]
+    recorded = json.loads(run.read_text())
+    column = recorded["result_columns"].index("result")
+    missing = {}
+    for name in names:
+        values = _values(recorded["results"][name][column]) if name in recorded["results"] else [None]
+        bad = [v for v in values if not isinstance(v, (int, float)) or not math.isfinite(v)]
+        if bad:
+            missing[name] = values
+    assert not missing, f"benchmarks without a number: {missing}\n{output[-3000:]}"
+
+    assert (results / "html" / "index.html").is_file()
+    assert (results / "report.md").is_file()
+    assert {p.name for p in (results / "plots").glob("*.png")} >= {"copy.png", "embedded-compaction.png",
+                                                                   "embedded-state.png"}
