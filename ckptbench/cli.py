@@ -108,7 +108,7 @@ def cmd_bench(args) -> None:
     if args.bucket:
         env["CKPT_BUCKET"] = args.bucket
     asv = [sys.executable, "-m", "asv"]
-    print(f"running the {args.size} suite (quick: about 10 minutes on 2 cores; full: about an hour)", flush=True)
+    print(f"running the {args.size} suite (the README gives measured run times)", flush=True)
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(config)],
                    check=True, env=env, stdout=subprocess.DEVNULL)
     run = subprocess.run([*asv, "run", "--config", str(config), "--python=same", "--set-commit-hash", "HEAD",
