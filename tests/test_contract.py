@@ -81,6 +81,9 @@ def test_open_after_delete_fails_and_delete_of_missing_path_succeeds(fm):
     fm.delete("commits/0")
     fm.delete("never/written")
     fm.assert_files(set())
+    fm.write("commits/0", b"again")  # overwrite=false: a deleted path is free again
+    assert fm.read("commits/0") == b"again"
+    fm.assert_files({"commits/0"})
 
 
 def test_two_concurrent_creates_exactly_one_wins(spark, strategy, store, prefix):

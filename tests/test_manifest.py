@@ -313,19 +313,10 @@ def test_compaction_keeps_only_the_live_view_and_cleanup_follows_the_delay(spark
 # -- paths ------------------------------------------------------------------------------------
 
 
-def test_delete_then_recreate(spark, store, prefix):
+def test_delete_then_recreate_a_directory(spark, store, prefix):
+    """Files: the generic contract (test_contract.py). Here a whole directory goes and comes back."""
     m = Manifest(spark, store, bucket_of(store), prefix, settings())
-    m.mkdirs("offsets")
     m.write("offsets/0", b"first")
-    m.delete("offsets/0")
-    assert not m.exists("offsets/0")
-    with pytest.raises(Py4JJavaError) as raised:
-        m.read("offsets/0")
-    assert java_class(raised.value) == "java.io.FileNotFoundException"
-    m.delete("offsets/0")
-    m.write("offsets/0", b"second")  # overwrite=false: the path is free again
-    assert m.read("offsets/0") == b"second"
-
     m.mkdirs("state/0")
     m.write("state/0/1.delta", b"delta")
     m.write("state/top", b"top")
