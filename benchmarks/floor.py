@@ -3,7 +3,7 @@
 multiple of it. LIST lists one key's prefix (one entry, like S3A's existence checks).
 
 And what the proxy itself adds: client-timed PUT and HEAD straight to the store and through the
-proxy, in alternating rounds; the target is at most 10% of the store's PUT median.
+proxy, in pairs (``measure.proxy_overhead``); the target is at most 10% of the store's PUT median.
 """
 
 from ckptbench import measure, metrics
@@ -42,5 +42,6 @@ class ProxyOverhead:
 
 
 def _added(data, op):
+    """The median of the paired differences, proxied minus direct."""
     routes = data["overhead"][op]
-    return common.median(routes["proxied"]) - common.median(routes["direct"])
+    return common.median([p - d for p, d in zip(routes["proxied"], routes["direct"])])

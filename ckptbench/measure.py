@@ -63,29 +63,36 @@ def _ms(events, op: str) -> list[float]:
 
 
 def floor_samples(store: MeteredStore, bucket: str, samples: int = 200,
-                  ops: tuple[str, ...] = FLOOR_OPS) -> dict[str, list[float]]:
+                  ops: tuple[str, ...] = FLOOR_OPS, warmup: int = 20) -> dict[str, list[float]]:
     """Milliseconds per request for each of ``ops`` on 1 KiB objects, as timed by the proxy
     (request head in to response out), so client overhead is excluded.
 
-    PUT writes ``samples`` fresh keys (always: the others need them); HEAD reads each; COPY
-    copies each to a new key; LIST lists one key's prefix, one entry, as S3A's existence
-    checks do; DELETE removes each original.
+    For each of ``samples`` fresh keys, in turn: PUT it, HEAD it, COPY it to a new key, LIST its
+    prefix (one entry, as S3A's existence checks do), DELETE it (the ops not in ``ops`` left
+    out). One key at a time rather than one op at a time, so that drift in the machine's load
+    reaches every op alike; ``warmup`` keys go first, untimed (connections, the store's caches).
     """
     s3, body = store.client(), b"x" * 1024
-    keys = [f"floor/{uuid.uuid4().hex}" for _ in range(samples)]
-    mark = store.proxy.mark()
-    for key in keys:
-        s3.put_object(Bucket=bucket, Key=key, Body=body)
     calls = {
+        "PUT": lambda key: s3.put_object(Bucket=bucket, Key=key, Body=body),
         "HEAD": lambda key: s3.head_object(Bucket=bucket, Key=key),
         "COPY": lambda key: s3.copy_object(Bucket=bucket, Key=key + ".copy",
                                            CopySource={"Bucket": bucket, "Key": key}),
         "LIST": lambda key: s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1),
         "DELETE": lambda key: s3.delete_object(Bucket=bucket, Key=key),
     }
-    for op in ops:
-        for key in keys if op in calls else ():
-            calls[op](key)
+    sequence = [calls[op] for op in FLOOR_OPS if op in ops or op == "PUT"]  # the others need the object
+
+    def one_key() -> None:
+        key = f"floor/{uuid.uuid4().hex}"
+        for call in sequence:
+            call(key)
+
+    for _ in range(warmup):
+        one_key()
+    mark = store.proxy.mark()
+    for _ in range(samples):
+        one_key()
     events = store.proxy.events_since(mark)
     store.inner.empty_bucket(bucket, "floor/")
     return {op: _ms(events, op) for op in ops}
@@ -126,26 +133,28 @@ def copy_samples(store: MeteredStore, bucket: str, sizes, samples: int,
     return out
 
 
-def proxy_overhead(store: MeteredStore, bucket: str, samples: int = 300,
-                   rounds: int = 6) -> dict[str, dict[str, list[float]]]:
-    """What the metering proxy adds: client-timed milliseconds of 1 KiB PUTs and HEADs straight to
-    the store and through the proxy, in alternating rounds so that drift hits both routes alike.
-    ``{op: {"direct": [ms], "proxied": [ms]}}``; the difference of the medians is the proxy's cost."""
+def proxy_overhead(store: MeteredStore, bucket: str, samples: int = 300) -> dict[str, dict[str, list[float]]]:
+    """What the metering proxy adds: client-timed milliseconds of 1 KiB PUTs (then HEADs of the
+    same keys) straight to the store and through the proxy, in pairs: each direct request next to
+    a proxied one, which goes first alternating, so that drift in the machine's load hits both
+    routes of a pair alike. ``{op: {"direct": [ms], "proxied": [ms]}}``, the pairs at equal
+    indexes; the median of the pairs' differences is the proxy's cost."""
     routes = {"direct": store.inner.client(), "proxied": store.client()}
     for client in routes.values():
         client.head_bucket(Bucket=bucket)  # connect before anything is timed
     out = {op: {route: [] for route in routes} for op in ("PUT", "HEAD")}
+    keys = [{route: f"overhead/{uuid.uuid4().hex}" for route in routes} for _ in range(samples)]
     body = b"x" * 1024
-    for r in range(rounds):
-        for route in sorted(routes, reverse=r % 2 == 1):
-            client = routes[route]
-            keys = [f"overhead/{uuid.uuid4().hex}" for _ in range(max(1, samples // rounds))]
-            for op, call in (("PUT", lambda k: client.put_object(Bucket=bucket, Key=k, Body=body)),
-                             ("HEAD", lambda k: client.head_object(Bucket=bucket, Key=k))):
-                for key in keys:
-                    t0 = time.perf_counter()
-                    call(key)
-                    out[op][route].append((time.perf_counter() - t0) * 1000)
+    for op in out:
+        for i, pair in enumerate(keys):
+            for route in sorted(routes, reverse=i % 2 == 1):
+                client, key = routes[route], pair[route]
+                t0 = time.perf_counter()
+                if op == "PUT":
+                    client.put_object(Bucket=bucket, Key=key, Body=body)
+                else:
+                    client.head_object(Bucket=bucket, Key=key)
+                out[op][route].append((time.perf_counter() - t0) * 1000)
     store.inner.empty_bucket(bucket, "overhead/")
     return out
 

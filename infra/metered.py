@@ -1,8 +1,8 @@
-"""Any local store seen through a MeteringProxy: S3A and boto3 talk to the proxy, which counts."""
+"""Any local store seen through a metering proxy (in a child process): S3A and boto3 talk to the proxy, which counts."""
 
 from __future__ import annotations
 
-from .proxy import MeteringProxy
+from .proxy_process import ProxyProcess
 from .store import ObjectStore, StoreUnavailable
 
 
@@ -14,13 +14,13 @@ class MeteredStore(ObjectStore):
         self.inner = inner
         self.name = inner.name
         self.emulator = inner.emulator
-        self.proxy: MeteringProxy | None = None
+        self.proxy: ProxyProcess | None = None
 
     def _start(self) -> None:
         if not self.inner.endpoint.startswith("http://"):
             raise StoreUnavailable(f"{self.name}: the metering proxy needs a plain http:// endpoint, "
                                    f"not {self.inner.endpoint or 'AWS S3'}")
-        self.proxy = MeteringProxy(self.inner.endpoint).start()
+        self.proxy = ProxyProcess(self.inner.endpoint).start()
         self.endpoint = self.proxy.endpoint
         self.region = self.inner.region
         self.credentials = self.inner.credentials

@@ -40,8 +40,8 @@ Each exchange is one pass through ``_Session._exchange``: read the head, classif
 forward, relay, record; injected ``Fault`` rules act there.
 
 Measured overhead (medians; a 2-vCPU VM shared with other jobs; the proxy in its
-own process, as it is for the JVM; direct and proxied requests interleaved one
-by one)::
+own process, as the lab runs it, see ``infra.proxy_process``; direct and proxied
+requests interleaved one by one)::
 
     moto, boto3, 300 x put_object(1 KiB) and 300 x head_object, 6 runs:
         PUT   direct 5.0-5.6 ms   proxied 5.6-6.3 ms   +0.57-0.69 ms
@@ -53,7 +53,7 @@ by one)::
 moto's server (werkzeug) sends ``Connection: close`` on every response, so each
 proxied request costs two TCP connections and an accept instead of one
 connection: that, not the proxy's work, is most of the difference against moto.
-Against a keep-alive store (Ceph RGW, MinIO) the second line applies. Measured
+On Ceph RGW the suite's own figure (``benchmarks/floor.py``, in the README) applies. Measured
 with throwaway scripts (not kept): ``python -c "from infra.proxy import
 MeteringProxy; ..."`` in a child process in front of ``EmbeddedStore`` (or of a
 20-line socket server that sleeps 2 ms per request), and in the parent a direct

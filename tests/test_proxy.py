@@ -3,8 +3,13 @@ forwarding against a raw-socket upstream, and the pure classifiers."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
+import time
 
 import boto3
 import pytest
@@ -15,6 +20,7 @@ from infra.embedded import EmbeddedStore
 from infra.net import free_port
 from infra.proxy import (AREAS, OPS, Event, MeteringProxy, area_of, classify, split_path,
                          summarize, totals)
+from infra.proxy_process import ProxyProcess
 
 BUCKET = "proxy-test"
 
@@ -29,9 +35,10 @@ def store():
         yield s
 
 
-@pytest.fixture(scope="module")
-def proxy(store):
-    with MeteringProxy(store.endpoint) as p:
+@pytest.fixture(scope="module", params=[MeteringProxy, ProxyProcess], ids=["in-process", "child-process"])
+def proxy(store, request):
+    store.empty_bucket(BUCKET)  # each kind of proxy starts from the same empty bucket
+    with request.param(store.endpoint) as p:
         yield p
 
 
@@ -175,6 +182,43 @@ def test_snapshots_and_summaries(s3, proxy):
     assert proxy.events() == [] and proxy.events_since(mark) == []
     with pytest.raises(ValueError):
         summarize(events, "op", "duration")
+
+
+# -- the proxy in a child process ---------------------------------------------------
+
+def test_child_process_rejects_a_bad_upstream_in_the_caller():
+    with pytest.raises(ValueError, match="http://host:port"):
+        ProxyProcess("https://example.com")
+
+
+def test_child_process_ends_with_its_parent(store):
+    """A parent killed outright (no stop(), no atexit) leaves no proxy process behind."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from infra.proxy_process import ProxyProcess; "
+         f"p = ProxyProcess({store.endpoint!r}).start(); print(p._child.pid, flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    os.kill(child, 0)  # running
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"proxy process {child} outlived its parent")
+
+
+def test_child_process_stop_and_calls_after_it(store):
+    proxy = ProxyProcess(store.endpoint).start()
+    child = proxy._child
+    proxy.stop()
+    assert child.returncode == 0
+    with pytest.raises(RuntimeError, match="not running"):
+        proxy.mark()
+    proxy.stop()  # twice is fine
 
 
 # -- byte-exact forwarding, against a raw-socket upstream --------------------------

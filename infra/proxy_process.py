@@ -1,0 +1,138 @@
+"""A ``MeteringProxy`` in a child process of its own, driven from the parent like the in-process one.
+
+Why a process: in the driver's Python the proxy shared one interpreter lock with boto3, py4j and
+the benchmark's own bookkeeping, so a request could wait for the lock on its way through, and the
+proxy's figures (its overhead, the store's floor) moved with whatever the driver did. In a child
+it waits for nothing but the store.
+
+``ProxyProcess(upstream).start()`` runs ``python -m infra.proxy_process`` with one end of a socket
+pair; the parent calls ``mark``, ``events``, ``events_since``, ``reset``, ``inject`` and
+``clear_faults`` over it (pickled calls and results, one at a time). The child stops when told to,
+or when the parent goes away (its end of the pair closes), so an interrupted run leaves no proxy
+behind. It ignores SIGINT for the same reason: Ctrl-C goes to the parent, which stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from .proxy import Event, Fault, MeteringProxy
+
+_CALLS = frozenset({"mark", "events", "events_since", "reset", "inject", "clear_faults"})
+_ROOT = Path(__file__).resolve().parent.parent  # so the child imports this checkout's infra
+
+
+class ProxyProcess:
+    """The interface of ``MeteringProxy`` (``start``/``stop``, ``endpoint`` and the event and
+    fault calls), served by a ``MeteringProxy`` in a child process. Thread-safe."""
+
+    def __init__(self, upstream: str) -> None:
+        MeteringProxy(upstream)  # a bad upstream fails here, in the caller, not in the child
+        self.upstream = upstream
+        self.endpoint = ""
+        self._conn: Connection | None = None
+        self._child: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> "ProxyProcess":
+        ours, theirs = socket.socketpair()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
+        with theirs:
+            self._child = subprocess.Popen(
+                [sys.executable, "-m", "infra.proxy_process", self.upstream, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+        self._conn = Connection(ours.detach())
+        try:
+            self.endpoint = self._conn.recv()  # sent once the proxy listens
+        except (OSError, EOFError):
+            self.stop()
+            raise RuntimeError(f"the metering proxy process could not start (exit status {self._child.returncode})") from None
+        return self
+
+    def stop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            with self._lock:
+                conn.send(("stop", ()))
+                conn.recv()
+        except (OSError, EOFError):
+            pass  # already gone
+        finally:
+            conn.close()
+            try:
+                self._child.wait(10)
+            except subprocess.TimeoutExpired:
+                self._child.kill()
+                self._child.wait()
+
+    def __enter__(self) -> "ProxyProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _call(self, name: str, *args):
+        if self._conn is None:
+            raise RuntimeError("the metering proxy is not running")
+        try:
+            with self._lock:
+                self._conn.send((name, args))
+                ok, value = self._conn.recv()
+        except (OSError, EOFError):
+            raise RuntimeError(f"the metering proxy process (pid {self._child.pid}) exited with "
+                               f"status {self._child.poll()}") from None
+        if not ok:
+            raise value
+        return value
+
+    def mark(self) -> int:
+        return self._call("mark")
+
+    def events(self) -> list[Event]:
+        return self._call("events")
+
+    def events_since(self, mark: int) -> list[Event]:
+        return self._call("events_since", mark)
+
+    def reset(self) -> None:
+        self._call("reset")
+
+    def inject(self, fault: Fault) -> None:
+        self._call("inject", fault)
+
+    def clear_faults(self) -> None:
+        self._call("clear_faults")
+
+
+def main(upstream: str, fd: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn = Connection(fd)
+    with MeteringProxy(upstream) as proxy:
+        conn.send(proxy.endpoint)
+        while True:
+            try:
+                name, args = conn.recv()
+            except (OSError, EOFError):
+                return  # the parent is gone
+            if name == "stop":
+                break
+            try:
+                if name not in _CALLS:
+                    raise ValueError(f"not a metering proxy call: {name}")
+                conn.send((True, getattr(proxy, name)(*args)))
+            except Exception as e:  # noqa: BLE001 (raised again in the parent)
+                conn.send((False, e))
+    conn.send((True, None))  # stopped: every connection closed
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))
