@@ -125,6 +125,15 @@ def cmd_bench(args) -> None:
         raise UsageError("some benchmarks failed: they are marked failed in the HTML; asv's output above says why")
 
 
+def cmd_drift(args) -> None:
+    from . import drift
+
+    try:
+        print(drift.compare(Path(args.a), Path(args.b)))
+    except drift.NoResults as e:
+        raise UsageError(str(e)) from None
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="ckptbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -150,6 +159,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--bench", help="only benchmarks matching this regular expression (asv run --bench)")
     b.add_argument("--results", help="results directory (default: results/ in the repository)")
     b.set_defaults(run=cmd_bench)
+    d = sub.add_parser("drift", help="how far every value moved between two runs (say, of the same commit)")
+    d.add_argument("a", help="a results directory (bench --results) or an asv result file")
+    d.add_argument("b", help="another")
+    d.set_defaults(run=cmd_drift)
     return p
 
 

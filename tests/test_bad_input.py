@@ -78,3 +78,8 @@ def test_missing_user_jars():
     line = one_error_line(ckptbench("measure", "--stores", "embedded",
                                     env={"CKPT_S3A_JARS": "/nonexistent/hadoop-aws.jar"}))
     assert "/nonexistent/hadoop-aws.jar" in line
+
+
+def test_drift_without_results(tmp_path):
+    line = one_error_line(ckptbench("drift", str(tmp_path), str(tmp_path)))
+    assert "no asv results under" in line and "--results DIR" in line

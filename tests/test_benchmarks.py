@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +56,11 @@ def test_every_benchmark_produces_a_number(tmp_path):
     assert (results / "report.md").is_file()
     assert {p.name for p in (results / "plots").glob("*.png")} >= {"copy.png", "embedded-compaction.png",
                                                                    "embedded-state.png"}
+
+    # The run against itself: every value found in both, none moved.
+    drift = subprocess.run([sys.executable, "-m", "ckptbench", "drift", str(results), str(run)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert drift.returncode == 0, drift.stderr
+    numbers = sum(len(_values(recorded["results"][name][column])) for name in names)
+    assert re.search(rf"^all +{numbers} values +median move +0\.0% +within 15%: +100%$", drift.stdout, re.M), \
+        drift.stdout
