@@ -207,7 +207,8 @@ def _spark_history(spark, store, bucket: str, batches: int) -> dict:
 
 
 def history() -> dict:
-    """Both logs for every history length, on one SparkSession; then the raw file and the plot."""
+    """Both logs for every history length, on one SparkSession; then the raw file (which the
+    report plots)."""
     from contextlib import ExitStack
 
     from ckptbench.spark import session
@@ -229,44 +230,10 @@ def history() -> dict:
                          "seconds": time.monotonic() - t0})
         data = {**common._meta(store), "shape": dataclasses.asdict(SHAPE), "runs": runs}
     common._save("manifest-compaction", data)
-    data["plot"] = str(plot(data))
     return data
 
 
 history.timeout = 3600
-
-
-def plot(data: dict, path=None):
-    """Compact bytes and compaction time against batch number, manifest vs Spark, for the
-    longest history. Returns the PNG's path (default ``results/plots/<store>-manifest-compaction.png``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = path or common.RAW.parent / "plots" / f"{data['store']}-manifest-compaction.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    run = max(data["runs"], key=lambda r: r["batches"])
-    series = {"manifest (offsets log, retains %d)" % data["shape"]["retain"]: run["manifest"]["compactions"],
-              f"Spark FileStreamSinkLog (_spark_metadata, on {SPARK_LOG_STRATEGY})": run["spark"]["compactions"]}
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
-    for label, compactions in series.items():
-        xs = [c["batch"] for c in compactions]
-        top.plot(xs, [c["bytes"] / 1024 for c in compactions], marker=".", label=label)
-        bottom.plot(xs, [c["ms"] for c in compactions], marker=".", label=label)
-    top.set_ylabel("compact object (KiB)")
-    bottom.set_ylabel("compaction: store-side time (ms)")
-    bottom.set_xlabel("batch")
-    top.legend()
-    kind = "an emulator" if data["emulator"] else "a real store"
-    top.set_title(f"Compaction against history: {data['store']} ({kind}), size {data['size']}", fontsize=10)
-    bottom.text(0.01, 0.97, "manifest: LIST + bulk DELETE + compact PUT + hint PUT;\n"
-                "Spark: every request of the compaction batch's add",
-                transform=bottom.transAxes, va="top", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 # -- reading the cached run ---------------------------------------------------------------
@@ -287,7 +254,7 @@ def _last(data: dict, batches: int, log: str) -> dict:
 
 def _tail_ms(data: dict, batches: int, log: str) -> float:
     """Median store-side time of the last ``tail`` compactions: at the end of the history."""
-    compactions = _run(data, batches)[log]["compactions"][-SHAPE.tail:]
+    compactions = _run(data, batches)[log]["compactions"][-data["shape"]["tail"]:]
     return common.median([c["ms"] for c in compactions])
 
 
@@ -351,4 +318,4 @@ if __name__ == "__main__":  # a run outside asv: python -m benchmarks.manifest_c
                 summary[f"{cls.__name__}.{name}[{batches}]"] = value if math.isfinite(value) else None
     print(json.dumps({"store": result["describe"], "seconds": round(time.monotonic() - t0, 1),
                       "runs": {r["batches"]: round(r["seconds"], 1) for r in result["runs"]},
-                      "plot": result["plot"], "tracks": summary}, indent=1))
+                      "tracks": summary}, indent=1))

@@ -1,7 +1,7 @@
 """A one-page summary and plots of the benchmark results, for people who would rather look.
 
-Reads the raw measurements the asv suite leaves in ``results/raw`` (``<store>-streaming.json``
-and ``<store>-store.json``, the latest run per store) and computes every number with the
+Reads the raw measurements the asv suite leaves in ``results/raw`` (``<store>-streaming.json``,
+``<store>-store.json`` and ``<store>-manifest-compaction.json``, the latest run per store) and computes every number with the
 benchmarks' own ``track_*`` methods, so the report and asv's HTML agree. Writes
 ``results/report.md`` and ``results/plots/*.png``.
 """
@@ -19,10 +19,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 from . import metrics  # noqa: E402
 
 
+KINDS = ("store", "streaming", "manifest-compaction")
+
+
 def _load(raw: Path) -> dict[str, dict[str, dict]]:
-    """``{store: {"streaming": data, "store": data}}`` for every store with raw results."""
+    """``{store: {kind: data}}`` for every store with raw results, kinds as in ``KINDS``."""
     stores: dict[str, dict[str, dict]] = {}
-    for kind in ("store", "streaming"):
+    for kind in KINDS:
         for path in sorted(raw.glob(f"*-{kind}.json")):
             stores.setdefault(path.name[:-len(f"-{kind}.json")], {})[kind] = json.loads(path.read_text())
     return stores
@@ -100,6 +103,30 @@ def _store_section(data: dict) -> list[str]:
             f"{o.track_added_ms(data, 'HEAD'):.2f} ms to a HEAD.", "", copy + ".", ""]
 
 
+def _manifest_section(data: dict) -> list[str]:
+    from benchmarks.manifest_compaction import ManifestCompaction, SparkMetadataCompaction
+
+    m, k = ManifestCompaction(), SparkMetadataCompaction()
+    shape = data["shape"]
+    lines = [f"### Compaction against history ({_title(data)})", "",
+             f"The manifest strategy's offsets log (retaining {shape['retain']} batches) against Spark's "
+             f"_spark_metadata log, compacting every {shape['interval']}; compaction time is store-side "
+             f"(the proxy's), p50 of the last {shape['tail']} compactions.", "",
+             "| batches | manifest compact (KiB) | live entries | pending garbage | compaction (ms) | "
+             "Spark compact (KiB) | entries | compaction (ms) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for batches in shape["batches"]:
+        lines.append(
+            f"| {batches} | {_fmt(_value(m.track_compact_kib, data, batches), '.1f')} | "
+            f"{_fmt(_value(m.track_live_entries, data, batches))} | "
+            f"{_fmt(_value(m.track_pending_garbage, data, batches))} | "
+            f"{_fmt(_value(m.track_compaction_ms, data, batches), '.1f')} | "
+            f"{_fmt(_value(k.track_compact_kib, data, batches), '.1f')} | "
+            f"{_fmt(_value(k.track_entries, data, batches))} | "
+            f"{_fmt(_value(k.track_compaction_ms, data, batches), '.1f')} |")
+    return lines + [""]
+
+
 def _plot_copy(stores: dict, path: Path) -> Path | None:
     stored = {name: kinds["store"] for name, kinds in stores.items() if "store" in kinds}
     if not stored:
@@ -174,6 +201,33 @@ def _plot_state(name: str, data: dict, path: Path) -> Path:
     return path
 
 
+def _plot_manifest_compaction(name: str, data: dict, path: Path) -> Path:
+    """Compact bytes and compaction time against batch number, manifest vs Spark, for the longest history."""
+    from benchmarks.manifest_compaction import SPARK_LOG_STRATEGY
+
+    run = max(data["runs"], key=lambda r: r["batches"])
+    series = {f"manifest (offsets log, retains {data['shape']['retain']})": run["manifest"]["compactions"],
+              f"Spark FileStreamSinkLog (_spark_metadata, on {SPARK_LOG_STRATEGY})": run["spark"]["compactions"]}
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    for label, compactions in series.items():
+        xs = [c["batch"] for c in compactions]
+        top.plot(xs, [c["bytes"] / 1024 for c in compactions], marker=".", label=label)
+        bottom.plot(xs, [c["ms"] for c in compactions], marker=".", label=label)
+    top.set_ylabel("compact object (KiB)")
+    bottom.set_ylabel("compaction: store-side time (ms)")
+    bottom.set_xlabel("batch")
+    top.legend()
+    kind = "an emulator" if data["emulator"] else "a real store"
+    top.set_title(f"Compaction against history: {name} ({kind}), size {data['size']}", fontsize=10)
+    bottom.text(0.01, 0.97, "manifest: LIST + bulk DELETE + compact PUT + hint PUT;\n"
+                "Spark: every request of the compaction batch's add",
+                transform=bottom.transAxes, va="top", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write(results: Path) -> list[Path]:
     """Write ``results/report.md`` and the plots; returns their paths, the report first."""
     stores = _load(results / "raw")
@@ -192,6 +246,10 @@ def write(results: Path) -> list[Path]:
             lines += _streaming_section(data)
             paths += [_plot_compaction(name, data, plots / f"{name}-compaction.png"),
                       _plot_state(name, data, plots / f"{name}-state.png")]
+        if "manifest-compaction" in kinds:
+            lines += _manifest_section(kinds["manifest-compaction"])
+            paths.append(_plot_manifest_compaction(name, kinds["manifest-compaction"],
+                                                   plots / f"{name}-manifest-compaction.png"))
     lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in paths]
     report = results / "report.md"
     report.write_text("\n".join(lines) + "\n")

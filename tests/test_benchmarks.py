@@ -55,7 +55,8 @@ def test_every_benchmark_produces_a_number(tmp_path):
     assert (results / "html" / "index.html").is_file()
     assert (results / "report.md").is_file()
     assert {p.name for p in (results / "plots").glob("*.png")} >= {"copy.png", "embedded-compaction.png",
-                                                                   "embedded-state.png"}
+                                                                   "embedded-state.png",
+                                                                   "embedded-manifest-compaction.png"}
 
     # The run against itself: every value found in both, none moved.
     drift = subprocess.run([sys.executable, "-m", "ckptbench", "drift", str(results), str(run)], cwd=ROOT,
