@@ -135,7 +135,7 @@ def _run(spark, store, bucket: str, strategy: str, workload: str, keys: int, war
     if workload == "file_source":
         workloads.seed_text_files(store.client(), bucket, f"{prefix}/input", warmup + batches + 1)
     try:
-        run = measure.observe(spark, store, strategy, starts[workload], batches, warmup)
+        run = measure.observe(spark, store, strategy, prefix + "/", starts[workload], batches, warmup)
     except Exception as e:  # one broken strategy must not cost the others their numbers
         result["error"] = " ".join(str(e).split())[:500]
         return result

@@ -183,8 +183,8 @@ class DriverMemory:
 
 @dataclasses.dataclass
 class Observed:
-    """One query run: the progress of its warm-up and of its measured batches, every request the
-    proxy saw from its start to its stop, and the driver's peak RSS over the measured batches."""
+    """One query run: the progress of its warm-up and of its measured batches, its requests (see
+    ``observe``), and the driver's peak RSS over the measured batches."""
 
     warmup: list[dict]
     measured: list[dict]
@@ -192,10 +192,12 @@ class Observed:
     peak_rss_mib: float
 
 
-def observe(spark, store: MeteredStore, strategy: str, start_query, batches: int, warmup: int,
+def observe(spark, store: MeteredStore, strategy: str, prefix: str, start_query, batches: int, warmup: int,
             bar=None) -> Observed:
     """Switch to ``strategy``, start a query with ``start_query()``, drive it for ``warmup`` and
-    then ``batches`` batches, and stop it."""
+    then ``batches`` batches, and stop it. Its events are the requests on keys under ``prefix``
+    (where the query keeps everything) from its start to its stop: a request elsewhere, such
+    as an earlier query's state store maintenance, is not its."""
     ckpt_impls.use(spark, strategy)
     memory = DriverMemory(spark)
     mark = store.proxy.mark()
@@ -209,13 +211,14 @@ def observe(spark, store: MeteredStore, strategy: str, start_query, batches: int
         peak = memory.peak_mib()
     finally:
         query.stop()
-    return Observed(warm, measured, store.proxy.events_since(mark), peak)
+    events = [e for e in store.proxy.events_since(mark) if e.key.startswith(prefix)]
+    return Observed(warm, measured, events, peak)
 
 
 def measure_strategy(spark, store: MeteredStore, bucket: str, strategy: str, batches: int, warmup: int,
                      floor: dict[str, float], bar=None) -> Row:
     key = f"measure/{strategy}-{uuid.uuid4().hex[:8]}"
-    run = observe(spark, store, strategy, lambda: workloads.stateful(spark, f"s3a://{bucket}/{key}"),
+    run = observe(spark, store, strategy, key + "/", lambda: workloads.stateful(spark, f"s3a://{bucket}/{key}"),
                   batches, warmup, bar)
     measured = run.measured
     per_batch = metrics.requests_by_batch(run.events, measured)

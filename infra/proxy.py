@@ -110,7 +110,9 @@ class Event:
     the response was relayed. ``bytes_in`` is the request payload (the
     ``x-amz-decoded-content-length`` of an aws-chunked upload, else the HTTP body
     without chunk framing), ``bytes_out`` the response body likewise. ``status``
-    is 0 if no response reached the client.
+    is 0 if no response reached the client. ``key`` is what the request is about: the
+    object key, for a bucket LIST its ``prefix``, for a bulk DELETE its first key, else ``""``;
+    ``area`` is ``area_of(key)``.
     """
 
     start: float
@@ -391,9 +393,9 @@ class _Session:
             # has its response finds the event already there.
             nonlocal recorded
             recorded = True
-            area = area_of(_first_key(capture) if capture is not None
-                           else params.get("prefix", "") if op == "LIST" else key)
-            self.proxy._record(Event(start, time.time(), method, op, area, bucket, key,
+            subject = (_first_key(capture) if capture is not None
+                       else params.get("prefix", key) if op == "LIST" else key)
+            self.proxy._record(Event(start, time.time(), method, op, area_of(subject), bucket, subject,
                                      status, bytes_in, bytes_out))
 
         def to_upstream(data) -> None:

@@ -79,8 +79,9 @@ def test_put_get_head_list(s3, proxy):
         ("PUT", "offsets", 200), ("GET", "offsets", 200),
         ("HEAD", "offsets", 200), ("LIST", "offsets", 200),
     ]
-    put, get, head, _ = events
+    put, get, head, listing = events
     assert (put.method, put.bucket, put.key) == ("PUT", BUCKET, "ck/offsets/0")
+    assert listing.key == "ck/offsets/"  # a LIST is about its prefix
     assert (put.bytes_in, put.bytes_out) == (1000, 0)
     assert (get.bytes_in, get.bytes_out) == (0, 1000)
     assert head.bytes_out == 0
@@ -98,9 +99,11 @@ def test_copy_and_deletes(s3, proxy):
     s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [
         {"Key": "out/_spark_metadata/0"}, {"Key": "out/part-0.parquet"}]})
 
-    assert _ops(proxy.events_since(mark)) == [
+    events = proxy.events_since(mark)
+    assert _ops(events) == [
         ("COPY", "state", 200), ("DELETE", "state", 204), ("BULK_DELETE", "_spark_metadata", 200),
     ]
+    assert events[2].key == "out/_spark_metadata/0"  # a bulk DELETE is about its first key
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
     assert "ck/state/0/1/1.delta" in keys
     assert not keys & {"ck/state/0/1/.1.delta.tmp", "out/_spark_metadata/0", "out/part-0.parquet"}

@@ -48,7 +48,7 @@ def batch_requests(spark, metered, strategy, store, prefix) -> tuple[str, list[t
     """The checkpoint's key and, for each measured batch, its id and its requests."""
     proxied, bucket = metered(store)
     checkpoint = f"{prefix}/checkpoint"
-    run = measure.observe(spark, proxied, strategy,
+    run = measure.observe(spark, proxied, strategy, prefix + "/",
                           lambda: workloads.stateful(spark, f"s3a://{bucket}/{checkpoint}"), BATCHES, WARMUP)
     per_batch, _ = metrics.events_by_batch(run.events, run.measured)
     return checkpoint, [(p["batchId"], events) for p, events in zip(run.measured, per_batch)]
