@@ -54,23 +54,23 @@ def move(a: float, b: float) -> float:
 
 
 def compare(a: Path, b: Path, worst: int = 10) -> str:
-    """A text summary: overall and per benchmark module, the median move and the share within the
+    """A text summary: overall and per benchmark class, the median move and the share within the
     aim, then the ``worst`` values that moved most."""
     files = result_file(a), result_file(b)
     first, second = (values(f) for f in files)
     moves = {name: move(first[name], second[name]) for name in first.keys() & second.keys()}
     if not moves:
         raise NoResults(f"{files[0]} and {files[1]} share no benchmark value")
-    by_module: dict[str, list[float]] = {}
+    by_class: dict[str, list[float]] = {}
     for name, m in moves.items():
-        by_module.setdefault(name.split(".", 1)[0], []).append(m)
+        by_class.setdefault(name.split("[", 1)[0].rsplit(".", 1)[0], []).append(m)
 
     def line(label: str, ms: list[float]) -> str:
         within = sum(m <= AIM for m in ms) / len(ms)
-        return f"{label:24} {len(ms):5} values  median move {statistics.median(ms):6.1%}  within {AIM:.0%}: {within:4.0%}"
+        return f"{label:45} {len(ms):5} values  median move {statistics.median(ms):6.1%}  within {AIM:.0%}: {within:4.0%}"
 
     lines = [f"A: {files[0]}", f"B: {files[1]}", line("all", list(moves.values()))]
-    lines += [line(f"  {module}", ms) for module, ms in sorted(by_module.items())]
+    lines += [line(f"  {cls}", ms) for cls, ms in sorted(by_class.items())]
     lines.append("moved most:")
     for name in sorted(moves, key=moves.get, reverse=True)[:worst]:
         lines.append(f"  {moves[name]:6.1%}  {name}: {first[name]:.4g} -> {second[name]:.4g}")
