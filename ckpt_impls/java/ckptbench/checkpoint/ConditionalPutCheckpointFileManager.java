@@ -12,7 +12,6 @@ import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.PathFilter;
-import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.CancellableFSDataOutputStream;
 
 /**
@@ -39,16 +38,10 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * Files are held in memory until close: fine for checkpoint files, and a single PUT is limited
  * to 5 GiB.
  */
-public class ConditionalPutCheckpointFileManager implements CheckpointFileManager {
-
-  private final Path root;
-  private final S3ObjectStore store;
+public class ConditionalPutCheckpointFileManager extends ConditionalS3CheckpointFileManager {
 
   public ConditionalPutCheckpointFileManager(Path path, Configuration conf) throws IOException {
-    this.store = S3ObjectStore.forPath(path, conf, "conditional");
-    this.root = store.qualify(path);
-    store.requireConditionalPut(store.key(root), "conditional",
-        "stop two writers creating the same checkpoint file", "direct");
+    super(path, conf, "conditional", "stop two writers creating the same checkpoint file");
   }
 
   @Override
@@ -147,16 +140,5 @@ public class ConditionalPutCheckpointFileManager implements CheckpointFileManage
     } catch (IOException e) {
       throw Unchecked.io(e);
     }
-  }
-
-  @Override
-  public boolean isLocal() {
-    return false;
-  }
-
-  @Override
-  public Path createCheckpointDirectory() {
-    mkdirs(root);
-    return root;
   }
 }

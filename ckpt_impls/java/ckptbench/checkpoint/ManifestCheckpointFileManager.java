@@ -15,7 +15,6 @@ import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.PathFilter;
-import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.CancellableFSDataOutputStream;
 
 /**
@@ -72,7 +71,7 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *       hint not).</li>
  * </ul>
  */
-public class ManifestCheckpointFileManager implements CheckpointFileManager {
+public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileManager {
 
   /** Exit status of a JVM stopped by {@code ckptbench.manifest.haltAt}. */
   static final int HALT_STATUS = 86;
@@ -80,16 +79,13 @@ public class ManifestCheckpointFileManager implements CheckpointFileManager {
   private static final Set<String> HALT_POINTS =
       Set.of("afterStage", "beforeCompactWrite", "afterCompactWrite");
 
-  private final Path root;
-  private final S3ObjectStore store;
   private final DirManifest.Settings settings;
   private final Map<String, DirManifest> manifests = new ConcurrentHashMap<>();
   /** Directories seen registered in their parent: writes into them skip that check. */
   private final Set<String> knownDirectories = ConcurrentHashMap.newKeySet();
 
   public ManifestCheckpointFileManager(Path path, Configuration conf) throws IOException {
-    this.store = S3ObjectStore.forPath(path, conf, "manifest");
-    this.root = store.qualify(path);
+    super(path, conf, "manifest", "stop two writers taking the same manifest record number");
     String haltAt = conf.getTrimmed("ckptbench.manifest.haltAt", "");
     if (!haltAt.isEmpty() && !HALT_POINTS.contains(haltAt)) {
       throw new IllegalArgumentException("ckptbench.manifest.haltAt must be one of " + HALT_POINTS
@@ -99,8 +95,6 @@ public class ManifestCheckpointFileManager implements CheckpointFileManager {
         conf.getInt("ckptbench.manifest.compactInterval", 10),
         conf.getLong("ckptbench.manifest.cleanupDelayMs", 600_000L),
         haltAt);
-    store.requireConditionalPut(store.key(root), "manifest",
-        "stop two writers taking the same manifest record number", "direct");
   }
 
   @Override
@@ -203,17 +197,6 @@ public class ManifestCheckpointFileManager implements CheckpointFileManager {
     } catch (IOException e) {
       throw Unchecked.io(e);
     }
-  }
-
-  @Override
-  public boolean isLocal() {
-    return false;
-  }
-
-  @Override
-  public Path createCheckpointDirectory() {
-    mkdirs(root);
-    return root;
   }
 
   private DirManifest manifest(Path dir) {
