@@ -1,8 +1,9 @@
 """A one-page summary and plots of the benchmark results, for people who would rather look.
 
 Reads the raw measurements the asv suite leaves in ``results/raw`` (``<store>-streaming.json``,
-``<store>-store.json`` and ``<store>-manifest-compaction.json``, the latest run per store) and computes every number with the
-benchmarks' own ``track_*`` methods, so the report and asv's HTML agree. Writes
+``<store>-store.json`` and ``<store>-manifest-compaction.json``, the latest run per store) and
+computes every number with the benchmarks' own ``track_*`` methods, so the report and asv's HTML
+agree. Writes
 ``results/report.md`` and ``results/plots/*.png``.
 """
 

@@ -194,17 +194,22 @@ def totals(events: Iterable[Event]) -> dict[str, int]:
     return out
 
 
+def upstream_address(upstream: str) -> tuple[str, int]:
+    """``(host, port)`` of a plain ``http://host[:port]`` URL; ValueError for anything else."""
+    parts = urlsplit(upstream)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"upstream must be an http://host:port URL, not {upstream!r}")
+    return parts.hostname, parts.port or 80
+
+
 class MeteringProxy:
     """Forwards HTTP to ``upstream`` (e.g. ``"http://127.0.0.1:9000"``) and records an
     ``Event`` per request. ``start()`` serves on a free loopback port (``endpoint``)
     from background threads; ``stop()`` closes every connection. Thread-safe."""
 
     def __init__(self, upstream: str) -> None:
-        parts = urlsplit(upstream)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"upstream must be an http://host:port URL, not {upstream!r}")
         self.upstream = upstream
-        self._upstream_addr = (parts.hostname, parts.port or 80)
+        self._upstream_addr = upstream_address(upstream)
         self.endpoint = ""
         self._lock = threading.Lock()
         self._events: list[Event] = []

@@ -23,7 +23,7 @@ import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from .proxy import Event, Fault, MeteringProxy
+from .proxy import Event, Fault, MeteringProxy, upstream_address
 
 _CALLS = frozenset({"mark", "events", "events_since", "reset", "inject", "clear_faults"})
 _ROOT = Path(__file__).resolve().parent.parent  # so the child imports this checkout's infra
@@ -34,7 +34,7 @@ class ProxyProcess:
     fault calls), served by a ``MeteringProxy`` in a child process. Thread-safe."""
 
     def __init__(self, upstream: str) -> None:
-        MeteringProxy(upstream)  # a bad upstream fails here, in the caller, not in the child
+        upstream_address(upstream)  # a bad upstream fails here, in the caller, not in the child
         self.upstream = upstream
         self.endpoint = ""
         self._conn: Connection | None = None
