@@ -32,6 +32,8 @@ _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 15.0
 #: What a data_dir remembers between runs (no secrets: radosgw-admin hands those out).
 _STATE_FILE = "ckptbench-ceph.json"
+#: What the ceph CLI prints when it lost the race described in CephStore._ceph.
+_COMMAND_TABLE_RACE = "problem getting command descriptions"
 
 
 class CephStore(ObjectStore):
@@ -217,32 +219,45 @@ class CephStore(ObjectStore):
         return self._finish(what, self._launch(*argv))
 
     def _launch(self, *argv: str) -> subprocess.Popen:
-        """Start a command whose stderr goes to log/commands.log; _finish collects it."""
-        with open(self.log_dir / "commands.log", "a") as err:
-            err.write(f"$ {' '.join(argv)}\n")
-            err.flush()
-            return subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
-                env=_child_env(),
-            )
+        """Start a command; _finish collects its output and logs it to log/commands.log."""
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=_child_env(),
+        )
 
     def _finish(self, what: str, proc: subprocess.Popen) -> str:
         """The command's stdout once it exits 0 within the start-up budget; killed otherwise."""
         try:
-            out, _ = proc.communicate(timeout=max(1.0, self._remaining()))
+            out, err = proc.communicate(timeout=max(1.0, self._remaining()))
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
+            out, err = proc.communicate()
+            self._log_command(proc, err)
             raise self._failure(f"{what} timed out", "commands.log") from None
+        self._log_command(proc, err)
         if proc.returncode != 0:
-            raise self._failure(f"{what} exited with {proc.returncode}", "commands.log")
+            said = _last_line(err)
+            raise self._failure(f"{what} exited with {proc.returncode}" + (f" ({said})" if said else ""),
+                                "commands.log")
         return out
 
+    def _log_command(self, proc: subprocess.Popen, err: str) -> None:
+        # Written when the command ends, so commands run side by side don't interleave.
+        with open(self.log_dir / "commands.log", "a") as log:
+            log.write(f"$ {' '.join(proc.args)}\n{err}")
+
     def _ceph(self, *args: str) -> str:
-        # --connect-timeout bounds the wait for the mon, which may still be starting.
-        timeout = str(max(1, int(self._remaining())))
-        return self._run(f"ceph {' '.join(args[:2])}", "ceph", "-c", str(self._conf),
-                         "--connect-timeout", timeout, *args)
+        what = f"ceph {' '.join(args[:2])}"
+        while True:
+            # --connect-timeout bounds the wait for the mon, which may still be starting.
+            timeout = str(max(1, int(self._remaining())))
+            try:
+                return self._run(what, "ceph", "-c", str(self._conf), "--connect-timeout", timeout, *args)
+            except StoreUnavailable as exc:
+                # With auth off, the CLI can ask for the command table before the monmap (and so
+                # the fsid) reaches it; the mon answers EPERM "wrong fsid". Nothing ran: ask again.
+                if _COMMAND_TABLE_RACE not in str(exc) or self._remaining() <= 0:
+                    raise
 
     def _wait(self, what: str, ready, log: str) -> None:
         while not ready():
@@ -336,6 +351,11 @@ def _child_env() -> dict[str, str]:
     # The ceph CLI is Python: our PYTHONPATH/PYTHONHOME must not reach it; CEPH_ARGS and
     # CEPH_CONF would override the flags that keep every command on our cluster.
     return {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "CEPH_"))}
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _one_line(exc: BaseException) -> str:

@@ -214,6 +214,15 @@ def test_ceph_failed_start_stops_its_daemons_and_names_the_log(ceph, monkeypatch
         shutil.rmtree(log.parent.parent if log.is_file() else log.parent, ignore_errors=True)
 
 
+def test_ceph_command_failure_says_what_the_command_printed(lab):
+    # The reason is in the one-line error itself: a CI log shows it after the temp dir is gone.
+    with pytest.raises(StoreUnavailable) as caught:
+        lab.get("ceph")._ceph("osd", "no-such-subcommand")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "exited with" in message and "invalid command" in message and "commands.log" in message
+
+
 def test_ceph_bluestore_keeps_objects_across_restart(ceph, tmp_path):
     data_dir = tmp_path / "ceph"
     with CephStore("bluestore", str(data_dir)) as ceph:
