@@ -40,7 +40,7 @@ from pathlib import Path
 
 import ckpt_impls
 import infra
-from ckptbench import measure, metrics, workloads
+from ckptbench import measure, metrics, progress, workloads
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -117,7 +117,8 @@ def _progress(p: dict) -> dict:
     return keep
 
 
-def _run(spark, store, bucket: str, strategy: str, workload: str, keys: int, warmup: int, batches: int) -> dict:
+def _run(spark, store, bucket: str, strategy: str, workload: str, keys: int, warmup: int, batches: int,
+         bar: progress.Recorder) -> dict:
     """One query of ``workload`` checkpointing with ``strategy``, as the benchmarks read it."""
     prefix = f"bench/{strategy}-{workload}-{keys}-{uuid.uuid4().hex[:8]}"
     base = f"s3a://{bucket}/{prefix}"
@@ -134,8 +135,9 @@ def _run(spark, store, bucket: str, strategy: str, workload: str, keys: int, war
     result = {"strategy": strategy, "workload": workload, "keys": keys, "error": None}
     if workload == "file_source":
         workloads.seed_text_files(store.client(), bucket, f"{prefix}/input", warmup + batches + 1)
+    bar.set_postfix_str(f"{strategy} x {workload}, {keys:,} keys")
     try:
-        run = measure.observe(spark, store, strategy, prefix + "/", starts[workload], batches, warmup)
+        run = measure.observe(spark, store, strategy, prefix + "/", starts[workload], batches, warmup, bar)
     except Exception as e:  # one broken strategy must not cost the others their numbers
         result["error"] = " ".join(str(e).split())[:500]
         return result
@@ -161,14 +163,18 @@ def streaming() -> dict:
         stack.callback(spark.stop)
         # JVM warm-up (JIT, class loading, each manager's first use), untimed: a query's own
         # warm-up batches do not cover it, and the first run measured would pay for it.
-        for strategy, workload in [(STRATEGIES[0], w) for w in WORKLOADS] + [(s, "stateful") for s in STRATEGIES[1:]]:
-            _run(spark, store, bucket, strategy, workload, PLAN.keys[0], 0, PLAN.jvm_warmup)
+        jvm_warmup = [(STRATEGIES[0], w) for w in WORKLOADS] + [(s, "stateful") for s in STRATEGIES[1:]]
         # Strategies inside workloads: drift in the machine's load spreads over the strategies
         # compared with each other instead of landing on one of them.
-        runs = [_run(spark, store, bucket, strategy, workload, PLAN.keys[0], PLAN.warmup, PLAN.batches)
-                for workload in WORKLOADS for strategy in STRATEGIES]
-        runs += [_run(spark, store, bucket, strategy, "stateful", keys, warmup, batches)
-                 for keys, (warmup, batches) in zip(PLAN.keys[1:], PLAN.sweep) for strategy in STRATEGIES]
+        measured = [(strategy, workload, PLAN.keys[0], PLAN.warmup, PLAN.batches)
+                    for workload in WORKLOADS for strategy in STRATEGIES]
+        measured += [(strategy, "stateful", keys, warmup, batches)
+                     for keys, (warmup, batches) in zip(PLAN.keys[1:], PLAN.sweep) for strategy in STRATEGIES]
+        total = len(jvm_warmup) * PLAN.jvm_warmup + sum(warmup + batches for *_, warmup, batches in measured)
+        bar = progress.Recorder("streaming queries", total, "batch")
+        for strategy, workload in jvm_warmup:
+            _run(spark, store, bucket, strategy, workload, PLAN.keys[0], 0, PLAN.jvm_warmup, bar)
+        runs = [_run(spark, store, bucket, *run, bar) for run in measured]
         data = {**_meta(store), "floor": floor, "runs": runs}
     _save("streaming", data)
     return data
@@ -183,11 +189,17 @@ def store_only() -> dict:
 
     with ExitStack() as stack:
         store, bucket = _started_store(stack)
-        data = {**_meta(store),
-                "floor": measure.floor_samples(store, bucket, PLAN.floor_samples),
-                "overhead": measure.proxy_overhead(store, bucket, PLAN.overhead_samples),
-                "copy": {str(size): ms for size, ms in
-                         measure.copy_samples(store, bucket, PLAN.copy_sizes, PLAN.copy_samples).items()}}
+        bar = progress.Recorder("store alone", 3, "part")
+        bar.set_postfix_str("the store's floor")
+        data = {**_meta(store), "floor": measure.floor_samples(store, bucket, PLAN.floor_samples)}
+        bar.update()
+        bar.set_postfix_str("the proxy's overhead")
+        data["overhead"] = measure.proxy_overhead(store, bucket, PLAN.overhead_samples)
+        bar.update()
+        bar.set_postfix_str("COPY against size")
+        data["copy"] = {str(size): ms for size, ms in
+                        measure.copy_samples(store, bucket, PLAN.copy_sizes, PLAN.copy_samples).items()}
+        bar.update()
     _save("store", data)
     return data
 

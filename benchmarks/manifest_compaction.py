@@ -51,6 +51,8 @@ import math
 import time
 import uuid
 
+from ckptbench import progress
+
 from . import common
 
 MANIFEST_MANAGER = "ckptbench.checkpoint.ManifestCheckpointFileManager"
@@ -116,7 +118,7 @@ def _compactions(events, manifest_prefix: str) -> list[list]:
     return out
 
 
-def _manifest_history(spark, store, bucket: str, batches: int) -> dict:
+def _manifest_history(spark, store, bucket: str, batches: int, bar: progress.Recorder) -> dict:
     import ckpt_impls
 
     jvm, s3 = spark._jvm, store.inner.client()
@@ -135,9 +137,11 @@ def _manifest_history(spark, store, bucket: str, batches: int) -> dict:
     trigger = SHAPE.delay_ms / SHAPE.window / 1000
     proxy = store.proxy
     compactions, batch_ms = [], []
+    bar.set_postfix_str(f"manifest, {batches:,} batches")
     try:
         started = time.monotonic()
         for b in range(batches):
+            bar.update()
             time.sleep(max(0.0, started + b * trigger - time.monotonic()))
             mark = proxy.mark()
             path = Path(f"{root}/offsets/{b}")
@@ -166,7 +170,7 @@ def _manifest_history(spark, store, bucket: str, batches: int) -> dict:
             "compactions": compactions}
 
 
-def _spark_history(spark, store, bucket: str, batches: int) -> dict:
+def _spark_history(spark, store, bucket: str, batches: int, bar: progress.Recorder) -> dict:
     import ckpt_impls
 
     jvm, s3 = spark._jvm, store.inner.client()
@@ -179,9 +183,11 @@ def _spark_history(spark, store, bucket: str, batches: int) -> dict:
                                   f"s3a://{bucket}/{prefix}/_spark_metadata", jvm.scala.Option.apply(None))
     proxy = store.proxy
     compactions, batch_ms = [], []
+    bar.set_postfix_str(f"_spark_metadata, {batches:,} batches")
     try:
         started = time.monotonic()
         for b in range(batches):
+            bar.update()
             entry = sinks.SinkFileStatus(
                 f"s3a://{bucket}/{prefix}/output/part-00000-{uuid.uuid4()}-c000.snappy.parquet",
                 4_000 + b % 97, False, 1_700_000_000_000 + b * 1000, 1, 32 * common.MiB, "add")
@@ -219,13 +225,15 @@ def history() -> dict:
         stack.callback(spark.stop)
         # Untimed first: class loading, JIT and the manager's one-off store check, so the first
         # history is paced like the others (its pace sets how much garbage its compacts hold).
-        _manifest_history(spark, store, bucket, SHAPE.retain + 2 * SHAPE.interval)
-        _spark_history(spark, store, bucket, 2 * SHAPE.interval)
+        untimed = SHAPE.retain + 2 * SHAPE.interval, 2 * SHAPE.interval
+        bar = progress.Recorder("compaction histories", sum(untimed) + 2 * sum(SHAPE.batches), "batch")
+        _manifest_history(spark, store, bucket, untimed[0], bar)
+        _spark_history(spark, store, bucket, untimed[1], bar)
         runs = []
         for batches in SHAPE.batches:
             t0 = time.monotonic()
-            manifest = _manifest_history(spark, store, bucket, batches)
-            spark_log = _spark_history(spark, store, bucket, batches)
+            manifest = _manifest_history(spark, store, bucket, batches, bar)
+            spark_log = _spark_history(spark, store, bucket, batches, bar)
             runs.append({"batches": batches, "manifest": manifest, "spark": spark_log,
                          "seconds": time.monotonic() - t0})
         data = {**common._meta(store), "shape": dataclasses.asdict(SHAPE), "runs": runs}

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import ckpt_impls
@@ -84,7 +85,7 @@ def _asv_config(results: Path) -> Path:
 
 
 def cmd_bench(args) -> None:
-    from . import measure, report
+    from . import measure, progress, report
 
     store = args.store or os.environ.get("CKPT_STORE") or measure.default_store()
     _names(store, infra.STORES, "store")
@@ -111,9 +112,11 @@ def cmd_bench(args) -> None:
     print(f"running the {args.size} suite (the README gives measured run times)", flush=True)
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(config)],
                    check=True, env=env, stdout=subprocess.DEVNULL)
-    run = subprocess.run([*asv, "run", "--config", str(config), "--python=same", "--set-commit-hash", "HEAD",
-                          "--machine", machine, "--show-stderr", *(["--bench", args.bench] if args.bench else [])],
-                         env=env)
+    with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp, progress.shown(Path(tmp, "progress")):
+        env[progress.ENV] = str(Path(tmp, "progress"))
+        run = subprocess.run([*asv, "run", "--config", str(config), "--python=same", "--set-commit-hash", "HEAD",
+                              "--machine", machine, "--show-stderr", *(["--bench", args.bench] if args.bench else [])],
+                             env=env)
     subprocess.run([*asv, "publish", "--config", str(config)], check=True, env=env)
     written = report.write(results)
     print(f"\nHTML: {results / 'html' / 'index.html'}  (asv machine {machine}; "
