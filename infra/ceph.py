@@ -20,7 +20,7 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .net import free_port, stop_process, wait_for_port
+from .net import ending_with_us, free_port, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 OBJECTSTORES = ("memstore", "bluestore")
@@ -209,7 +209,7 @@ class CephStore(ObjectStore):
         with open(self.log_dir / f"{name}.out", "ab") as out:
             self._procs.append(
                 subprocess.Popen(
-                    [argv[0], "-c", str(self._conf), *argv[1:]],
+                    ending_with_us([argv[0], "-c", str(self._conf), *argv[1:]]),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     env=_child_env(),
                 )

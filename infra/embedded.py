@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .net import free_port, stop_process, wait_for_port
+from .net import ending_with_us, free_port, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 
@@ -26,6 +26,10 @@ class EmbeddedStore(ObjectStore):
     def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
 
+    @property
+    def processes(self) -> tuple[subprocess.Popen, ...]:
+        return (self._proc,) if self._proc is not None else ()
+
     @classmethod
     def unavailable_reason(cls) -> str | None:
         if _moto_server() is None:
@@ -38,7 +42,7 @@ class EmbeddedStore(ObjectStore):
             raise StoreUnavailable(self.unavailable_reason())
         port = free_port()
         self._proc = subprocess.Popen(
-            [exe, "-H", "127.0.0.1", "-p", str(port)],
+            ending_with_us([exe, "-H", "127.0.0.1", "-p", str(port)]),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

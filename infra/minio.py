@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import tempfile
 
-from .net import free_port, stop_process, wait_for_port
+from .net import ending_with_us, free_port, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 BINARY_ENV = "CKPT_MINIO_BIN"
@@ -29,6 +29,10 @@ class MinioStore(ObjectStore):
     def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
         self._dir: str | None = None
+
+    @property
+    def processes(self) -> tuple[subprocess.Popen, ...]:
+        return (self._proc,) if self._proc is not None else ()
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -52,8 +56,9 @@ class MinioStore(ObjectStore):
         env = {**os.environ, "MINIO_ROOT_USER": self.credentials.access_key,
                "MINIO_ROOT_PASSWORD": self.credentials.secret_key}
         log = open(os.path.join(self._dir, "minio.log"), "wb")
-        self._proc = subprocess.Popen([exe, "server", os.path.join(self._dir, "data"), "--address",
-                                       f"127.0.0.1:{port}", "--quiet"], env=env, stdout=log, stderr=log)
+        self._proc = subprocess.Popen(ending_with_us([exe, "server", os.path.join(self._dir, "data"), "--address",
+                                                      f"127.0.0.1:{port}", "--quiet"]),
+                                      env=env, stdout=log, stderr=log)
         if not wait_for_port(port, 30, alive=lambda: self._proc.poll() is None):
             self._stop()
             raise StoreUnavailable(f"minio: {exe} did not start on port {port}; see {log.name}")

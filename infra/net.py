@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import time
@@ -35,3 +36,13 @@ def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def ending_with_us(argv: list[str]) -> list[str]:
+    """``argv`` run so the kernel kills it when we die without stopping it (SIGKILL, a crash): a
+    server left behind holds its port and, for Ceph's memstore, up to a GiB of RAM.
+
+    setpriv's parent-death signal fires when the thread that started the child ends, so start
+    servers from a thread that lives as long as they should (the main thread does)."""
+    setpriv = shutil.which("setpriv")  # util-linux, on every Debian
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)

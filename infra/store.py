@@ -63,6 +63,12 @@ class ObjectStore(abc.ABC):
         """One line saying why this store cannot start on this machine, or None if it can try."""
         return None
 
+    @property
+    def processes(self) -> tuple:
+        """The server processes (``subprocess.Popen``) this store runs, ours to stop; none for a
+        remote store, or once stopped."""
+        return ()
+
     def start(self) -> "ObjectStore":
         self._start()
         return self

@@ -7,9 +7,14 @@ DELETE, empty objects, multipart (complete and abort), the 412 of a second
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -146,6 +151,40 @@ def test_wrong_credentials_are_rejected(store, bucket):
             s3.put_object(Bucket=bucket, Key="intruder", Body=b"x")
         assert _status(caught.value) == 403
     assert not _exists(store.client(), bucket, "intruder")
+
+
+def test_servers_end_with_a_killed_parent(store):
+    """A parent killed outright (no stop(), no atexit) leaves no server process behind."""
+    script = ("import json, sys, time, infra; s = infra.store_class(sys.argv[1])().start(); "
+              "print(json.dumps({'pids': [p.pid for p in s.processes], 'dir': str(getattr(s, 'log_dir', '') or '')}),"
+              " flush=True); time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", script, store.name], stdout=subprocess.PIPE, text=True)
+    started = json.loads(parent.stdout.readline())
+    try:
+        if not started["pids"]:
+            pytest.skip(f"{store.name} runs no server process here")
+        assert all(_running(pid) for pid in started["pids"])
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 15
+        while any(_running(pid) for pid in started["pids"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in started["pids"] if _running(pid)], "servers outlived their parent"
+    finally:
+        parent.kill()
+        for pid in filter(_running, started["pids"]):  # a failure must not leak a server either
+            os.kill(pid, signal.SIGKILL)
+        if started["dir"]:  # Ceph's temp directory: nobody was left to remove it
+            shutil.rmtree(Path(started["dir"]).parent, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a killed parent's children are reaped by whoever adopts them)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def test_ceph_rejects_unknown_objectstore():
