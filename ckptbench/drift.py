@@ -2,7 +2,8 @@
 
 ``python -m ckptbench drift A B``, where A and B are results directories written by
 ``python -m ckptbench bench --results DIR`` (or asv result files). Run the same commit twice and
-this says how much of a difference between two commits is noise. A value's move is
+this says how much of a difference between two commits is noise; it says so when A and B ran on
+different stores (asv machines), sizes or commits. A value's move is
 ``|a - b| / mean(|a|, |b|)`` (0 when both are 0); values that failed or are NaN in either run
 are left out.
 """
@@ -49,6 +50,19 @@ def values(path: Path) -> dict[str, float]:
     return out
 
 
+def provenance(path: Path) -> dict[str, str]:
+    """What a result file was run on: the asv machine (``<host>-<store>``), the commit and, where
+    the raw measurements lie beside it (``bench --results DIR``), the run's size."""
+    data = json.loads(path.read_text())
+    machine = data["params"]["machine"]
+    raw = path.parent.parent.parent / "raw" / f"{machine.rsplit('-', 1)[-1]}-streaming.json"
+    try:
+        size = json.loads(raw.read_text())["size"]
+    except (OSError, ValueError, KeyError):
+        size = "unknown"
+    return {"machine": machine, "commit": data["commit_hash"][:8], "size": size}
+
+
 def move(a: float, b: float) -> float:
     return abs(a - b) / ((abs(a) + abs(b)) / 2) if a or b else 0.0
 
@@ -69,7 +83,13 @@ def compare(a: Path, b: Path, worst: int = 10) -> str:
         within = sum(m <= AIM for m in ms) / len(ms)
         return f"{label:45} {len(ms):5} values  median move {statistics.median(ms):6.1%}  within {AIM:.0%}: {within:4.0%}"
 
-    lines = [f"A: {files[0]}", f"B: {files[1]}", line("all", list(moves.values()))]
+    runs = [provenance(f) for f in files]
+    lines = [f"{label}: {f} ({', '.join(f'{k} {v}' for k, v in run.items())})"
+             for label, f, run in zip("AB", files, runs)]
+    differ = [k for k in ("machine", "size", "commit") if runs[0][k] != runs[1][k]]
+    if differ:
+        lines.append(f"A and B differ in {', '.join(differ)}: what moved below is not run-to-run noise alone")
+    lines.append(line("all", list(moves.values())))
     lines += [line(f"  {cls}", ms) for cls, ms in sorted(by_class.items())]
     lines.append("moved most:")
     for name in sorted(moves, key=moves.get, reverse=True)[:worst]:

@@ -68,3 +68,12 @@ def test_every_benchmark_produces_a_number(tmp_path):
     numbers = sum(len(_values(recorded["results"][name][column])) for name in names)
     assert re.search(rf"^all +{numbers} values +median move +0\.0% +within 15%: +100%$", drift.stdout, re.M), \
         drift.stdout
+    assert "differ" not in drift.stdout
+
+    # Against a run on another store: said, since what moved is then not noise.
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**recorded, "params": {**recorded["params"], "machine": "elsewhere-ceph"}}))
+    drift = subprocess.run([sys.executable, "-m", "ckptbench", "drift", str(run), str(other)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert drift.returncode == 0, drift.stderr
+    assert "A and B differ in machine, size: what moved below is not run-to-run noise alone" in drift.stdout
