@@ -20,7 +20,7 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .net import ending_with_us, free_port, stop_process, wait_for_port
+from .net import ending_with_us, free_port, proc_stat, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 OBJECTSTORES = ("memstore", "bluestore")
@@ -32,6 +32,7 @@ _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 15.0
 #: What a data_dir remembers between runs (no secrets: radosgw-admin hands those out).
 _STATE_FILE = "ckptbench-ceph.json"
+_TEMP_PREFIX = "ckptbench-ceph-"
 #: What the ceph CLI prints when it lost the race described in CephStore._ceph.
 _COMMAND_TABLE_RACE = "problem getting command descriptions"
 
@@ -96,7 +97,8 @@ class CephStore(ObjectStore):
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._root = self.data_dir
         else:
-            self._root = Path(tempfile.mkdtemp(prefix="ckptbench-ceph-"))
+            _remove_abandoned_clusters()
+            self._root = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX))
         atexit.register(self._stop)
         self._deadline = time.monotonic() + _START_TIMEOUT
         try:
@@ -345,6 +347,21 @@ admin socket = {root}/run/$cluster-$name.asok
 # tcp_nodelay: GET median 48 ms -> 2.7 ms (Nagle against delayed ACKs).
 rgw frontends = beast endpoint=127.0.0.1:{rgw_port} tcp_nodelay=1
 """
+
+
+def _remove_abandoned_clusters() -> None:
+    """Remove the temp dirs of clusters whose owner was killed outright (its daemons died with it,
+    see ``ending_with_us``, but nobody was left to remove their ~40 MB). Such a dir has a mon pid
+    file naming no running ceph-mon. A failed start's dir (logs only, kept for the reader) and a
+    cluster still starting (no pid file yet) or running are left alone."""
+    for root in Path(tempfile.gettempdir()).glob(_TEMP_PREFIX + "*"):
+        try:
+            pid = int((root / "run" / "ceph-mon.a.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        stat = proc_stat(pid)
+        if stat is None or stat[0] != "ceph-mon" or stat[1] == "Z":  # gone, pid reused, or not yet reaped
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _child_env() -> dict[str, str]:

@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -46,3 +47,14 @@ def ending_with_us(argv: list[str]) -> list[str]:
     servers from a thread that lives as long as they should (the main thread does)."""
     setpriv = shutil.which("setpriv")  # util-linux, on every Debian
     return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
+
+
+def proc_stat(pid: int) -> tuple[str, str, int] | None:
+    """``(comm, state, ppid)`` of process ``pid`` from /proc (state ``"Z"``: dead, not yet
+    reaped), or None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
+    return stat[stat.index("(") + 1 : stat.rindex(")")], state, int(ppid)

@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 
 import infra.ceph
 from infra.ceph import CephStore
+from infra.net import proc_stat
 from infra.store import Credentials, StoreUnavailable
 
 MIB = 1 << 20
@@ -178,13 +179,31 @@ def test_servers_end_with_a_killed_parent(store):
             shutil.rmtree(Path(started["dir"]).parent, ignore_errors=True)
 
 
+def test_ceph_start_removes_what_a_killed_run_left(ceph):
+    script = ("import sys, time; from infra.ceph import CephStore; s = CephStore().start(); "
+              "print(s.log_dir.parent, *(p.pid for p in s.processes), flush=True); time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    root, *pids = parent.stdout.readline().split()
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while any(_running(int(pid)) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert Path(root).exists()  # nobody was left to remove it
+    try:
+        with CephStore() as running:
+            assert not Path(root).exists()
+            # and the next start leaves a running cluster's directory alone
+            with CephStore():
+                assert running.log_dir.exists()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def _running(pid: int) -> bool:
     """Alive and not a zombie (a killed parent's children are reaped by whoever adopts them)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
+    stat = proc_stat(pid)
+    return stat is not None and stat[1] != "Z"
 
 
 def test_ceph_rejects_unknown_objectstore():
@@ -225,14 +244,10 @@ def _ceph_children() -> set[int]:
 
     The module's ceph fixture may be running too, so tests compare before and after."""
     found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        comm, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
-        if int(rest[1]) == os.getpid() and comm in ("ceph-mon", "ceph-osd", "radosgw"):
-            found.add(int(stat.parent.name))
+    for entry in Path("/proc").glob("[0-9]*"):
+        stat = proc_stat(int(entry.name))
+        if stat is not None and stat[2] == os.getpid() and stat[0] in ("ceph-mon", "ceph-osd", "radosgw"):
+            found.add(int(entry.name))
     return found
 
 
