@@ -154,25 +154,33 @@ def test_wrong_credentials_are_rejected(store, bucket):
     assert not _exists(store.client(), bucket, "intruder")
 
 
-def test_servers_end_with_a_killed_parent(store):
-    """A parent killed outright (no stop(), no atexit) leaves no server process behind."""
+def _orphaned_servers(name: str) -> dict:
+    """Start store ``name`` in a child process, check its servers run, kill the child outright
+    (no stop(), no atexit) and give its servers 15 s to end. Returns their ``pids`` and, for
+    Ceph, the ``dir`` of its logs ("" otherwise)."""
     script = ("import json, sys, time, infra; s = infra.store_class(sys.argv[1])().start(); "
               "print(json.dumps({'pids': [p.pid for p in s.processes], 'dir': str(getattr(s, 'log_dir', '') or '')}),"
               " flush=True); time.sleep(120)")
-    parent = subprocess.Popen([sys.executable, "-c", script, store.name], stdout=subprocess.PIPE, text=True)
-    started = json.loads(parent.stdout.readline())
+    parent = subprocess.Popen([sys.executable, "-c", script, name], stdout=subprocess.PIPE, text=True)
+    try:
+        started = json.loads(parent.stdout.readline())
+        assert all(_running(pid) for pid in started["pids"])
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while any(_running(pid) for pid in started["pids"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return started
+
+
+def test_servers_end_with_a_killed_parent(store):
+    started = _orphaned_servers(store.name)
     try:
         if not started["pids"]:
             pytest.skip(f"{store.name} runs no server process here")
-        assert all(_running(pid) for pid in started["pids"])
-        parent.kill()
-        parent.wait()
-        deadline = time.monotonic() + 15
-        while any(_running(pid) for pid in started["pids"]) and time.monotonic() < deadline:
-            time.sleep(0.1)
         assert not [pid for pid in started["pids"] if _running(pid)], "servers outlived their parent"
     finally:
-        parent.kill()
         for pid in filter(_running, started["pids"]):  # a failure must not leak a server either
             os.kill(pid, signal.SIGKILL)
         if started["dir"]:  # Ceph's temp directory: nobody was left to remove it
@@ -180,19 +188,11 @@ def test_servers_end_with_a_killed_parent(store):
 
 
 def test_ceph_start_removes_what_a_killed_run_left(ceph):
-    script = ("import sys, time; from infra.ceph import CephStore; s = CephStore().start(); "
-              "print(s.log_dir.parent, *(p.pid for p in s.processes), flush=True); time.sleep(120)")
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    root, *pids = parent.stdout.readline().split()
-    parent.kill()
-    parent.wait()
-    deadline = time.monotonic() + 15
-    while any(_running(int(pid)) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert Path(root).exists()  # nobody was left to remove it
+    root = Path(_orphaned_servers("ceph")["dir"]).parent
+    assert root.exists()  # nobody was left to remove it
     try:
         with CephStore() as running:
-            assert not Path(root).exists()
+            assert not root.exists()
             # and the next start leaves a running cluster's directory alone
             with CephStore():
                 assert running.log_dir.exists()
