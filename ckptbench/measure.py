@@ -17,18 +17,15 @@ import contextlib
 import dataclasses
 import os
 import statistics
-import sys
 import time
 import uuid
 from pathlib import Path
-
-from tqdm import tqdm
 
 import ckpt_impls
 import infra
 from infra.metered import MeteredStore
 
-from . import metrics, workloads
+from . import metrics, progress, workloads
 from .spark import session
 
 
@@ -268,8 +265,8 @@ def run(store_names: list[str], strategies: list[str], batches: int = 20, warmup
             raise infra.StoreUnavailable("no store could start; see the reasons above")
         spark = session(strategies[0], {b: s for s, b in stores.values()}, master=master)
         try:
-            with tqdm(total=len(stores) * len(strategies) * (batches + warmup), unit="batch",
-                      desc="measuring", mininterval=1 if sys.stderr.isatty() else 30) as bar:
+            with progress.bar(total=len(stores) * len(strategies) * (batches + warmup), unit="batch",
+                              desc="measuring") as bar:
                 for store, target in stores.values():
                     floor = store_floor(store, target)
                     for strategy in strategies:

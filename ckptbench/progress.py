@@ -20,6 +20,11 @@ from tqdm import tqdm
 ENV = "CKPT_BENCH_PROGRESS"
 
 
+def bar(**kwargs) -> tqdm:
+    """A tqdm bar on stderr: redrawn every second on a terminal, every 30 s into a log."""
+    return tqdm(mininterval=1 if sys.stderr.isatty() else 30, **kwargs)
+
+
 class Recorder:
     """The child's side, with the two calls of a tqdm bar that ``measure.observe`` makes:
     ``update(n)`` and ``set_postfix_str(label)``. Records nothing when ``$CKPT_BENCH_PROGRESS``
@@ -50,7 +55,7 @@ def shown(path: Path):
     stop = threading.Event()
 
     def follow() -> None:
-        bar, offset, pending = None, 0, b""
+        shown_bar, offset, pending = None, 0, b""
         while True:
             finished = stop.wait(0.5)
             try:
@@ -63,17 +68,16 @@ def shown(path: Path):
             *lines, pending = (pending + chunk).split(b"\n")
             for line in lines:
                 state = json.loads(line)
-                if bar is None or bar.desc != state["desc"]:
-                    if bar is not None:
-                        bar.close()
-                    bar = tqdm(total=state["total"], unit=state["unit"], desc=state["desc"],
-                               mininterval=1 if sys.stderr.isatty() else 30)
-                bar.set_postfix_str(state["label"], refresh=False)
-                bar.update(state["done"] - bar.n)
+                if shown_bar is None or shown_bar.desc != state["desc"]:
+                    if shown_bar is not None:
+                        shown_bar.close()
+                    shown_bar = bar(total=state["total"], unit=state["unit"], desc=state["desc"])
+                shown_bar.set_postfix_str(state["label"], refresh=False)
+                shown_bar.update(state["done"] - shown_bar.n)
             if finished:
                 break
-        if bar is not None:
-            bar.close()
+        if shown_bar is not None:
+            shown_bar.close()
 
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()
