@@ -13,11 +13,6 @@ from ckptbench import metrics
 from . import common
 
 
-def _spark_ms(data, strategy, workload, name, q, warmup=False):
-    run = common.run_of(data, strategy, workload)
-    return metrics.percentile(metrics.durations(run["warmup" if warmup else "measured"], name), q)
-
-
 class CommitLatency:
     """Spark's walCommit and commitOffsets in milliseconds, p50 and p95 over the measured batches."""
 
@@ -25,21 +20,21 @@ class CommitLatency:
     param_names = ["strategy", "workload"]
     setup_cache = staticmethod(common.streaming)
 
-    def track_wal_commit_p50(self, data, strategy, workload):
-        return _spark_ms(data, strategy, workload, "walCommit", 50)
+    def track_wal_commit_p50(self, results, strategy, workload):
+        return metrics.duration_percentile(results.run(strategy, workload), "walCommit", 50)
 
-    def track_wal_commit_p95(self, data, strategy, workload):
-        return _spark_ms(data, strategy, workload, "walCommit", 95)
+    def track_wal_commit_p95(self, results, strategy, workload):
+        return metrics.duration_percentile(results.run(strategy, workload), "walCommit", 95)
 
-    def track_commit_offsets_p50(self, data, strategy, workload):
-        return _spark_ms(data, strategy, workload, "commitOffsets", 50)
+    def track_commit_offsets_p50(self, results, strategy, workload):
+        return metrics.duration_percentile(results.run(strategy, workload), "commitOffsets", 50)
 
-    def track_commit_offsets_p95(self, data, strategy, workload):
-        return _spark_ms(data, strategy, workload, "commitOffsets", 95)
+    def track_commit_offsets_p95(self, results, strategy, workload):
+        return metrics.duration_percentile(results.run(strategy, workload), "commitOffsets", 95)
 
-    def track_wal_commit_in_store_puts(self, data, strategy, workload):
+    def track_wal_commit_in_store_puts(self, results, strategy, workload):
         """walCommit p50 as a multiple of the store's own 1 KiB PUT p50 (proxy-timed)."""
-        return _spark_ms(data, strategy, workload, "walCommit", 50) / data["floor"]["PUT"]
+        return metrics.wal_commit_in_store_puts(results, results.run(strategy, workload))
 
     track_wal_commit_p50.unit = track_wal_commit_p95.unit = "ms"
     track_commit_offsets_p50.unit = track_commit_offsets_p95.unit = "ms"
@@ -56,13 +51,11 @@ class StoreSide:
     param_names = ["strategy", "workload", "area"]
     setup_cache = staticmethod(common.streaming)
 
-    def track_store_ms_per_batch(self, data, strategy, workload, area):
-        batches = common.run_of(data, strategy, workload)["batches"]
-        return common.median(metrics.per_batch(batches, "ms", areas=[area]))
+    def track_store_ms_per_batch(self, results, strategy, workload, area):
+        return metrics.store_ms_per_batch(results.run(strategy, workload), areas=[area])
 
-    def track_put_p50(self, data, strategy, workload, area):
-        batches = common.run_of(data, strategy, workload)["batches"]
-        return metrics.percentile([ms for b in batches for ms in b["put_ms"].get(area, [])], 50)
+    def track_put_p50(self, results, strategy, workload, area):
+        return metrics.put_latency_percentile(results.run(strategy, workload), area, 50)
 
     track_store_ms_per_batch.unit = track_put_p50.unit = "ms"
 
@@ -75,14 +68,14 @@ class WarmUp:
     param_names = ["strategy", "workload"]
     setup_cache = staticmethod(common.streaming)
 
-    def track_wal_commit_p50(self, data, strategy, workload):
-        return _spark_ms(data, strategy, workload, "walCommit", 50, warmup=True)
+    def track_wal_commit_p50(self, results, strategy, workload):
+        return metrics.duration_percentile(results.run(strategy, workload), "walCommit", 50, warmup=True)
 
-    def track_commit_offsets_p50(self, data, strategy, workload):
-        return _spark_ms(data, strategy, workload, "commitOffsets", 50, warmup=True)
+    def track_commit_offsets_p50(self, results, strategy, workload):
+        return metrics.duration_percentile(results.run(strategy, workload), "commitOffsets", 50, warmup=True)
 
-    def track_batch_p50(self, data, strategy, workload):
+    def track_batch_p50(self, results, strategy, workload):
         """Whole batch (triggerExecution)."""
-        return _spark_ms(data, strategy, workload, "triggerExecution", 50, warmup=True)
+        return metrics.duration_percentile(results.run(strategy, workload), "triggerExecution", 50, warmup=True)
 
     track_wal_commit_p50.unit = track_commit_offsets_p50.unit = track_batch_p50.unit = "ms"

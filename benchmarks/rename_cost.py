@@ -22,35 +22,35 @@ from . import common
 class CopyTime:
     params = [list(common.PLAN.copy_sizes)]
     param_names = ["bytes"]
-    setup_cache = staticmethod(common.store_only)
+    setup_cache = staticmethod(common.store_alone)
 
-    def track_copy_ms(self, data, size):
-        return metrics.percentile(data["copy"][str(size)]["COPY"], 50)
+    def track_copy_ms(self, results, size):
+        return metrics.copy_percentile(results, "COPY", size, 50)
 
-    def track_put_ms(self, data, size):
-        return metrics.percentile(data["copy"][str(size)]["PUT"], 50)
+    def track_put_ms(self, results, size):
+        return metrics.copy_percentile(results, "PUT", size, 50)
 
     track_copy_ms.unit = track_put_ms.unit = "ms"
 
 
 class CopyThroughput:
-    setup_cache = staticmethod(common.store_only)
+    setup_cache = staticmethod(common.store_alone)
 
-    def track_copy_ms_per_mib(self, data):
-        return metrics.copy_fit(data["copy"])["ms_per_mib"]
+    def track_copy_ms_per_mib(self, results):
+        return metrics.copy_fit(results)["ms_per_mib"]
 
-    def track_put_ms_per_mib(self, data):
-        return metrics.copy_fit(data["copy"])["put_ms_per_mib"]
+    def track_put_ms_per_mib(self, results):
+        return metrics.copy_fit(results)["put_ms_per_mib"]
 
-    def track_copy_share_of_put(self, data):
+    def track_copy_share_of_put(self, results):
         """COPY's per-MiB cost over PUT's: near 1 when COPY moves the bytes, near 0 when not."""
-        return metrics.copy_fit(data["copy"])["share_of_put"]
+        return metrics.copy_fit(results)["share_of_put"]
 
-    def track_copy_mb_per_s(self, data):
+    def track_copy_mb_per_s(self, results):
         """Fitted COPY throughput; n/a where the store's COPY does not move the data."""
-        fit = metrics.copy_fit(data["copy"])
+        fit = metrics.copy_fit(results)
         if not fit["moves_data"]:
-            print(f"{data['store']}: COPY's per-MiB cost is {fit['share_of_put']:.0%} of a PUT's: "
+            print(f"{results.environment['store']}: COPY's per-MiB cost is {fit['share_of_put']:.0%} of a PUT's: "
                   "it does not move the bytes, so no throughput is fitted")
         return fit["mb_per_s"]
 
@@ -64,25 +64,21 @@ class StateCheckpointCost:
     param_names = ["strategy", "keys"]
     setup_cache = staticmethod(common.streaming)
 
-    def track_commit_ms(self, data, strategy, keys):
+    def track_commit_ms(self, results, strategy, keys):
         """Spark's state store commit time per batch, p50."""
-        run = common.run_of(data, strategy, "stateful", keys)
-        return metrics.percentile(metrics.state_commit_ms(run["measured"]), 50)
+        return metrics.state_commit_percentile(results.run(strategy, "stateful", keys), 50)
 
-    def track_store_ms(self, data, strategy, keys):
+    def track_store_ms(self, results, strategy, keys):
         """The store's time per batch for the requests in state/, p50 (proxy)."""
-        run = common.run_of(data, strategy, "stateful", keys)
-        return common.median(metrics.per_batch(run["batches"], "ms", areas=["state"]))
+        return metrics.store_ms_per_batch(results.run(strategy, "stateful", keys), areas=["state"])
 
-    def track_copy_ms(self, data, strategy, keys):
+    def track_copy_ms(self, results, strategy, keys):
         """Of that, the COPY requests' (the rename's server-side copy), p50."""
-        run = common.run_of(data, strategy, "stateful", keys)
-        return common.median(metrics.per_batch(run["batches"], "ms", areas=["state"], ops=["COPY"]))
+        return metrics.store_ms_per_batch(results.run(strategy, "stateful", keys), areas=["state"], ops=["COPY"])
 
-    def track_state_mib(self, data, strategy, keys):
+    def track_state_mib(self, results, strategy, keys):
         """Bytes sent to state/ per batch, p50: the state size each batch checkpoints."""
-        run = common.run_of(data, strategy, "stateful", keys)
-        return common.median([b["bytes"].get("state", 0) / 2**20 for b in run["batches"]])
+        return metrics.mib_sent_per_batch_median(results.run(strategy, "stateful", keys), areas=["state"])
 
     track_commit_ms.unit = track_store_ms.unit = track_copy_ms.unit = "ms"
     track_state_mib.unit = "MiB"

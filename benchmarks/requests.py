@@ -1,6 +1,5 @@
 """Requests per batch: every S3 request the metering proxy saw while a batch ran, by operation
-and by checkpoint area, averaged over the measured batches (a mean, so that the requests of the
-occasional batch, such as a compaction, count in the cost).
+and by checkpoint area, a mean over the measured batches (``ckptbench.metrics`` says why).
 
 An area is where the key lies: ``offsets``, ``commits``, ``state``, ``sources``, ``metadata``
 in the checkpoint, ``_spark_metadata`` (the file sink's log) and ``data`` (everything else:
@@ -13,13 +12,6 @@ from infra.proxy import AREAS, OPS
 
 from . import common
 
-#: Areas written through the checkpoint manager: all but the data files.
-MANAGED = [a for a in AREAS if a != "data"]
-
-
-def _batches(data, strategy, workload):
-    return common.run_of(data, strategy, workload)["batches"]
-
 
 class RequestsByOp:
     """Requests per batch of one S3 operation, all areas together."""
@@ -28,8 +20,8 @@ class RequestsByOp:
     param_names = ["strategy", "workload", "op"]
     setup_cache = staticmethod(common.streaming)
 
-    def track_per_batch(self, data, strategy, workload, op):
-        return common.mean(metrics.per_batch(_batches(data, strategy, workload), "count", ops=[op]))
+    def track_per_batch(self, results, strategy, workload, op):
+        return metrics.requests_per_batch(results.run(strategy, workload), ops=[op])
 
     track_per_batch.unit = "requests"
 
@@ -41,8 +33,8 @@ class RequestsByArea:
     param_names = ["strategy", "workload", "area"]
     setup_cache = staticmethod(common.streaming)
 
-    def track_per_batch(self, data, strategy, workload, area):
-        return common.mean(metrics.per_batch(_batches(data, strategy, workload), "count", areas=[area]))
+    def track_per_batch(self, results, strategy, workload, area):
+        return metrics.requests_per_batch(results.run(strategy, workload), areas=[area])
 
     track_per_batch.unit = "requests"
 
@@ -57,29 +49,22 @@ class Requests:
     param_names = ["strategy", "workload"]
     setup_cache = staticmethod(common.streaming)
 
-    def track_total_per_batch(self, data, strategy, workload):
-        return common.mean(metrics.per_batch(_batches(data, strategy, workload), "count"))
+    def track_total_per_batch(self, results, strategy, workload):
+        return metrics.requests_per_batch(results.run(strategy, workload))
 
-    def track_copies_per_put(self, data, strategy, workload):
-        return self._per_put(data, strategy, workload, "COPY")
+    def track_copies_per_put(self, results, strategy, workload):
+        return metrics.per_put(results.run(strategy, workload), "COPY")
 
-    def track_deletes_per_put(self, data, strategy, workload):
-        return self._per_put(data, strategy, workload, "DELETE")
+    def track_deletes_per_put(self, results, strategy, workload):
+        return metrics.per_put(results.run(strategy, workload), "DELETE")
 
-    def track_outside_batches(self, data, strategy, workload):
+    def track_outside_batches(self, results, strategy, workload):
         """Requests that started between batches, per measured batch."""
-        run = common.run_of(data, strategy, workload)
-        return metrics.per_batch([run["outside"]], "count")[0] / len(run["batches"])
+        return metrics.requests_outside_batches(results.run(strategy, workload))
 
-    def track_kib_sent_per_batch(self, data, strategy, workload):
+    def track_kib_sent_per_batch(self, results, strategy, workload):
         """Request payload bytes per batch, all areas (checkpoint files and data)."""
-        return common.mean([sum(b["bytes"].values()) / 1024 for b in _batches(data, strategy, workload)])
-
-    @staticmethod
-    def _per_put(data, strategy, workload, op):
-        batches = _batches(data, strategy, workload)
-        puts = sum(metrics.per_batch(batches, "count", areas=MANAGED, ops=["PUT"]))
-        return sum(metrics.per_batch(batches, "count", areas=MANAGED, ops=[op])) / puts
+        return metrics.kib_sent_per_batch(results.run(strategy, workload))
 
     track_total_per_batch.unit = track_outside_batches.unit = "requests"
     track_copies_per_put.unit = track_deletes_per_put.unit = "per PUT"

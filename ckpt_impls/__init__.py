@@ -13,10 +13,13 @@ tasks.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from . import jars
 
 MANAGER_CLASS_CONF = "spark.sql.streaming.checkpointFileManagerClass"
+#: Spark's rename temp files: ``.<name>.<uuid>.tmp`` beside the target.
+TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
 
 # S3A 3.3.1 on pyspark 4.3's Hadoop 3.5: without these it fails on duration strings
 # ("60s") and on SDK v2 credential classes (see shared/notes/environment.md).

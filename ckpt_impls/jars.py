@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -59,6 +60,27 @@ def spark_jars() -> list[Path]:
     if not MANAGERS_JAR.is_file():
         raise JarsMissing(f"{MANAGERS_JAR} is not built: run `make setup`")
     return [MANAGERS_JAR, *s3a_jars()]
+
+
+def _version(jars: list[Path], name: str) -> str:
+    """The version in the file name of the jar called ``name-<version>.jar`` among ``jars``."""
+    for jar in jars:
+        found = re.fullmatch(rf"{re.escape(name)}-(\d[\w.-]*)\.jar", jar.name)
+        if found:
+            return found.group(1)
+    return "unknown"
+
+
+def versions() -> dict[str, str]:
+    """What runs the checkpoints, read from the jars that are loaded: Spark, the Hadoop client it
+    bundles, the S3A connector (hadoop-aws) and the AWS SDK it is built on."""
+    import pyspark
+
+    bundled, connector = sorted(pyspark_jars_dir().glob("*.jar")), s3a_jars()
+    sdk_v1, sdk_v2 = _version(connector, "aws-java-sdk-bundle"), _version(connector, "bundle")
+    return {"spark": pyspark.__version__, "hadoop": _version(bundled, "hadoop-client-api"),
+            "hadoop_aws": _version(connector, "hadoop-aws"),
+            "aws_sdk": f"v1 {sdk_v1}" if sdk_v1 != "unknown" else f"v2 {sdk_v2}"}
 
 
 def fetch_bundled() -> None:

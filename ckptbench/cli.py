@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import dataclasses
 import json
 import os
 import signal
@@ -23,9 +22,10 @@ import ckpt_impls
 import infra
 from ckpt_impls.jars import JarsMissing
 
+from .runs import PLANS, Settings
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
-BENCH_SIZES = ("quick", "full", "smallest")
 
 
 class UsageError(Exception):
@@ -52,20 +52,28 @@ def cmd_strategies(args) -> None:
 
 
 def cmd_measure(args) -> None:
-    from . import measure
+    from . import measure, results
 
+    if args.record:
+        try:
+            records = [results.read(Path(path)) for path in args.record]
+        except (OSError, ValueError) as e:
+            raise UsageError(f"not a results record: {e}") from None
+        print(measure.table(records))
+        return
     stores = _names(args.stores, infra.STORES, "store")
     strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     if args.batches < 20 and not args.allow_few_batches:
         raise UsageError("--batches below 20 gives unstable percentiles; pass --allow-few-batches to insist")
-    rows = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, args.master)
-    text = measure.table(rows)
+    raw = RESULTS / "raw"
+    records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, args.master, raw)
+    text = measure.table(records)
     print(text)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"measure-{stamp}.md").write_text(text + "\n")
-    (RESULTS / f"measure-{stamp}.json").write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
-    print(f"\nwritten: results/measure-{stamp}.md and .json")
+    written = [str(results.directory(raw, r.environment["store"], "measure").relative_to(ROOT)) for r in records]
+    print(f"\nwritten: results/measure-{stamp}.md; records: {', '.join(written)} "
+          f"(python -m ckptbench measure --record DIR prints a record's table again)")
 
 
 def _asv_config(results: Path) -> Path:
@@ -85,14 +93,14 @@ def _asv_config(results: Path) -> Path:
 
 
 def cmd_bench(args) -> None:
-    from . import measure, progress, report
+    from . import progress, report, runs
 
-    store = args.store or os.environ.get("CKPT_STORE") or measure.default_store()
+    store = args.store or os.environ.get(runs.Settings.ENV["store"]) or runs.default_store()
     _names(store, infra.STORES, "store")
-    _names(args.size, BENCH_SIZES, "size")
+    _names(args.size, runs.PLANS, "size")
     # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
     # wrong keys, a missing bucket), not after asv has spent minutes on it.
-    with measure.started_stores([store], args.bucket, say=lambda line: None) as started:
+    with runs.started_stores([store], args.bucket, say=lambda line: None) as started:
         if not started:
             raise infra.StoreUnavailable(infra.store_class(store).unavailable_reason())
     if infra.store_class(store).emulator:
@@ -104,10 +112,7 @@ def cmd_bench(args) -> None:
     config = _asv_config(results)
     # asv keys results by machine: one per store keeps each store's results a series of its own.
     machine = f"{socket.gethostname()}-{store}"
-    env = {**os.environ, "CKPT_STORE": store, "CKPT_BENCH_SIZE": args.size,
-           "CKPT_BENCH_RAW": str(results / "raw")}
-    if args.bucket:
-        env["CKPT_BUCKET"] = args.bucket
+    env = {**os.environ, **runs.Settings(store, args.size, args.bucket, results / "raw").env()}
     asv = [sys.executable, "-m", "asv"]
     print(f"running the {args.size} suite (the README gives measured run times)", flush=True)
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(config)],
@@ -152,11 +157,13 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO); "
                                     "local stores get a fresh one")
     m.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    m.add_argument("--record", nargs="+", metavar="DIR",
+                   help="print the table of recorded results (results/raw/<store>-measure) instead of measuring")
     m.set_defaults(run=cmd_measure)
     b = sub.add_parser("bench", help="run the asv suite and publish it (HTML, report and plots under results/)")
     b.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where "
                                    "it can start here, else embedded)")
-    b.add_argument("--size", choices=BENCH_SIZES, default=os.environ.get("CKPT_BENCH_SIZE", "quick"),
+    b.add_argument("--size", choices=list(PLANS), default=os.environ.get(Settings.ENV["size"]) or "quick",
                    help="quick (default), full, or smallest (every benchmark once, tiny; for CI)")
     b.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
     b.add_argument("--bench", help="only benchmarks matching this regular expression (asv run --bench)")

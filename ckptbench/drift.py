@@ -16,6 +16,8 @@ import math
 import statistics
 from pathlib import Path
 
+from . import results
+
 #: The move the suite aims to stay within, run to run.
 AIM = 0.15
 
@@ -55,9 +57,9 @@ def provenance(path: Path) -> dict[str, str]:
     the raw measurements lie beside it (``bench --results DIR``), the run's size."""
     data = json.loads(path.read_text())
     machine = data["params"]["machine"]
-    raw = path.parent.parent.parent / "raw" / f"{machine.rsplit('-', 1)[-1]}-streaming.json"
+    raw = results.directory(path.parent.parent.parent / "raw", machine.rsplit("-", 1)[-1], "streaming")
     try:
-        size = json.loads(raw.read_text())["size"]
+        size = json.loads((raw / "environment.json").read_text())["size"]
     except (OSError, ValueError, KeyError):
         size = "unknown"
     return {"machine": machine, "commit": data["commit_hash"][:8], "size": size}

@@ -1,98 +1,182 @@
-"""Numbers from a run: percentiles, and proxy events attributed to micro-batches."""
+"""Every number derived from a results record (``ckptbench.results``), each defined once.
+
+``measure``, ``report`` and the asv ``track_*`` methods all call these, so a figure means the
+same wherever it is shown. The choices made here, for all of them:
+
+- Warm-up batches are left out of every figure but the warm-up's own (``results.Run`` decides).
+- Percentiles are numpy's linear interpolation between the closest ranks.
+- Requests per batch are a mean over the measured batches, zeros included, so the occasional
+  batch that does more (a compaction) counts in the cost; a store's time per batch is a median,
+  so one slow batch does not move it.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
-from collections import Counter, defaultdict
-
 import numpy as np
+import pandas as pd
+
+from infra.proxy import AREAS
+
+from .results import Results, Run
+
+#: Areas written through the checkpoint manager: all but the data files.
+MANAGED = tuple(a for a in AREAS if a != "data")
 
 
 def percentile(values, q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else float("nan")
+    values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    return float(np.percentile(values, q)) if len(values) else float("nan")
 
 
-def batch_window(progress: dict) -> tuple[float, float]:
-    """The wall-clock span (epoch seconds) of one batch, from its progress report."""
-    start = dt.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
-    return start, start + progress["durationMs"]["triggerExecution"] / 1000.0
+def median(values) -> float:
+    return percentile(values, 50)
 
 
-def events_by_batch(events, progresses: list[dict]) -> tuple[list[list], list]:
-    """Each batch's proxy events (those that started inside its window), and the events
-    that started outside every window (background work such as state store maintenance).
-
-    Progress timestamps have millisecond resolution; the windows of back-to-back batches
-    do not overlap, so each request is counted once.
-    """
-    windows = [batch_window(p) for p in progresses]
-    batches: list[list] = [[] for _ in progresses]
-    outside = []
-    for event in events:
-        for i, (start, end) in enumerate(windows):
-            if start - 0.001 <= event.start <= end + 0.001:
-                batches[i].append(event)
-                break
-        else:
-            outside.append(event)
-    return batches, outside
+def mean(values) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(values.mean()) if len(values) else float("nan")
 
 
-def requests_by_batch(events, progresses: list[dict], by: str = "op") -> list[Counter]:
-    """For each batch, a Counter of the proxy events that started inside its window, by op or area."""
-    return [Counter(getattr(e, by) for e in batch) for batch in events_by_batch(events, progresses)[0]]
+# -- Spark's own clocks ---------------------------------------------------------------------
+
+def duration_percentile(run: Run, name: str, q: float, warmup: bool = False) -> float:
+    """A percentile of one of Spark's ``durationMs`` entries (walCommit, commitOffsets,
+    triggerExecution, ...) over the measured batches, or over the warm-up's."""
+    return percentile((run.warmup if warmup else run.batches)[name], q)
 
 
-def batch_summary(events) -> dict:
-    """One batch's requests, per checkpoint area: ``count[area][op]``, the store's time
-    ``ms[area][op]`` (summed proxy durations), each PUT's duration ``put_ms[area]``, bytes
-    sent ``bytes[area]`` and the largest single upload ``largest[area]`` (a PUT, or a
-    multipart upload's parts summed) -- the file a batch writes whole, such as an ``N.compact``."""
-    count: dict = defaultdict(Counter)
-    ms: dict = defaultdict(lambda: defaultdict(float))
-    put_ms: dict = defaultdict(list)
-    sent: Counter = Counter()
-    uploads: Counter = Counter()
-    for e in events:
-        count[e.area][e.op] += 1
-        ms[e.area][e.op] += e.duration * 1000
-        sent[e.area] += e.bytes_in
-        if e.op == "PUT":
-            put_ms[e.area].append(e.duration * 1000)
-        if e.op in ("PUT", "MPU_PART"):
-            uploads[(e.area, e.key)] += e.bytes_in
-    largest: Counter = Counter()
-    for (area, _), size in uploads.items():
-        largest[area] = max(largest[area], size)
-    return {"count": {a: dict(c) for a, c in count.items()}, "ms": {a: dict(m) for a, m in ms.items()},
-            "put_ms": dict(put_ms), "bytes": dict(sent), "largest": dict(largest)}
+def state_commit_percentile(run: Run, q: float) -> float:
+    """Spark's state store commit time per batch (all stateful operators together). It writes the
+    state files through the checkpoint manager: their upload and, for rename, the rename."""
+    return percentile(run.batches.state_commit_ms, q)
 
 
-def per_batch(summaries: list[dict], field: str, areas=None, ops=None) -> list[float]:
-    """For each batch summary, ``field`` ("count" or "ms") summed over ``areas`` and ``ops``
-    (all when None)."""
-    out = []
-    for s in summaries:
-        total = 0.0
-        for area, by_op in s[field].items():
-            if areas is None or area in areas:
-                total += sum(v for op, v in by_op.items() if ops is None or op in ops)
-        out.append(total)
-    return out
+# -- requests -------------------------------------------------------------------------------
 
+def _select(requests: pd.DataFrame, ops=None, areas=None) -> pd.DataFrame:
+    if ops is not None:
+        requests = requests[requests.op.isin(list(ops))]
+    if areas is not None:
+        requests = requests[requests.area.isin(list(areas))]
+    return requests
+
+
+def _per_batch(run: Run, column: str | None, ops=None, areas=None, how: str = "sum") -> pd.Series:
+    """One value per measured batch (every batch, 0 where none matched): the count of the matching
+    requests (``column`` None) or the sum of ``column``."""
+    requests = _select(run.requests, ops, areas)
+    grouped = requests.groupby("batch_id")
+    values = grouped.size() if column is None else getattr(grouped[column], how)()
+    return values.reindex(run.batches.batch_id, fill_value=0).astype(float)
+
+
+def requests_per_batch(run: Run, ops=None, areas=None) -> float:
+    """Mean S3 requests per measured batch, of ``ops`` in ``areas`` (all when None)."""
+    return mean(_per_batch(run, None, ops, areas))
+
+
+def requests_by_op(run: Run) -> dict[str, float]:
+    """Mean requests per batch of each operation seen, most first."""
+    by_op = {op: requests_per_batch(run, ops=[op]) for op in run.requests.op.unique()}
+    return dict(sorted(by_op.items(), key=lambda kv: -kv[1]))
+
+
+def requests_outside_batches(run: Run) -> float:
+    """Requests that started between batches (state store maintenance, say), per measured batch."""
+    return len(run.outside) / len(run.batches) if len(run.batches) else float("nan")
+
+
+def per_put(run: Run, op: str, areas=MANAGED) -> float:
+    """Requests of ``op`` per PUT in ``areas``: a rename on S3 is a COPY and a DELETE per PUT."""
+    puts = len(_select(run.requests, ["PUT"], areas))
+    return len(_select(run.requests, [op], areas)) / puts if puts else float("nan")
+
+
+def store_ms_per_batch(run: Run, areas=None, ops=None) -> float:
+    """Median over the measured batches of the store's time (summed per-request latency, as the
+    metering proxy timed it) for the matching requests."""
+    return median(_per_batch(run, "ms", ops, areas))
+
+
+def kib_sent_per_batch(run: Run, areas=None) -> float:
+    """Mean request payload per measured batch, in KiB."""
+    return mean(_per_batch(run, "bytes_in", areas=areas)) / 1024
+
+
+def mib_sent_per_batch_median(run: Run, areas) -> float:
+    """Median request payload per measured batch to ``areas``, in MiB: the state size a batch writes."""
+    return median(_per_batch(run, "bytes_in", areas=areas)) / 2**20
+
+
+def put_latency_percentile(run: Run, area: str, q: float) -> float:
+    """A percentile of the single PUTs' store-side latency in ``area``."""
+    return percentile(_select(run.requests, ["PUT"], [area]).ms, q)
+
+
+def largest_upload(run: Run, area: str) -> pd.Series:
+    """Per measured batch, the largest single upload to ``area`` in bytes (a PUT, or a multipart
+    upload's parts summed): the file a batch writes whole, such as an ``N.compact``."""
+    uploads = _select(run.requests, ["PUT", "MPU_PART"], [area]).groupby(["batch_id", "key"]).bytes_in.sum()
+    largest = uploads.groupby(level="batch_id").max() if len(uploads) else pd.Series(dtype=float)
+    return largest.reindex(run.batches.batch_id, fill_value=0).astype(float)
+
+
+# -- compaction -----------------------------------------------------------------------------
 
 def is_compaction_batch(batch_id: int, interval: int) -> bool:
     """Spark's CompactibleFileStreamLog rule: batch N writes ``N.compact`` when (N+1) % interval == 0."""
     return (batch_id + 1) % interval == 0
 
 
-def compaction_ratio(progresses: list[dict], interval: int) -> float:
+def compaction_ratio(run: Run, interval: int) -> float:
     """Median batch time (triggerExecution) of compaction batches over that of the others."""
-    compact, other = [], []
-    for p in progresses:
-        (compact if is_compaction_batch(p["batchId"], interval) else other).append(
-            p["durationMs"]["triggerExecution"])
-    return percentile(compact, 50) / percentile(other, 50) if compact and other else float("nan")
+    batches = run.batches
+    compact = batches.batch_id.map(lambda b: is_compaction_batch(b, interval))
+    if not compact.any() or compact.all():
+        return float("nan")
+    return median(batches.triggerExecution[compact]) / median(batches.triggerExecution[~compact])
+
+
+def compacts(run: Run, log: str, interval: int) -> list[tuple[int, float]]:
+    """(batch id, bytes of its ``N.compact``) for the measured compaction batches of ``log``."""
+    largest = largest_upload(run, log)
+    return [(int(b), float(size)) for b, size in largest.items() if is_compaction_batch(int(b), interval)]
+
+
+# -- the store on its own -------------------------------------------------------------------
+
+def samples(results: Results, experiment: str, op: str, route: str = "proxy", size: int | None = None) -> pd.Series:
+    frame = results.samples
+    frame = frame[(frame.experiment == experiment) & (frame.op == op) & (frame.route == route)]
+    if size is not None:
+        frame = frame[frame["size"] == size]
+    return frame.sort_values("seq").ms
+
+
+def floor_percentile(results: Results, op: str, q: float) -> float:
+    """The store's own latency for a 1 KiB request of ``op``, as the metering proxy timed it."""
+    return percentile(samples(results, "floor", op), q)
+
+
+def proxy_added_ms(results: Results, op: str) -> float:
+    """What the metering proxy adds to a request: the median of paired differences, proxied minus
+    direct, both timed by the client."""
+    proxied, direct = (samples(results, "overhead", op, route).to_numpy() for route in ("proxied", "direct"))
+    return median(proxied - direct)
+
+
+def proxy_added_pct_of_put(results: Results, op: str) -> float:
+    """``proxy_added_ms`` as a percentage of the direct 1 KiB PUT's median."""
+    return 100 * proxy_added_ms(results, op) / median(samples(results, "overhead", "PUT", "direct"))
+
+
+def copy_sizes(results: Results) -> list[int]:
+    return sorted(int(s) for s in results.samples[results.samples.experiment == "copy"]["size"].unique())
+
+
+def copy_percentile(results: Results, op: str, size: int, q: float) -> float:
+    return percentile(samples(results, "copy", op, size=size), q)
 
 
 def linear_fit(x, y) -> tuple[float, float, float]:
@@ -104,44 +188,53 @@ def linear_fit(x, y) -> tuple[float, float, float]:
     return float(intercept), float(slope), 1 - float((residual ** 2).sum()) / spread if spread else 1.0
 
 
-def durations(progresses: list[dict], name: str) -> list[float]:
-    """One of Spark's ``durationMs`` entries (walCommit, commitOffsets, triggerExecution, ...) per batch."""
-    return [p["durationMs"][name] for p in progresses if name in p["durationMs"]]
-
-
-def duration_stats(progresses: list[dict], name: str) -> dict[str, float]:
-    """p50/p95 of one of Spark's ``durationMs`` entries."""
-    values = durations(progresses, name)
-    return {"p50": percentile(values, 50), "p95": percentile(values, 95)}
-
-
-def state_commit_ms(progresses: list[dict]) -> list[float]:
-    """Spark's state store commit time per batch (all stateful operators together). It writes the
-    state files through the checkpoint manager: their upload and, for rename, the rename."""
-    return [sum(op["commitTimeMs"] for op in p["stateOperators"]) for p in progresses if p.get("stateOperators")]
-
-
 #: A server-side COPY that moves the bytes costs, per byte, at least this share of what a
 #: PUT of them costs (it reads and writes them where the PUT only writes). Ceph RGW's, which
 #: shares the object's tail, measured 0.04 here; moto's, copying in memory, about 1.
 COPY_MOVES_DATA = 0.1
 
 
-def copy_fit(samples: dict) -> dict:
-    """Fit ``ms = base + per_mib * MiB`` to COPY and to PUT durations over all object sizes
-    (``{size: {"COPY": [ms], "PUT": [ms]}}``) and say whether the COPY moves the data.
+def copy_fit(results: Results) -> dict:
+    """Fit ``ms = base + per_mib * MiB`` to COPY and to PUT durations over all object sizes and
+    say whether the COPY moves the data.
 
     ``mb_per_s`` (10^6 bytes/s) is only given when it does: for a store whose COPY time barely
     grows with size, a throughput would be a misleading line through noise.
     """
+    copies = results.samples[results.samples.experiment == "copy"]
     fits = {}
     for op in ("COPY", "PUT"):
-        x = [int(size) / 2**20 for size, ops in samples.items() for _ in ops[op]]
-        y = [ms for ops in samples.values() for ms in ops[op]]
-        fits[op] = linear_fit(x, y)
+        rows = copies[copies.op == op]
+        fits[op] = linear_fit(rows["size"] / 2**20, rows.ms)
     (base, per_mib, r2), put_per_mib = fits["COPY"], fits["PUT"][1]
     share = per_mib / put_per_mib if put_per_mib > 0 else float("nan")
     moves = share >= COPY_MOVES_DATA
     return {"base_ms": base, "ms_per_mib": per_mib, "r2": r2, "put_ms_per_mib": put_per_mib,
             "share_of_put": share, "moves_data": moves,
             "mb_per_s": 2**20 / 1e6 * 1000 / per_mib if moves and per_mib > 0 else float("nan")}
+
+
+def wal_commit_in_store_puts(results: Results, run: Run) -> float:
+    """walCommit p50 as a multiple of the store's own 1 KiB PUT p50 (proxy-timed, same record)."""
+    return duration_percentile(run, "walCommit", 50) / floor_percentile(results, "PUT", 50)
+
+
+# -- log histories (compaction against history length) -------------------------------------
+
+def history_compactions(results: Results, batches: int, log: str) -> pd.DataFrame:
+    frame = results.compactions
+    frame = frame[(frame.history == batches) & (frame.log == log)].sort_values("batch")
+    if frame.empty:
+        raise RuntimeError(f"{log}: no compaction in a history of {batches} batches")
+    return frame
+
+
+def history_tail_ms(results: Results, batches: int, log: str) -> float:
+    """Median store-side time of the last ``tail`` compactions: at the end of the history."""
+    tail = results.environment["plan"]["tail"]
+    return median(history_compactions(results, batches, log).ms.iloc[-tail:])
+
+
+def history_last(results: Results, batches: int, log: str) -> pd.Series:
+    """The last compaction of the history: its ``bytes``, ``entries``, ``garbage_staged``."""
+    return history_compactions(results, batches, log).iloc[-1]

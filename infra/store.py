@@ -51,8 +51,6 @@ class ObjectStore(abc.ABC):
     name: str = ""
     #: True when latencies mean nothing about a real store (moto is in-process Python).
     emulator: bool = False
-    #: The store honours ``If-None-Match: *`` on PUT (checked again at run time by ``conditional``).
-    supports_conditional_put: bool = True
 
     endpoint: str = ""
     region: str = "us-east-1"

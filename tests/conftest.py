@@ -8,7 +8,6 @@ run instead of skipping it.
 from __future__ import annotations
 
 import os
-import re
 import uuid
 
 import pytest
@@ -17,6 +16,7 @@ from py4j.protocol import Py4JJavaError
 import ckpt_impls
 import infra
 from ckptbench.spark import session
+from infra.metered import MeteredStore
 
 TEST_STORES = ("embedded", "ceph", "minio")
 #: (strategy, store, test) -> temp objects left under the checkpoint, filled by the streaming tests.
@@ -26,9 +26,6 @@ LEFTOVERS = pytest.StashKey[dict]()
 def bucket_of(store) -> str:
     return f"ckptbench-{store.name}"
 
-
-#: Spark's rename temp files: ``.<name>.<uuid>.tmp`` beside the target.
-TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
 
 
 def java_class(error: Py4JJavaError) -> str:
@@ -43,11 +40,11 @@ class CheckpointFiles:
     """
 
     def __init__(self, spark, strategy: str, store, prefix: str, bucket: str | None = None,
-                 settings: dict | None = None, hadoop_conf=None) -> None:
+                 settings: dict | None = None) -> None:
         jvm = spark._jvm
         self.jvm, self.strategy, self.store, self.prefix = jvm, strategy, store, prefix
         self.bucket = bucket or bucket_of(store)
-        conf = jvm.org.apache.hadoop.conf.Configuration(hadoop_conf or spark._jsc.hadoopConfiguration())
+        conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
         manager_class = ckpt_impls.get(strategy).manager_class
         if manager_class:
             conf.set(ckpt_impls.MANAGER_CLASS_CONF, manager_class)
@@ -116,7 +113,7 @@ class CheckpointFiles:
         chosen = ckpt_impls.get(self.strategy)
         visible = self.visible()
         stored = self.objects() if chosen.keys_mirror_paths else visible
-        temps = {k for k in visible | stored if TEMP_FILE.search(k)}
+        temps = {k for k in visible | stored if ckpt_impls.TEMP_FILE.search(k)}
         assert visible - temps == expected
         assert stored - temps == expected
         if not chosen.leaves_temp_files:
@@ -169,6 +166,34 @@ def spark(lab):
 @pytest.fixture(params=TEST_STORES)
 def store(request, lab):
     return lab.get(request.param)
+
+
+@pytest.fixture(scope="session")
+def metered_stores(spark):
+    """``get(store)``: ``store`` behind a metering proxy (one per store for the whole run), with a
+    bucket of its own that the session reaches through the proxy."""
+    started: dict[str, tuple[MeteredStore, str]] = {}
+
+    def get(store) -> tuple[MeteredStore, str]:
+        if store.name not in started:
+            bucket = f"{bucket_of(store)}-metered"
+            store.create_bucket(bucket)
+            proxied = MeteredStore(store).start()
+            ckpt_impls.attach(spark, proxied, bucket)
+            started[store.name] = proxied, bucket
+        return started[store.name]
+
+    yield get
+    for proxied, _ in started.values():
+        proxied.stop()
+
+
+@pytest.fixture
+def metered(metered_stores, store):
+    """``(metered store, bucket)`` for this test's ``store``; faults a test injects end with it."""
+    proxied, bucket = metered_stores(store)
+    yield proxied, bucket
+    proxied.proxy.clear_faults()
 
 
 @pytest.fixture(params=list(ckpt_impls.STRATEGIES))

@@ -20,9 +20,8 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
-from ckpt_impls import jars
+from ckpt_impls import jars, manifest_format
 from conftest import CheckpointFiles, bucket_of, java_class
-from infra.proxy import MeteringProxy
 
 MANAGER = "ckptbench.checkpoint.ManifestCheckpointFileManager"
 HALT_STATUS = 86  # ManifestCheckpointFileManager.HALT_STATUS
@@ -51,13 +50,16 @@ class Manifest(CheckpointFiles):
     """The manifest strategy's manager in the Spark JVM for ``s3a://bucket/prefix``, plus a view
     of what it stored, read with boto3."""
 
-    def __init__(self, spark, store, bucket: str, prefix: str, conf: dict[str, str], hadoop_conf=None) -> None:
-        super().__init__(spark, "manifest", store, prefix, bucket=bucket, settings=conf, hadoop_conf=hadoop_conf)
+    def __init__(self, spark, store, bucket: str, prefix: str, conf: dict[str, str]) -> None:
+        super().__init__(spark, "manifest", store, prefix, bucket=bucket, settings=conf)
 
     # -- what is stored ------------------------------------------------------------------------
 
+    def directory_key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}".rstrip("/")
+
     def manifest_prefix(self, rel: str) -> str:
-        return f"{self.prefix}/{rel}/_manifest/" if rel else f"{self.prefix}/_manifest/"
+        return manifest_format.prefix(self.directory_key(rel))
 
     def stored(self, rel: str, kind: str) -> dict[str, str]:
         """Keys of one kind ("r" records, "c" compacts, "s" staged) in ``rel``'s manifest, by name."""
@@ -76,31 +78,12 @@ class Manifest(CheckpointFiles):
         except self.store.client().exceptions.NoSuchKey:
             return None
 
-    def compact(self, rel: str, number: int) -> dict:
-        key = f"{self.manifest_prefix(rel)}c/{number:020d}"
-        return parse_compact(self.get(key))
+    def compact(self, rel: str, number: int) -> manifest_format.Compact:
+        return manifest_format.parse_compact(self.get(manifest_format.compact_key(self.directory_key(rel), number)))
 
     def record(self, rel: str, seq: int) -> list[list[str]]:
-        lines = self.get(f"{self.manifest_prefix(rel)}r/{seq:020d}").splitlines()
-        assert lines[0] == f"ckptbench-manifest-record 1 {seq}"
-        return [line.split(" ") for line in lines[1:]]
-
-
-def parse_compact(text: str) -> dict:
-    lines = text.splitlines()
-    head = lines[0].split(" ")
-    assert head[:2] == ["ckptbench-manifest-compact", "1"] and head[3] == "through"
-    out = {"number": int(head[2]), "through": int(head[4]), "files": {}, "dirs": set(), "garbage": []}
-    for line in lines[1:]:
-        f = line.split(" ")
-        if f[0] == "file":
-            out["files"][f[1]] = f[2]
-        elif f[0] == "dir":
-            out["dirs"].add(f[1])
-        else:
-            assert f[0] == "garbage"
-            out["garbage"].append({"records": (int(f[2]), int(f[3])), "compact": int(f[4]), "staged": f[5:]})
-    return out
+        key = manifest_format.record_key(self.directory_key(rel), seq)
+        return manifest_format.parse_record(self.get(key), seq)
 
 
 # -- a JVM of its own, to kill ----------------------------------------------------------------
@@ -189,7 +172,7 @@ def test_crash_between_staging_and_publishing(spark, store, prefix, driver_class
     time.sleep(1.6)
     for i in (2, 3, 4):
         m.write(f"log/{i}", b"more")
-    live = m.compact("log", max(m.numbers("log", "c")))["files"]
+    live = m.compact("log", max(m.numbers("log", "c"))).files
     assert set(live) == {"0", "1", "2", "3", "4", "crash0"}
     assert set(m.stored("log", "s")) == set(live.values())
 
@@ -213,7 +196,7 @@ def test_crash_during_compaction_is_repaired_on_next_open(spark, store, prefix, 
     assert m.numbers("log", "c") == [1]
     assert m.hint("log") == 1
     compact = m.compact("log", 1)
-    assert compact["through"] == 4 and set(compact["files"]) == {"f0", "f1", "f2", "f3"}
+    assert compact.through == 4 and set(compact.files) == {"f0", "f1", "f2", "f3"}
     assert m.read("log/f3") == b"f3"
 
     for i in range(4, 9):
@@ -249,7 +232,7 @@ def test_writers_in_two_jvms_never_take_the_same_record_number(spark, store, pre
     # Compacts are numbered without gaps and each covers more records than the one before.
     compacts = m.numbers("log", "c")
     assert compacts == list(range(1, len(compacts) + 1))
-    throughs = [m.compact("log", c)["through"] for c in compacts]
+    throughs = [m.compact("log", c).through for c in compacts]
     assert throughs == sorted(set(throughs))
     # The directory itself was registered once, whichever writer got there first.
     parent = [op for seq in m.numbers("", "r") for op in m.record("", seq)]
@@ -290,9 +273,9 @@ def test_compaction_keeps_only_the_live_view_and_cleanup_follows_the_delay(spark
     # 75 records, a compact every 5: the latest holds the 5 live files and nothing of history.
     latest = max(m.numbers("log", "c"))
     compact = m.compact("log", latest)
-    assert compact["number"] == 15 and compact["through"] == 75
-    assert set(compact["files"]) == {"35", "36", "37", "38", "39"}
-    assert all(g["records"][1] <= 75 for g in compact["garbage"])
+    assert compact.number == 15 and compact.through == 75
+    assert set(compact.files) == {"35", "36", "37", "38", "39"}
+    assert all(g.records[1] <= 75 for g in compact.garbage)
 
     # After the delay, the next compaction removes everything superseded before it: every
     # record up to 75, every compact but the latest two, every staged object no file needs.
@@ -302,10 +285,10 @@ def test_compaction_keeps_only_the_live_view_and_cleanup_follows_the_delay(spark
     assert m.numbers("log", "r") == [76, 77, 78, 79, 80]
     assert m.numbers("log", "c") == [15, 16] and m.hint("log") == 16
     compact = m.compact("log", 16)
-    assert set(compact["files"]) == {str(i) for i in range(35, 45)}
-    assert set(m.stored("log", "s")) == set(compact["files"].values())
+    assert set(compact.files) == {str(i) for i in range(35, 45)}
+    assert set(m.stored("log", "s")) == set(compact.files.values())
     # The garbage it still carries: compact 15 and records 76-80, removable after the delay.
-    assert [(g["records"], g["compact"], g["staged"]) for g in compact["garbage"]] == [((76, 80), 15, [])]
+    assert [(g.records, g.compact, g.staged) for g in compact.garbage] == [((76, 80), 15, [])]
     assert m.names("log") == {str(i) for i in range(35, 45)}
     assert m.read("log/44") == b"44"
 
@@ -380,41 +363,31 @@ def test_exists_of_a_directory_follows_mkdirs_writes_deletes_and_restarts(spark,
 # -- requests per checkpoint file -------------------------------------------------------------
 
 
-def test_a_checkpoint_file_costs_three_requests_and_no_list(spark, store, prefix):
+def test_a_checkpoint_file_costs_three_requests_and_no_list(spark, metered, prefix):
     """HDFSMetadataLog.add is exists(file) then createAtomic/close: counted through the proxy."""
-    bucket = f"ckptbench-metered-{uuid.uuid4().hex[:8]}"
-    store.create_bucket(bucket)
-    with MeteringProxy(store.endpoint) as proxy:
-        hadoop = spark._jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
-        for key, value in ckpt_impls.store_conf(store, bucket).items():
-            hadoop.set(key, value)
-        hadoop.set(f"fs.s3a.bucket.{bucket}.endpoint", proxy.endpoint)
-        if store.credentials:
-            hadoop.set(f"fs.s3a.bucket.{bucket}.access.key", store.credentials.access_key)
-            hadoop.set(f"fs.s3a.bucket.{bucket}.secret.key", store.credentials.secret_key)
-        m = Manifest(spark, store, bucket, prefix, settings(interval=10), hadoop_conf=hadoop)
-        m.mkdirs("offsets")
-        assert not m.exists("offsets/0")
-        m.write("offsets/0", b"0")
+    store, bucket = metered
+    proxy = store.proxy
+    m = Manifest(spark, store, bucket, prefix, settings(interval=10))
+    m.mkdirs("offsets")
+    assert not m.exists("offsets/0")
+    m.write("offsets/0", b"0")
 
-        mark = proxy.mark()
-        for batch in range(1, 9):
-            assert not m.exists(f"offsets/{batch}")
-            m.write(f"offsets/{batch}", str(batch).encode())
-        events = proxy.events_since(mark)
-        assert [e.op for e in events] == ["GET", "PUT", "PUT"] * 8
-        assert [e.status for e in events[::3]] == [404] * 8
+    mark = proxy.mark()
+    for batch in range(1, 9):
+        assert not m.exists(f"offsets/{batch}")
+        m.write(f"offsets/{batch}", str(batch).encode())
+    events = proxy.events_since(mark)
+    assert [e.op for e in events] == ["GET", "PUT", "PUT"] * 8
+    assert [e.status for e in events[::3]] == [404] * 8
 
-        mark = proxy.mark()
-        assert m.exists("offsets/5") and m.read("offsets/5") == b"5"
-        assert [e.op for e in proxy.events_since(mark)] == ["GET", "GET", "GET"]
+    mark = proxy.mark()
+    assert m.exists("offsets/5") and m.read("offsets/5") == b"5"
+    assert [e.op for e in proxy.events_since(mark)] == ["GET", "GET", "GET"]
 
-        # The 10th record compacts: one LIST (of staged objects, for orphans), compact, hint.
-        mark = proxy.mark()
-        m.write("offsets/9", b"9")
-        assert [e.op for e in proxy.events_since(mark)] == ["PUT", "PUT", "LIST", "PUT", "PUT"]
-    store.empty_bucket(bucket)
-    store.client().delete_bucket(Bucket=bucket)
+    # The 10th record compacts: one LIST (of staged objects, for orphans), compact, hint.
+    mark = proxy.mark()
+    m.write("offsets/9", b"9")
+    assert [e.op for e in proxy.events_since(mark)] == ["PUT", "PUT", "LIST", "PUT", "PUT"]
 
 
 # -- a streaming query ------------------------------------------------------------------------

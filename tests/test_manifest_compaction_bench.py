@@ -1,12 +1,13 @@
-"""benchmarks/manifest_compaction.py in its smallest form on the embedded store: the structural
+"""The compaction history (``ckptbench.histories``, read by benchmarks/manifest_compaction.py) in
+its smallest form on the embedded store: the structural
 claim holds: the manifest's compact stays about the same size as its history doubles (it holds
 the retained entries and the garbage of the cleanup delay), while Spark's _spark_metadata
 compact grows with it (it holds every entry ever written). That every track_* gives a finite
 number is test_benchmarks.py's check, for every module.
 
-The module runs in a child process of its own: its settings (CKPT_BENCH_SIZE, CKPT_STORE) are
-read at import, and it starts its own SparkSession, which could not share this process with the
-tests' one. No timing is asserted.
+The history runs in a child process of its own: the benchmark module reads its settings
+(CKPT_BENCH_SIZE, CKPT_STORE) at import, and the history starts its own SparkSession, which could
+not share this process with the tests' one. No timing is asserted.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""
     import json, sys
-    from benchmarks import manifest_compaction as m
-    data = m.history()
+    from benchmarks import common, manifest_compaction as m
+    data = common.history()
     out = {"batches": list(m.SHAPE.batches), "tracks": {}}
     for cls in (m.ManifestCompaction, m.SparkMetadataCompaction):
         for name in dir(cls):
@@ -60,4 +61,4 @@ def test_manifest_compact_stays_flat_while_sparks_grows(tmp_path):
     assert spark_kib[large] >= 1.8 * spark_kib[small], spark_kib
     assert tracks["SparkMetadataCompaction.track_entries"] == {small: int(small), large: int(large)}
 
-    assert (tmp_path / "raw" / "embedded-manifest-compaction.json").exists()
+    assert (tmp_path / "raw" / "embedded-manifest-compaction" / "environment.json").exists()

@@ -1,0 +1,258 @@
+"""The results model: the tidy record of one experiment, and how it is written and read.
+
+Every measurement ckptbench makes lands here first; ``measure``, ``report``, ``drift`` and every
+asv ``track_*`` read it back through ``ckptbench.metrics``, which defines each derived number
+once. An experiment's record (``Results``) is a set of tables, each a pandas DataFrame with the
+columns ``TABLES`` names, plus an environment (what was measured where, with which versions):
+
+- ``runs``: one row per run of a workload (a streaming query, or a history of a log): its
+  strategy, workload, key count, the key prefix its objects were under, ``error`` (None, or why the run failed), the driver's peak
+  resident memory and the temp objects (``.<name>.<uuid>.tmp``) left under its prefix.
+- ``batches``: one row per micro-batch of a run, ``phase`` "warmup" or "measured", with Spark's
+  own ``durationMs`` entries (milliseconds, NaN where Spark did not report one) and the state
+  operators' commit time.
+- ``requests``: one row per S3 request of a run, ``batch_id`` the batch whose window it started
+  in (NA: between batches, such as state store maintenance), with the operation, checkpoint
+  area, key, status, payload bytes and the store-side latency.
+- ``samples``: requests timed without Spark (the store's floor, COPY against size, the metering
+  proxy's paired overhead): ``experiment``, ``op``, ``route`` (``proxy``: timed by the proxy;
+  ``direct``/``proxied``: client-timed, in pairs at equal ``seq``), object ``size``, ``ms``.
+- ``compactions``: one row per compaction of a log history (``history`` batches long).
+
+On disk (``write``/``read``): a directory holding ``environment.json`` (with
+``schema_version``) and one Parquet file per non-empty table. A reader refuses another schema
+version rather than guess at it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+#: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
+DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
+             "triggerExecution")
+
+#: Every table and its columns, in order.
+TABLES: dict[str, tuple[str, ...]] = {
+    "runs": ("run", "strategy", "workload", "keys", "prefix", "error", "peak_rss_mib", "temp_objects"),
+    "batches": ("run", "batch_id", "phase", "timestamp", *DURATIONS, "state_commit_ms", "state_rows",
+                "input_rows"),
+    "requests": ("run", "batch_id", "start", "ms", "method", "op", "area", "bucket", "key", "status",
+                 "bytes_in", "bytes_out"),
+    "samples": ("experiment", "op", "route", "size", "seq", "ms"),
+    "compactions": ("history", "log", "batch", "number", "ms", "requests", "bytes", "entries", "garbage_staged"),
+}
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class RunFailed(RuntimeError):
+    """The run asked for failed; str() is Spark's (or the harness's) reason."""
+
+
+class SchemaMismatch(ValueError):
+    """A results directory written with another schema version."""
+
+
+def environment(store, experiment: str, size: str, plan: dict, **extra) -> dict:
+    """What an experiment ran on: the store, the run size and plan, the commit and the versions of
+    Spark, Hadoop and the S3A connector that ran it (read from the jars that are loaded)."""
+    from ckpt_impls import jars
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return {"schema_version": SCHEMA_VERSION, "experiment": experiment, "store": store.name,
+            "describe": store.describe(), "emulator": store.emulator, "size": size, "plan": plan,
+            "commit": commit, "host": socket.gethostname(),
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "versions": jars.versions(), **extra}
+
+
+def _table(name: str, rows: list[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(TABLES[name]))
+    if name in ("batches", "requests"):
+        frame["batch_id"] = frame["batch_id"].astype("Int64")  # NA: a request between batches
+    return frame
+
+
+@dataclasses.dataclass
+class Results:
+    """One experiment's record. Build it with ``Recorder``; read it with ``read``."""
+
+    environment: dict
+    tables: dict[str, pd.DataFrame]
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        if name in TABLES:
+            return self.tables.get(name, _table(name, []))
+        raise AttributeError(name)
+
+    def __getstate__(self):
+        return self.__dict__  # __getattr__ above must not answer pickle's probes
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def run(self, strategy: str, workload: str, keys: int | None = None) -> "Run":
+        """The run of ``strategy`` x ``workload`` (with ``keys`` keys: by default the plan's first);
+        raises ``RunFailed`` with its reason if it failed, ``KeyError`` if there is none."""
+        keys = self.environment["plan"]["keys"][0] if keys is None else keys
+        runs = self.runs
+        match = runs[(runs.strategy == strategy) & (runs.workload == workload) & (runs["keys"] == keys)]
+        if match.empty:
+            raise KeyError(f"no run of {strategy} x {workload} x {keys} keys")
+        row = match.iloc[-1]
+        if isinstance(row.error, str):
+            raise RunFailed(f"{strategy} x {workload} failed: {row.error}")
+        return Run(self, int(row.run))
+
+    def strategies(self) -> list[str]:
+        """The strategies of the runs, in the order they ran."""
+        return list(dict.fromkeys(self.runs.strategy))
+
+    def write(self, directory: Path) -> Path:
+        """Write the record to ``directory`` (replacing what was there); returns it."""
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.parquet"):
+            stale.unlink()
+        for name, frame in self.tables.items():
+            if not frame.empty:
+                frame.to_parquet(directory / f"{name}.parquet", index=False)
+        (directory / "environment.json").write_text(json.dumps(self.environment, indent=1) + "\n")
+        return directory
+
+
+def read(directory: Path) -> Results:
+    """The record written to ``directory`` by ``Results.write``."""
+    env = json.loads((directory / "environment.json").read_text())
+    if env.get("schema_version") != SCHEMA_VERSION:
+        raise SchemaMismatch(f"{directory} has results schema {env.get('schema_version')}, this ckptbench reads "
+                             f"{SCHEMA_VERSION}: rerun the benchmark, or read it with the commit that wrote it "
+                             f"({env.get('commit', 'unknown')[:8]})")
+    tables = {path.stem: pd.read_parquet(path) for path in directory.glob("*.parquet") if path.stem in TABLES}
+    return Results(env, tables)
+
+
+def read_all(raw: Path) -> dict[str, dict[str, Results]]:
+    """``{store: {experiment: Results}}`` for every record under ``raw``; another schema's are skipped."""
+    out: dict[str, dict[str, Results]] = {}
+    for env_file in sorted(raw.glob("*/environment.json")):
+        try:
+            record = read(env_file.parent)
+        except SchemaMismatch:
+            continue
+        out.setdefault(record.environment["store"], {})[record.environment["experiment"]] = record
+    return out
+
+
+def directory(raw: Path, store: str, experiment: str) -> Path:
+    """Where the latest record of ``experiment`` on ``store`` lives under ``raw``."""
+    return raw / f"{store}-{experiment}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One run's rows of each table. Warm-up is left out of ``batches`` and ``requests`` here, the
+    one place that decides it; ``warmup`` holds those batches."""
+
+    results: Results
+    run: int
+
+    def _of(self, table: str) -> pd.DataFrame:
+        frame = getattr(self.results, table)
+        return frame[frame.run == self.run]
+
+    @property
+    def all_batches(self) -> pd.DataFrame:
+        return self._of("batches").sort_values("batch_id")
+
+    @property
+    def batches(self) -> pd.DataFrame:
+        """The measured batches."""
+        batches = self.all_batches
+        return batches[batches.phase == "measured"]
+
+    @property
+    def warmup(self) -> pd.DataFrame:
+        batches = self.all_batches
+        return batches[batches.phase == "warmup"]
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """The requests of the measured batches."""
+        requests = self._of("requests")
+        return requests[requests.batch_id.isin(self.batches.batch_id)]
+
+    @property
+    def outside(self) -> pd.DataFrame:
+        """The requests that started between batches."""
+        requests = self._of("requests")
+        return requests[requests.batch_id.isna()]
+
+    @property
+    def info(self) -> pd.Series:
+        return self.results.runs.set_index("run").loc[self.run]
+
+
+class Recorder:
+    """Collects an experiment's rows as they are measured; ``results()`` makes the record."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[dict]] = {name: [] for name in TABLES}
+
+    def add_run(self, strategy: str, workload: str, keys: int, prefix: str) -> int:
+        """A new run; its outcome columns are filled in (``rows["runs"][run].update``) as it ends."""
+        run = len(self.rows["runs"])
+        self.rows["runs"].append({"run": run, "strategy": strategy, "workload": workload, "keys": keys,
+                                  "prefix": prefix, "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0})
+        return run
+
+    def fail_run(self, run: int, error: str) -> None:
+        self.rows["runs"][run]["error"] = " ".join(error.split())[:500]
+
+    def add_batches(self, run: int, phase: str, progresses: list[dict]) -> None:
+        for p in progresses:
+            durations = p["durationMs"]
+            operators = p.get("stateOperators") or []
+            self.rows["batches"].append({
+                "run": run, "batch_id": p["batchId"], "phase": phase, "timestamp": batch_window(p)[0],
+                **{name: float(durations.get(name, float("nan"))) for name in DURATIONS},
+                "state_commit_ms": float(sum(op["commitTimeMs"] for op in operators)) if operators else float("nan"),
+                "state_rows": float(sum(op["numRowsTotal"] for op in operators)) if operators else float("nan"),
+                "input_rows": p.get("numInputRows", 0)})
+
+    def add_requests(self, run: int, events, progresses: list[dict]) -> None:
+        """``events`` (requests, as the metering proxy records them), each attributed to the batch of
+        ``progresses`` whose window it started in, or to none."""
+        windows = [(p["batchId"], *batch_window(p)) for p in progresses]
+        for e in events:
+            # Progress timestamps have millisecond resolution; back-to-back windows do not overlap.
+            batch = next((b for b, start, end in windows if start - 0.001 <= e.start <= end + 0.001), None)
+            self.rows["requests"].append({
+                "run": run, "batch_id": batch, "start": e.start, "ms": e.duration * 1000, "method": e.method,
+                "op": e.op, "area": e.area, "bucket": e.bucket, "key": e.key, "status": e.status,
+                "bytes_in": e.bytes_in, "bytes_out": e.bytes_out})
+
+    def add_samples(self, experiment: str, op: str, ms: list[float], route: str = "proxy", size: int = 1024) -> None:
+        self.rows["samples"] += [{"experiment": experiment, "op": op, "route": route, "size": size, "seq": i,
+                                  "ms": value} for i, value in enumerate(ms)]
+
+    def add_compaction(self, **row) -> None:
+        self.rows["compactions"].append(row)
+
+    def results(self, environment: dict) -> Results:
+        return Results(environment, {name: _table(name, rows) for name, rows in self.rows.items()})
+
+
+def batch_window(progress: dict) -> tuple[float, float]:
+    """The wall-clock span (epoch seconds) of one batch, from its progress report."""
+    start = dt.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+    return start, start + progress["durationMs"]["triggerExecution"] / 1000.0

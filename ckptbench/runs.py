@@ -1,0 +1,424 @@
+"""The experiments: start a store behind the metering proxy and Spark, run workloads for each
+strategy, and return what was measured as a results record (``ckptbench.results``).
+
+- ``streaming(settings)``: every strategy x workload as a streaming query, then the state sweep
+  (stateful queries with larger key counts); Spark's progress per batch and every request.
+- ``store_alone(settings)``: the store with no Spark: its floor per operation, the metering
+  proxy's own overhead, server-side COPY against object size.
+- ``ckptbench.histories``: a log's compaction against history length.
+
+The clocks are Spark's own (progress ``durationMs``, in the JVM), the metering proxy's (per
+request, store side) and the client's only where the proxy itself is measured. Spark starts once
+per experiment, before anything is timed; the JVM is warmed by untimed queries first, and each
+query's first batches are recorded as warm-up.
+
+Run sizes (``PLANS``) and the settings a run takes from the environment (``Settings``), which
+``python -m ckptbench bench`` sets for asv, live here too, so the CLI and the suite share them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+import uuid
+from pathlib import Path
+
+import ckpt_impls
+import infra
+from infra.metered import MeteredStore
+
+from . import progress, results, workloads
+
+KiB, MiB = 1024, 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    jvm_warmup: int  # batches of the untimed queries that warm the JVM up before any run
+    warmup: int  # batches run first in each query, recorded as warm-up
+    batches: int  # measured batches per strategy x workload
+    compact_interval: int  # of the file sink's and file source's logs
+    keys: tuple[int, ...]  # state sweep; keys[0] is every workload's
+    sweep: tuple[tuple[int, int], ...]  # (warm-up, measured) batches for each of keys[1:]
+    floor_samples: int
+    copy_sizes: tuple[int, ...]
+    copy_samples: int
+    overhead_samples: int
+    workloads: tuple[str, ...] = ("stateful", "file_sink", "file_source")
+
+
+COPY_SIZES = (KiB, 64 * KiB, MiB, 8 * MiB, 32 * MiB, 128 * MiB)
+KEYS = (1_000, 30_000, 300_000)  # state files of ~35 KiB, ~1 MiB, ~10 MiB (two per batch)
+# Few batches at 300k keys: Ceph RGW frees a deleted object's tail (beyond 4 MiB) only after its
+# garbage collection delay, hours later, and the lab's in-memory OSD holds 1 GiB, of which
+# 4 strategies x 10 batches x 2 state files of ~10 MiB already take half.
+PLANS = {
+    "smallest": Plan(1, 1, 3, 2, (100, 1_000), ((1, 2),), 10, (KiB, MiB, 4 * MiB), 3, 40),
+    "quick": Plan(5, 3, 20, 10, KEYS, ((2, 6), (2, 6)), 300, COPY_SIZES, 5, 600),
+    "full": Plan(10, 5, 100, 10, KEYS, ((3, 20), (2, 8)), 1000, COPY_SIZES, 15, 2000),
+}
+
+#: The compacted logs: the file sink's (in the file_sink workload) and the file source's.
+LOGS = {"_spark_metadata": "file_sink", "sources": "file_source"}
+ROWS_PER_BATCH = 1_000  # file_sink's input; stateful reads as many rows as it has keys
+SPARK_CONF = {
+    "spark.driver.memory": "2g",  # the largest state sweep holds a few versions of 300k keys
+    "spark.sql.streaming.numRecentProgressUpdates": "1000",
+}
+#: The requests of the store's floor, in the order ``floor_samples`` makes them.
+FLOOR_OPS = ("PUT", "HEAD", "COPY", "LIST", "DELETE")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What a run measures where: the store, its bucket (None: a fresh one on a local store), the
+    run size, and the directory raw results are written to."""
+
+    store: str
+    size: str
+    bucket: str | None
+    raw: Path
+
+    #: The environment variables ``from_env`` reads (``python -m ckptbench bench`` sets them).
+    ENV = {"store": "CKPT_STORE", "size": "CKPT_BENCH_SIZE", "bucket": "CKPT_BUCKET", "raw": "CKPT_BENCH_RAW"}
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        size = os.environ.get(cls.ENV["size"]) or "quick"
+        if size not in PLANS:
+            raise ValueError(f"{cls.ENV['size']} must be one of {', '.join(PLANS)}, not {size!r}")
+        return cls(store=os.environ.get(cls.ENV["store"]) or default_store(), size=size,
+                   bucket=os.environ.get(cls.ENV["bucket"]) or None,
+                   raw=Path(os.environ.get(cls.ENV["raw"]) or results.ROOT / "results" / "raw"))
+
+    def env(self) -> dict[str, str]:
+        out = {self.ENV["store"]: self.store, self.ENV["size"]: self.size, self.ENV["raw"]: str(self.raw)}
+        if self.bucket:
+            out[self.ENV["bucket"]] = self.bucket
+        return out
+
+    @property
+    def plan(self) -> Plan:
+        return PLANS[self.size]
+
+
+def default_store() -> str:
+    """Ceph RGW where it can start here (a real store), else the embedded emulator."""
+    return "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
+
+
+@contextlib.contextmanager
+def started_stores(names: list[str], bucket: str | None, say=print):
+    """Start each named store that can start (saying why for the others), metered, with its bucket:
+    ``{name: (metered store, bucket)}``.
+
+    Local stores get a fresh bucket named after the store: S3A settings are per bucket name, so
+    two stores must never share one.
+    """
+    if bucket and len(names) > 1:
+        raise infra.StoreUnavailable("--bucket names one bucket, so measure one store at a time with it")
+    with contextlib.ExitStack() as stack:
+        started = {}
+        for name in names:
+            cls = infra.store_class(name)
+            reason = cls.unavailable_reason()
+            if reason:
+                say(f"skipping {reason}")
+                continue
+            inner = stack.enter_context(cls())
+            target = bucket or f"ckptbench-measure-{name}"
+            if bucket is None:
+                inner.create_bucket(target)
+            inner.check_bucket(target)
+            started[name] = (stack.enter_context(MeteredStore(inner)), target)
+            say(f"store: {started[name][0].describe()}")
+        yield started
+
+
+@contextlib.contextmanager
+def started_store(settings: Settings):
+    """The one store of ``settings``, metered, with its bucket; fails in one line if it cannot start."""
+    reason = infra.store_class(settings.store).unavailable_reason()
+    if reason:
+        raise infra.StoreUnavailable(reason)
+    with started_stores([settings.store], settings.bucket) as stores:
+        yield stores[settings.store]
+
+
+# -- the store on its own -------------------------------------------------------------------
+
+def _ok_ms(events, op: str) -> list[float]:
+    return [e.duration * 1000 for e in events if e.op == op and 200 <= e.status < 300]
+
+
+def floor_samples(store: MeteredStore, bucket: str, samples: int = 200,
+                  ops: tuple[str, ...] = FLOOR_OPS, warmup: int = 20) -> dict[str, list[float]]:
+    """Milliseconds per request for each of ``ops`` on 1 KiB objects, as timed by the proxy
+    (request head in to response out), so client overhead is excluded.
+
+    For each of ``samples`` fresh keys, in turn: PUT it, HEAD it, COPY it to a new key, LIST its
+    prefix (one entry, as S3A's existence checks do), DELETE it (the ops not in ``ops`` left
+    out). One key at a time rather than one op at a time, so that drift in the machine's load
+    reaches every op alike; ``warmup`` keys go first, untimed (connections, the store's caches).
+    """
+    s3, body = store.client(), b"x" * 1024
+    calls = {
+        "PUT": lambda key: s3.put_object(Bucket=bucket, Key=key, Body=body),
+        "HEAD": lambda key: s3.head_object(Bucket=bucket, Key=key),
+        "COPY": lambda key: s3.copy_object(Bucket=bucket, Key=key + ".copy",
+                                           CopySource={"Bucket": bucket, "Key": key}),
+        "LIST": lambda key: s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1),
+        "DELETE": lambda key: s3.delete_object(Bucket=bucket, Key=key),
+    }
+    sequence = [calls[op] for op in FLOOR_OPS if op in ops or op == "PUT"]  # the others need the object
+
+    def one_key() -> None:
+        key = f"floor/{uuid.uuid4().hex}"
+        for call in sequence:
+            call(key)
+
+    for _ in range(warmup):
+        one_key()
+    mark = store.proxy.mark()
+    for _ in range(samples):
+        one_key()
+    events = store.proxy.events_since(mark)
+    store.inner.empty_bucket(bucket, "floor/")
+    return {op: _ok_ms(events, op) for op in ops}
+
+
+def copy_samples(store: MeteredStore, bucket: str, sizes, samples: int,
+                 budget: int = 256 * MiB) -> dict[int, dict[str, list[float]]]:
+    """Server-side COPY against object size, each request timed by the proxy:
+    ``{size: {"PUT": [ms], "COPY": [ms]}}``.
+
+    For each size, objects of random bytes (nothing for a store to compress or deduplicate) are
+    PUT ``samples`` times, or as often as ``budget`` bytes allow (at least once), and COPYed
+    ``samples`` times in all, one ``CopyObject`` request each. Frugal with bytes on purpose:
+    Ceph RGW frees the tail (beyond 4 MiB) of a deleted object only after its garbage
+    collection delay, hours later, and the lab's in-memory OSD holds 1 GiB.
+    """
+    s3 = store.client()
+    data = os.urandom(max(sizes))
+    out = {}
+    for size in sizes:
+        body = data[:size]
+        sources = [f"copy/{uuid.uuid4().hex}" for _ in range(max(1, min(samples, budget // size)))]
+        mark = store.proxy.mark()
+        for key in sources:
+            s3.put_object(Bucket=bucket, Key=key, Body=body)
+        for i in range(samples):
+            source = sources[i % len(sources)]
+            s3.copy_object(Bucket=bucket, Key=f"{source}.{i}", CopySource={"Bucket": bucket, "Key": source})
+            s3.delete_object(Bucket=bucket, Key=f"{source}.{i}")  # an in-memory store would fill up
+        events = store.proxy.events_since(mark)
+        out[size] = {op: _ok_ms(events, op) for op in ("PUT", "COPY")}
+        s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": key} for key in sources]})
+    return out
+
+
+def proxy_overhead(store: MeteredStore, bucket: str, samples: int = 300) -> dict[str, dict[str, list[float]]]:
+    """What the metering proxy adds: client-timed milliseconds of 1 KiB PUTs (then HEADs of the
+    same keys) straight to the store and through the proxy, in pairs: each direct request next to
+    a proxied one, which goes first alternating, so that drift in the machine's load hits both
+    routes of a pair alike. ``{op: {"direct": [ms], "proxied": [ms]}}``, the pairs at equal
+    indexes; the median of the pairs' differences is the proxy's cost."""
+    routes = {"direct": store.inner.client(), "proxied": store.client()}
+    for client in routes.values():
+        client.head_bucket(Bucket=bucket)  # connect before anything is timed
+    out = {op: {route: [] for route in routes} for op in ("PUT", "HEAD")}
+    keys = [{route: f"overhead/{uuid.uuid4().hex}" for route in routes} for _ in range(samples)]
+    body = b"x" * 1024
+    for op in out:
+        for i, pair in enumerate(keys):
+            for route in sorted(routes, reverse=i % 2 == 1):
+                client, key = routes[route], pair[route]
+                t0 = time.perf_counter()
+                if op == "PUT":
+                    client.put_object(Bucket=bucket, Key=key, Body=body)
+                else:
+                    client.head_object(Bucket=bucket, Key=key)
+                out[op][route].append((time.perf_counter() - t0) * 1000)
+    store.inner.empty_bucket(bucket, "overhead/")
+    return out
+
+
+def record_store_alone(recorder: results.Recorder, store: MeteredStore, bucket: str, plan: Plan,
+                       parts=("floor", "overhead", "copy"), bar=None) -> None:
+    """The store-alone measurements named in ``parts``, added to ``recorder``'s samples."""
+    if "floor" in parts:
+        if bar:
+            bar.set_postfix_str("the store's floor")
+        for op, ms in floor_samples(store, bucket, plan.floor_samples).items():
+            recorder.add_samples("floor", op, ms)
+        if bar:
+            bar.update()
+    if "overhead" in parts:
+        if bar:
+            bar.set_postfix_str("the proxy's overhead")
+        for op, routes in proxy_overhead(store, bucket, plan.overhead_samples).items():
+            for route, ms in routes.items():
+                recorder.add_samples("overhead", op, ms, route=route)
+        if bar:
+            bar.update()
+    if "copy" in parts:
+        if bar:
+            bar.set_postfix_str("COPY against size")
+        for size, ops in copy_samples(store, bucket, plan.copy_sizes, plan.copy_samples).items():
+            for op, ms in ops.items():
+                recorder.add_samples("copy", op, ms, size=size)
+        if bar:
+            bar.update()
+
+
+def store_alone(settings: Settings) -> results.Results:
+    """The store on its own, no Spark: request latency floor, proxy overhead, COPY against size.
+    Written to ``settings.raw`` and returned."""
+    recorder = results.Recorder()
+    with started_store(settings) as (store, bucket):
+        bar = progress.Recorder("store alone", 3, "part")
+        record_store_alone(recorder, store, bucket, settings.plan, bar=bar)
+        env = results.environment(store, "store", settings.size, dataclasses.asdict(settings.plan))
+    return save(recorder.results(env), settings)
+
+
+def save(record: results.Results, settings: Settings) -> results.Results:
+    """Write ``record`` where ``settings`` keep raw results (the latest of its store and experiment)."""
+    record.write(results.directory(settings.raw, settings.store, record.environment["experiment"]))
+    return record
+
+
+# -- streaming queries ----------------------------------------------------------------------
+
+class DriverMemory:
+    """Peak resident set of the driver JVM (in local mode also the executor) since ``reset()``:
+    Linux's VmHWM, NaN elsewhere."""
+
+    def __init__(self, spark) -> None:
+        pid = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()
+        self._proc = Path(f"/proc/{pid}")
+
+    def reset(self) -> None:
+        try:
+            (self._proc / "clear_refs").write_text("5")  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
+        except OSError:
+            pass
+
+    def peak_mib(self) -> float:
+        try:
+            status = (self._proc / "status").read_text().splitlines()
+        except OSError:
+            return float("nan")
+        return next((float(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")), float("nan"))
+
+
+class Lab:
+    """One metered store and one SparkSession on it, for running queries one after another."""
+
+    def __init__(self, spark, store: MeteredStore, bucket: str, plan: Plan) -> None:
+        self.spark, self.store, self.bucket, self.plan = spark, store, bucket, plan
+
+    def start(self, workload: str, base: str, keys: int):
+        """Start ``workload`` with everything under ``base`` (an s3a:// URL); a started query."""
+        spark, plan = self.spark, self.plan
+        if workload == "stateful":
+            # rows_per_batch=keys: every batch updates every key, so each state file holds them all.
+            return workloads.stateful(spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys, digest=True)
+        if workload == "file_sink":
+            return workloads.file_sink(spark, f"{base}/checkpoint", f"{base}/output",
+                                       compact_interval=plan.compact_interval, rows_per_batch=ROWS_PER_BATCH)
+        if workload == "file_source":
+            return workloads.file_source(spark, f"{base}/checkpoint", f"{base}/input", f"{base}/output",
+                                         compact_interval=plan.compact_interval)
+        raise ValueError(f"unknown workload {workload!r}")
+
+    def run(self, recorder: results.Recorder | None, strategy: str, workload: str, keys: int, warmup: int,
+            batches: int, bar=None) -> None:
+        """One query of ``workload`` checkpointing with ``strategy``: ``warmup`` then ``batches``
+        batches, added to ``recorder`` (None: untimed, recorded nowhere). A failure is recorded as
+        the run's error: one broken strategy must not cost the others their numbers."""
+        prefix = f"bench/{strategy}-{workload}-{keys}-{uuid.uuid4().hex[:8]}"
+        run = recorder.add_run(strategy, workload, keys, prefix) if recorder else None
+        if workload == "file_source":
+            workloads.seed_text_files(self.store.client(), self.bucket, f"{prefix}/input", warmup + batches + 1)
+        if bar:
+            bar.set_postfix_str(f"{strategy} x {workload}, {keys:,} keys")
+        ckpt_impls.use(self.spark, strategy)
+        memory = DriverMemory(self.spark)
+        mark = self.store.proxy.mark()
+        on_batch = bar.update if bar else None
+        try:
+            query = self.start(workload, f"s3a://{self.bucket}/{prefix}", keys)
+            try:
+                # A slow store or a big state makes batches slow: the limit grows with the count.
+                warm = workloads.await_batches(query, warmup, 120 + 30 * warmup, on_batch)
+                memory.reset()
+                measured = workloads.await_batches(query, batches, 120 + 30 * batches, on_batch)
+                peak = memory.peak_mib()
+            finally:
+                query.stop()
+        except Exception as e:  # noqa: BLE001 (recorded with the run; the harness goes on)
+            if recorder:
+                recorder.fail_run(run, str(e))
+            return
+        finally:
+            # A request elsewhere (an earlier query's state store maintenance) is not this query's.
+            events = [e for e in self.store.proxy.events_since(mark) if e.key.startswith(prefix + "/")]
+            temps = [k for k in self.store.inner.list_keys(self.bucket, prefix + "/") if ckpt_impls.TEMP_FILE.search(k)]
+            self.store.inner.empty_bucket(self.bucket, prefix + "/")  # an in-memory store would fill up
+        if recorder:
+            recorder.rows["runs"][run].update(peak_rss_mib=peak, temp_objects=len(temps))
+            recorder.add_batches(run, "warmup", warm)
+            recorder.add_batches(run, "measured", measured)
+            recorder.add_requests(run, events, warm + measured)
+
+
+@contextlib.contextmanager
+def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict | None = None,
+        master: str = "local[2]"):
+    """A ``Lab`` with a SparkSession on ``store``; the session stops with it."""
+    from .spark import session
+
+    spark = session(strategy, {bucket: store}, master=master, conf={**SPARK_CONF, **(conf or {})})
+    try:
+        yield Lab(spark, store, bucket, plan)
+    finally:
+        spark.stop()
+
+
+def streaming(settings: Settings, strategies: list[str] | None = None, plan: Plan | None = None,
+              experiment: str = "streaming", master: str = "local[2]") -> results.Results:
+    """The store's floor, then every streaming run: strategy x workload, then the state sweep
+    (strategy x larger key counts). ``plan`` defaults to the settings' size. Written to
+    ``settings.raw`` as ``experiment`` and returned."""
+    plan = plan or settings.plan
+    strategies = strategies or list(ckpt_impls.STRATEGIES)
+    recorder = results.Recorder()
+    with started_store(settings) as (store, bucket):
+        record_store_alone(recorder, store, bucket, plan, parts=("floor",))
+        with lab(store, bucket, plan, strategies[0], master=master) as bench:
+            # Strategies inside workloads: drift in the machine's load spreads over the strategies
+            # compared with each other instead of landing on one of them.
+            measured = [(strategy, workload, plan.keys[0], plan.warmup, plan.batches)
+                        for workload in plan.workloads for strategy in strategies]
+            measured += [(strategy, "stateful", keys, warmup, batches)
+                         for keys, (warmup, batches) in zip(plan.keys[1:], plan.sweep) for strategy in strategies]
+            # JVM warm-up (JIT, class loading, each manager's first use), untimed: a query's own
+            # warm-up batches do not cover it, and the first run measured would pay for it.
+            jvm_warmup = [(strategies[0], w) for w in plan.workloads] + [(s, plan.workloads[0])
+                                                                          for s in strategies[1:]]
+            total = len(jvm_warmup) * plan.jvm_warmup + sum(w + b for *_, w, b in measured)
+            bar = progress.Recorder("streaming queries", total, "batch")
+            for strategy, workload in jvm_warmup:
+                bench.run(None, strategy, workload, plan.keys[0], 0, plan.jvm_warmup, bar)
+            for run in measured:
+                bench.run(recorder, *run, bar=bar)
+            env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan),
+                                      spark_master=bench.spark.sparkContext.master)
+    return save(recorder.results(env), settings)
+
+
+streaming.timeout = 4 * 3600  # the full run; a stuck query fails sooner, in await_batches
+store_alone.timeout = 3600

@@ -1,0 +1,222 @@
+"""The results model and every derived number, on fixed inputs whose right answers are known, and
+one recorded run read by ``measure`` (table and CLI) and by the asv benchmarks alike.
+
+The fixed inputs are chosen so that a plausible wrong definition gives another number: nearest
+rank instead of interpolated percentiles, a mean over the batches that had requests instead of
+over all measured batches, warm-up batches counted, a multipart upload counted part by part.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.commit_latency import CommitLatency
+from benchmarks.requests import Requests
+from ckptbench import drift, measure, metrics, results, runs
+from infra.proxy import Event
+
+ROOT = Path(__file__).resolve().parent.parent
+T0 = 1_800_000_000.0  # epoch seconds of batch 0's start
+
+
+def progress(batch: int, wal: float, trigger: float = 500.0, state_ms: float | None = None) -> dict:
+    """A Spark progress report for batch ``batch`` starting at T0 + batch seconds."""
+    stamp = dt.datetime.fromtimestamp(T0 + batch, dt.timezone.utc).isoformat(timespec="milliseconds")
+    p = {"batchId": batch, "timestamp": stamp.replace("+00:00", "Z"), "numInputRows": 10,
+         "durationMs": {"walCommit": wal, "commitOffsets": wal / 2, "triggerExecution": trigger}}
+    if state_ms is not None:
+        p["stateOperators"] = [{"commitTimeMs": state_ms, "numRowsTotal": 5, "memoryUsedBytes": 1}]
+    return p
+
+
+def event(batch: float, op: str, key: str, ms: float = 2.0, bytes_in: int = 0) -> Event:
+    """A request that started ``batch`` seconds after T0: inside batch N's window (N to N + its
+    triggerExecution) for N plus a few hundredths."""
+    start = T0 + batch
+    return Event(start, start + ms / 1000, "PUT", op, "offsets" if "offsets" in key else "state", "b", key, 200,
+                 bytes_in, 0)
+
+
+@pytest.fixture
+def record() -> results.Results:
+    """Warm-up batch 0, measured batches 1-5 of one run; requests in batches 0, 1, 1, 2, 3 (MPU) and
+    between batches."""
+    recorder = results.Recorder()
+    run = recorder.add_run("conditional", "stateful", 10, "p")
+    warm = [progress(0, 900.0, state_ms=1000)]
+    measured = [progress(b, wal, trigger=t, state_ms=s) for b, wal, t, s in
+                [(1, 10.0, 100, 1), (2, 20.0, 100, 2), (3, 30.0, 300, 3), (4, 40.0, 100, 4), (5, 50.0, 100, 100)]]
+    recorder.add_batches(run, "warmup", warm)
+    recorder.add_batches(run, "measured", measured)
+    events = [event(0.01, "PUT", "p/offsets/0", ms=99),  # warm-up: left out
+              event(1.01, "PUT", "p/offsets/1", ms=4, bytes_in=1024),
+              event(1.02, "LIST", "p/offsets/1", ms=1),
+              event(2.01, "PUT", "p/state/1.delta", ms=6, bytes_in=2048),
+              event(3.01, "MPU_PART", "p/state/big", ms=10, bytes_in=3 * 2**20),
+              event(3.02, "MPU_PART", "p/state/big", ms=10, bytes_in=3 * 2**20),
+              event(3.03, "PUT", "p/state/small", ms=1, bytes_in=2**20),
+              event(6.9, "DELETE", "p/state/old", ms=1)]  # after the last window: between batches
+    recorder.add_requests(run, events, warm + measured)
+    recorder.add_samples("floor", "PUT", [3.0, 1.0, 2.0, 100.0])
+    recorder.add_samples("floor", "HEAD", [1.0, 1.0])
+    recorder.add_samples("overhead", "PUT", [10.0, 10.0, 10.0], route="direct")
+    recorder.add_samples("overhead", "PUT", [10.5, 11.0, 19.0], route="proxied")
+    return recorder.results({"plan": {"keys": [10]}, "store": "test", "experiment": "streaming"})
+
+
+def test_durations_exclude_warmup_and_interpolate(record):
+    run = record.run("conditional", "stateful")
+    assert metrics.duration_percentile(run, "walCommit", 50) == 30.0
+    assert metrics.duration_percentile(run, "walCommit", 95) == pytest.approx(48.0)  # nearest rank: 50
+    assert metrics.duration_percentile(run, "walCommit", 50, warmup=True) == 900.0
+    assert metrics.state_commit_percentile(run, 50) == 3.0
+
+
+def test_requests_per_batch_is_a_mean_over_every_measured_batch(record):
+    run = record.run("conditional", "stateful")
+    # Batches 1-5 had 2, 1, 3, 0, 0 requests: 6 / 5 (over the batches with any: 6 / 3 = 2).
+    assert metrics.requests_per_batch(run) == pytest.approx(1.2)
+    assert metrics.requests_per_batch(run, ops=["PUT"]) == pytest.approx(0.6)
+    assert metrics.requests_per_batch(run, areas=["offsets"]) == pytest.approx(0.4)
+    assert metrics.requests_by_op(run) == {"PUT": pytest.approx(0.6), "MPU_PART": pytest.approx(0.4),
+                                           "LIST": pytest.approx(0.2)}
+    assert metrics.requests_outside_batches(run) == pytest.approx(1 / 5)
+    # Store time per batch: 5, 6, 21, 0, 0 -> median 5 (a mean would give 6.4; epoch floats: +-1 us).
+    assert metrics.store_ms_per_batch(run) == pytest.approx(5.0, abs=1e-3)
+    assert metrics.put_latency_percentile(run, "state", 50) == pytest.approx(3.5, abs=1e-3)
+
+
+def test_largest_upload_sums_a_multipart_upload(record):
+    run = record.run("conditional", "stateful")
+    largest = metrics.largest_upload(run, "state")
+    assert list(largest) == [0, 2048, 6 * 2**20, 0, 0]
+    assert metrics.compacts(run, "state", interval=2) == [(1, 0.0), (3, 6 * 2**20), (5, 0.0)]
+    # Compaction batches 1, 3, 5 ((N+1) % 2 == 0) took 100, 300, 100 ms, the others 100, 100.
+    assert metrics.compaction_ratio(run, 2) == 1.0
+    assert metrics.compaction_ratio(run, 4) == 3.0  # batch 3 alone
+
+
+def test_floor_and_proxy_overhead_from_samples(record):
+    assert metrics.floor_percentile(record, "PUT", 50) == 2.5
+    # Paired differences 0.5, 1, 9: median 1 (a difference of medians would give 1 too; of means 3.17).
+    assert metrics.proxy_added_ms(record, "PUT") == pytest.approx(1.0)
+    assert metrics.proxy_added_pct_of_put(record, "PUT") == pytest.approx(10.0)
+    assert metrics.wal_commit_in_store_puts(record, record.run("conditional", "stateful")) == 12.0
+
+
+def test_copy_fit_says_whether_copy_moves_the_data():
+    recorder = results.Recorder()
+    for size in (2**20, 4 * 2**20, 16 * 2**20):
+        mib = size / 2**20
+        recorder.add_samples("copy", "PUT", [1 + 10 * mib] * 3, size=size)
+        recorder.add_samples("copy", "COPY", [2 + 0.1 * mib] * 3, size=size)
+    fit = metrics.copy_fit(recorder.results({}))
+    assert fit["ms_per_mib"] == pytest.approx(0.1) and fit["put_ms_per_mib"] == pytest.approx(10)
+    assert not fit["moves_data"] and fit["mb_per_s"] != fit["mb_per_s"]  # NaN: no throughput fitted
+    recorder = results.Recorder()
+    for size in (2**20, 4 * 2**20):
+        recorder.add_samples("copy", "PUT", [10 * size / 2**20] * 2, size=size)
+        recorder.add_samples("copy", "COPY", [1 + 5 * size / 2**20] * 2, size=size)
+    fit = metrics.copy_fit(recorder.results({}))
+    assert fit["moves_data"] and fit["mb_per_s"] == pytest.approx(2**20 / 1e6 * 1000 / 5)
+
+
+def test_a_failed_run_raises_with_its_reason():
+    recorder = results.Recorder()
+    run = recorder.add_run("direct", "stateful", 10, "p")
+    recorder.fail_run(run, "QueryFailed:   the store\nsaid no")
+    with pytest.raises(results.RunFailed, match="direct x stateful failed: QueryFailed: the store said no"):
+        recorder.results({}).run("direct", "stateful", 10)
+    with pytest.raises(KeyError):
+        recorder.results({}).run("manifest", "stateful", 10)
+
+
+def test_a_record_reads_back_as_written_and_refuses_another_schema(record, tmp_path):
+    record.environment["schema_version"] = results.SCHEMA_VERSION
+    back = results.read(record.write(tmp_path / "rec"))
+    run = back.run("conditional", "stateful")
+    assert metrics.requests_per_batch(run) == pytest.approx(1.2)
+    assert metrics.duration_percentile(run, "walCommit", 95) == pytest.approx(48.0)
+    assert list(results.read_all(tmp_path)) == ["test"]
+    env = json.loads((tmp_path / "rec" / "environment.json").read_text())
+    (tmp_path / "rec" / "environment.json").write_text(json.dumps({**env, "schema_version": 0}))
+    with pytest.raises(results.SchemaMismatch, match="schema 0, this ckptbench reads 1: rerun"):
+        results.read(tmp_path / "rec")
+    assert results.read_all(tmp_path) == {}  # another schema's record is skipped, not misread
+
+
+# -- drift --------------------------------------------------------------------------------------
+
+
+def asv_result(path: Path, machine: str, values: dict[str, float | list]) -> Path:
+    """A file in asv's result format, holding ``values`` (a list for a parameterised benchmark)."""
+    results_ = {name: [value, [["'a'", "'b'"]] if isinstance(value, list) else []]
+                for name, value in values.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"result_columns": ["result", "params"], "results": results_,
+                                "params": {"machine": machine}, "commit_hash": "0123456789abcdef"}))
+    return path
+
+
+def test_drift_moves_and_summary(tmp_path):
+    assert drift.move(100, 100) == 0 and drift.move(0, 0) == 0
+    assert drift.move(90, 110) == pytest.approx(0.2)
+    a = asv_result(tmp_path / "a" / "asv" / "m" / "r.json", "host-ceph",
+                   {"x.A.track_p50": 100.0, "x.A.track_n": [10.0, 20.0], "x.B.track_q": 1.0})
+    b = asv_result(tmp_path / "b" / "asv" / "m" / "r.json", "host-ceph",
+                   {"x.A.track_p50": 110.0, "x.A.track_n": [10.0, 30.0], "x.B.track_q": float("nan")})
+    assert drift.values(a) == {"x.A.track_p50": 100.0, "x.A.track_n['a']": 10.0, "x.A.track_n['b']": 20.0,
+                               "x.B.track_q": 1.0}
+    text = drift.compare(tmp_path / "a", tmp_path / "b")
+    # Moves 0.0952, 0, 0.4 (NaN left out): median 9.5%, 2 of 3 within 15%.
+    assert re.search(r"^all +3 values +median move +9\.5% +within 15%: +67%$", text, re.M), text
+    assert "differ" not in text
+    assert text.splitlines()[-3].strip().startswith("40.0%  x.A.track_n['b']: 20 -> 30"), text
+
+
+# -- one recorded run, read by measure and by the suite ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recorded(spark, lab, metered_stores, tmp_path_factory) -> Path:
+    """A real record: the stateful workload for two strategies through the metering proxy, with the
+    store's floor, as ``measure`` records it, written to disk."""
+    store = lab.get("embedded")
+    proxied, bucket = metered_stores(store)
+    plan = dataclasses.replace(measure.plan(batches=4, warmup=1), floor_samples=20)
+    recorder = results.Recorder()
+    runs.record_store_alone(recorder, proxied, bucket, plan, parts=("floor",))
+    bench = runs.Lab(spark, proxied, bucket, plan)
+    for strategy in ("rename", "conditional"):
+        bench.run(recorder, strategy, "stateful", plan.keys[0], plan.warmup, plan.batches)
+    record = recorder.results(results.environment(proxied, "measure", "test", dataclasses.asdict(plan)))
+    return record.write(tmp_path_factory.mktemp("record") / "embedded-measure")
+
+
+def test_measure_and_the_suite_show_the_same_numbers(recorded):
+    record = results.read(recorded)
+    latency, requests = CommitLatency(), Requests()
+    table = subprocess.run([sys.executable, "-m", "ckptbench", "measure", "--record", str(recorded)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0, table.stderr
+    for row in measure.rows(record):
+        strategy = row["strategy"]
+        suite = {"wal_commit_p50": latency.track_wal_commit_p50(record, strategy, "stateful"),
+                 "wal_commit_p95": latency.track_wal_commit_p95(record, strategy, "stateful"),
+                 "commit_offsets_p50": latency.track_commit_offsets_p50(record, strategy, "stateful"),
+                 "commit_offsets_p95": latency.track_commit_offsets_p95(record, strategy, "stateful"),
+                 "requests_per_batch": requests.track_total_per_batch(record, strategy, "stateful")}
+        assert {k: row[k] for k in suite} == suite
+        printed = next(line for line in table.stdout.splitlines() if f"| {strategy} |" in line)
+        assert (f"| {suite['wal_commit_p50']:.0f} / {suite['wal_commit_p95']:.0f} | "
+                f"{suite['commit_offsets_p50']:.0f} / {suite['commit_offsets_p95']:.0f} |") in printed, printed
+        assert f"| {suite['requests_per_batch']:.3g} (" in printed, printed
+    assert {row["strategy"] for row in measure.rows(record)} == {"rename", "conditional"}
