@@ -37,7 +37,7 @@ class Compaction:
         return size / (batch + 1)
 
     def track_peak_rss_mib(self, results, strategy, log):
-        return _run(results, strategy, log).info.peak_rss_mib
+        return float(_run(results, strategy, log).info.peak_rss_mib)
 
     track_batch_time_ratio.unit = "x other batches"
     track_last_compact_kib.unit = "KiB"

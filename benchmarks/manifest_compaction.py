@@ -22,14 +22,14 @@ class ManifestCompaction:
         return metrics.history_tail_ms(results, batches, "manifest")
 
     def track_compact_kib(self, results, batches):
-        return metrics.history_last(results, batches, "manifest").bytes / 1024
+        return metrics.history_last(results, batches, "manifest", "bytes") / 1024
 
     def track_live_entries(self, results, batches):
-        return metrics.history_last(results, batches, "manifest").entries
+        return metrics.history_last(results, batches, "manifest", "entries")
 
     def track_pending_garbage(self, results, batches):
         """Staged objects the last compact still lists as garbage (within the cleanup delay)."""
-        return metrics.history_last(results, batches, "manifest").garbage_staged
+        return metrics.history_last(results, batches, "manifest", "garbage_staged")
 
     track_compaction_ms.unit = "ms"
     track_compact_kib.unit = "KiB"
@@ -49,10 +49,10 @@ class SparkMetadataCompaction:
         return metrics.history_tail_ms(results, batches, "spark")
 
     def track_compact_kib(self, results, batches):
-        return metrics.history_last(results, batches, "spark").bytes / 1024
+        return metrics.history_last(results, batches, "spark", "bytes") / 1024
 
     def track_entries(self, results, batches):
-        return metrics.history_last(results, batches, "spark").entries
+        return metrics.history_last(results, batches, "spark", "entries")
 
     track_compaction_ms.unit = "ms"
     track_compact_kib.unit = "KiB"

@@ -235,6 +235,6 @@ def history_tail_ms(results: Results, batches: int, log: str) -> float:
     return median(history_compactions(results, batches, log).ms.iloc[-tail:])
 
 
-def history_last(results: Results, batches: int, log: str) -> pd.Series:
-    """The last compaction of the history: its ``bytes``, ``entries``, ``garbage_staged``."""
-    return history_compactions(results, batches, log).iloc[-1]
+def history_last(results: Results, batches: int, log: str, field: str) -> float:
+    """``field`` (``bytes``, ``entries``, ``garbage_staged``) of the history's last compaction."""
+    return float(history_compactions(results, batches, log)[field].iloc[-1])

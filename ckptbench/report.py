@@ -94,7 +94,7 @@ def _manifest_section(record: results.Results) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
 
     def last(batches, log, field, scale=1):
-        return _value(lambda: metrics.history_last(record, batches, log)[field] / scale)
+        return _value(lambda: metrics.history_last(record, batches, log, field) / scale)
 
     for batches in shape["batches"]:
         lines.append(
