@@ -15,6 +15,7 @@ setup: .venv/.installed
 	touch $@
 
 test: setup
+	.venv/bin/ruff check .
 	$(PY) -m pytest
 
 bench: setup

@@ -207,6 +207,13 @@ def prefix(strategy) -> str:
     return f"{strategy}-{uuid.uuid4().hex[:8]}"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every test that needs the shared SparkSession is slow (the session alone takes 6-12 s)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_terminal_summary(terminalreporter, config):
     """What each strategy left under its checkpoints (temp objects), as the streaming tests found."""
     leftovers = config.stash.get(LEFTOVERS, {})

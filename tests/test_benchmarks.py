@@ -19,6 +19,7 @@ import pytest
 
 from infra.embedded import EmbeddedStore
 
+pytestmark = pytest.mark.slow  # a whole benchmark run in a child process
 ROOT = Path(__file__).resolve().parent.parent
 
 

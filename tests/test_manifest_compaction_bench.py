@@ -19,8 +19,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import infra
 
+pytestmark = pytest.mark.slow  # a whole benchmark run in a child process
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""
@@ -39,8 +42,6 @@ SCRIPT = textwrap.dedent("""
 
 def test_manifest_compact_stays_flat_while_sparks_grows(tmp_path):
     if infra.EmbeddedStore.unavailable_reason():
-        import pytest
-
         pytest.skip(infra.EmbeddedStore.unavailable_reason())
     env = {**os.environ, "CKPT_STORE": "embedded", "CKPT_BENCH_SIZE": "smallest",
            "CKPT_BENCH_RAW": str(tmp_path / "raw")}

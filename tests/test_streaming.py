@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ckpt_impls
 from ckptbench import workloads
-from conftest import LEFTOVERS, TEMP_FILE, CheckpointFiles, bucket_of
+from conftest import LEFTOVERS, CheckpointFiles, bucket_of
 
 BATCHES = 10
 
@@ -39,7 +39,7 @@ def run_and_restart(spark, start_query, strategy: str, store, checkpoint_key: st
 
 
 def record_leftovers(request, store, bucket: str, checkpoint_key: str, strategy: str) -> set[str]:
-    temps = {k for k in store.list_keys(bucket, checkpoint_key + "/") if TEMP_FILE.search(k)}
+    temps = {k for k in store.list_keys(bucket, checkpoint_key + "/") if ckpt_impls.TEMP_FILE.search(k)}
     request.config.stash.setdefault(LEFTOVERS, {})[(strategy, store.name, request.node.originalname)] = len(temps)
     if not ckpt_impls.get(strategy).leaves_temp_files:
         assert not temps, f"{strategy} left temp objects: {sorted(temps)[:5]}"
