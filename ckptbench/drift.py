@@ -46,7 +46,7 @@ def values(path: Path) -> dict[str, float]:
         result, params = row[columns.index("result")], row[columns.index("params")]
         labels = [", ".join(combo) for combo in itertools.product(*params)] if params else [""]
         results = result if isinstance(result, list) else [result]
-        for label, value in zip(labels, results):
+        for label, value in zip(labels, results, strict=True):
             if isinstance(value, (int, float)) and math.isfinite(value):
                 out[f"{name}[{label}]" if label else name] = value
     return out
@@ -83,11 +83,12 @@ def compare(a: Path, b: Path, worst: int = 10) -> str:
 
     def line(label: str, ms: list[float]) -> str:
         within = sum(m <= AIM for m in ms) / len(ms)
-        return f"{label:45} {len(ms):5} values  median move {statistics.median(ms):6.1%}  within {AIM:.0%}: {within:4.0%}"
+        return (f"{label:45} {len(ms):5} values  median move {statistics.median(ms):6.1%}  "
+                f"within {AIM:.0%}: {within:4.0%}")
 
     runs = [provenance(f) for f in files]
     lines = [f"{label}: {f} ({', '.join(f'{k} {v}' for k, v in run.items())})"
-             for label, f, run in zip("AB", files, runs)]
+             for label, f, run in zip("AB", files, runs, strict=True)]
     differ = [k for k in ("machine", "size", "commit") if runs[0][k] != runs[1][k]]
     if differ:
         lines.append(f"A and B differ in {', '.join(differ)}: what moved below is not run-to-run noise alone")

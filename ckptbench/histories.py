@@ -99,12 +99,10 @@ def _compactions(events, manifest_prefix: str) -> list[list]:
     then the hint's PUT, which ends it."""
     out, pending = [], []
     for e in events:
-        if e.op in ("LIST", "BULK_DELETE"):
-            pending.append(e)
-        elif e.op == "PUT" and e.key.startswith(manifest_prefix + "c/"):
+        if e.op in ("LIST", "BULK_DELETE") or (e.op == "PUT" and e.key.startswith(manifest_prefix + "c/")):
             pending.append(e)
         elif e.op == "PUT" and e.key == manifest_prefix + "hint" and pending:
-            out.append(pending + [e])
+            out.append([*pending, e])
             pending = []
     return out
 
@@ -161,7 +159,7 @@ def _spark_history(spark, store, bucket: str, shape: Shape, batches: int, bar,
     prefix = f"bench/spark-metadata-history-{batches}-{uuid.uuid4().hex[:8]}"
     ckpt_impls.use(spark, SPARK_LOG_STRATEGY)
     spark.conf.set("spark.sql.streaming.fileSink.log.compactInterval", str(shape.interval))
-    sinks = getattr(jvm, SINK_LOG)  # noqa: B009 (a dotted package name)
+    sinks = getattr(jvm, SINK_LOG)
     log = sinks.FileStreamSinkLog(sinks.FileStreamSinkLog.VERSION(), spark._jsparkSession,
                                   f"s3a://{bucket}/{prefix}/_spark_metadata", jvm.scala.Option.apply(None))
     proxy = store.proxy

@@ -13,9 +13,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from . import metrics, results, runs  # noqa: E402
+from . import metrics, results, runs
 
 
 def _value(metric, *args) -> float | None:
@@ -24,6 +24,11 @@ def _value(metric, *args) -> float | None:
         return metric(*args)
     except (results.RunFailed, RuntimeError, KeyError, IndexError, ZeroDivisionError):
         return None
+
+
+def _of_run(record: results.Results, strategy: str, workload: str, metric, *args, keys: int | None = None):
+    """``metric(run, *args)`` for that run, or None where it failed."""
+    return _value(lambda: metric(record.run(strategy, workload, keys), *args))
 
 
 def _fmt(value, spec: str = ".0f") -> str:
@@ -35,7 +40,8 @@ def _fmt(value, spec: str = ".0f") -> str:
 def _title(record: results.Results) -> str:
     env = record.environment
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
-    return f"{env['describe']}; size {env['size']}, commit {env['commit'][:8] or 'unknown'}, {env['created']}; {versions}"
+    return (f"{env['describe']}; size {env['size']}, commit {env['commit'][:8] or 'unknown'}, "
+            f"{env['created']}; {versions}")
 
 
 def _streaming_section(record: results.Results) -> list[str]:
@@ -50,34 +56,36 @@ def _streaming_section(record: results.Results) -> list[str]:
              f"state commit at {largest} keys (ms) |",
              "|---|---|---|---|---|---|---|---|"]
 
-    def stateful(metric, *args):
-        return _value(lambda: metric(record.run(strategy, "stateful"), *args))
-
     for strategy in record.strategies():
+        def stateful(metric, *args, keys=None, strategy=strategy):
+            return _of_run(record, strategy, "stateful", metric, *args, keys=keys)
+
         lines.append(
             f"| {strategy} | {_fmt(stateful(metrics.duration_percentile, 'walCommit', 50))} / "
             f"{_fmt(stateful(metrics.duration_percentile, 'walCommit', 95))} | "
             f"{_fmt(stateful(metrics.duration_percentile, 'commitOffsets', 50))} / "
             f"{_fmt(stateful(metrics.duration_percentile, 'commitOffsets', 95))} | "
-            f"{_fmt(_value(lambda: metrics.wal_commit_in_store_puts(record, record.run(strategy, 'stateful'))), '.1f')}x | "
+            f"{_fmt(stateful(lambda run: metrics.wal_commit_in_store_puts(record, run)), '.1f')}x | "
             f"{_fmt(stateful(metrics.requests_per_batch), '.1f')} | {_fmt(stateful(metrics.per_put, 'COPY'), '.2f')} | "
-            f"{_fmt(_value(lambda: metrics.compaction_ratio(record.run(strategy, 'file_sink'), interval)), '.1f')}x | "
-            f"{_fmt(_value(lambda: metrics.state_commit_percentile(record.run(strategy, 'stateful', largest), 50)))} |")
-    return lines + [""]
+            f"{_fmt(_of_run(record, strategy, 'file_sink', metrics.compaction_ratio, interval), '.1f')}x | "
+            f"{_fmt(stateful(metrics.state_commit_percentile, 50, keys=largest))} |")
+    return [*lines, ""]
 
 
 def _store_section(record: results.Results) -> list[str]:
     ops = [op for op in runs.FLOOR_OPS if len(metrics.samples(record, "floor", op))]
     fit = metrics.copy_fit(record)
     if fit["moves_data"]:
-        copy = f"COPY moves the data: {fit['mb_per_s']:.0f} MB/s fitted ({fit['ms_per_mib']:.2f} ms/MiB, r² {fit['r2']:.2f})"
+        copy = (f"COPY moves the data: {fit['mb_per_s']:.0f} MB/s fitted "
+                f"({fit['ms_per_mib']:.2f} ms/MiB, r² {fit['r2']:.2f})")
     else:
         copy = (f"COPY does not move the data: its per-MiB cost is {fit['share_of_put']:.0%} of a PUT's "
                 f"({fit['ms_per_mib']:.2f} vs {fit['put_ms_per_mib']:.2f} ms/MiB), so no throughput is fitted")
+    def row(q):
+        return f"| p{q} (ms) | " + " | ".join(_fmt(metrics.floor_percentile(record, op, q), ".1f") for op in ops) + " |"
+
     return [f"### The store on its own ({_title(record)})", "",
-            "| | " + " | ".join(ops) + " |", "|---|" + "---|" * len(ops),
-            "| p50 (ms) | " + " | ".join(_fmt(metrics.floor_percentile(record, op, 50), ".1f") for op in ops) + " |",
-            "| p95 (ms) | " + " | ".join(_fmt(metrics.floor_percentile(record, op, 95), ".1f") for op in ops) + " |", "",
+            "| | " + " | ".join(ops) + " |", "|---|" + "---|" * len(ops), row(50), row(95), "",
             f"Metering proxy adds {metrics.proxy_added_ms(record, 'PUT'):.2f} ms to a PUT "
             f"({metrics.proxy_added_pct_of_put(record, 'PUT'):.1f}% of the direct PUT median) and "
             f"{metrics.proxy_added_ms(record, 'HEAD'):.2f} ms to a HEAD.", "", copy + ".", ""]
@@ -103,7 +111,7 @@ def _manifest_section(record: results.Results) -> list[str]:
             f"{_fmt(_value(metrics.history_tail_ms, record, batches, 'manifest'), '.1f')} | "
             f"{_fmt(last(batches, 'spark', 'bytes', 1024), '.1f')} | {_fmt(last(batches, 'spark', 'entries'))} | "
             f"{_fmt(_value(metrics.history_tail_ms, record, batches, 'spark'), '.1f')} |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def _plot_copy(stores: dict[str, dict[str, results.Results]], path: Path) -> Path | None:
@@ -160,12 +168,12 @@ def _plot_compaction(name: str, record: results.Results, path: Path) -> Path:
 def _plot_state(name: str, record: results.Results, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for strategy in record.strategies():
-        points = [(_value(lambda: metrics.mib_sent_per_batch_median(record.run(strategy, "stateful", keys), ["state"])),
-                   _value(lambda: metrics.state_commit_percentile(record.run(strategy, "stateful", keys), 50)))
+        points = [(_of_run(record, strategy, "stateful", metrics.mib_sent_per_batch_median, ["state"], keys=keys),
+                   _of_run(record, strategy, "stateful", metrics.state_commit_percentile, 50, keys=keys))
                   for keys in record.environment["plan"]["keys"]]
         points = [p for p in points if None not in p]
         if points:
-            ax.plot(*zip(*points), "o-", label=strategy)
+            ax.plot(*zip(*points, strict=True), "o-", label=strategy)
     ax.set(xscale="log", xlabel="state written per batch (MiB)", ylabel="state store commit p50 (ms, Spark)",
            title=f"State checkpoint cost against state size on {name}"
                  + (" (emulator)" if record.environment["emulator"] else ""))

@@ -5,9 +5,9 @@ asv ``track_*`` read it back through ``ckptbench.metrics``, which defines each d
 once. An experiment's record (``Results``) is a set of tables, each a pandas DataFrame with the
 columns ``TABLES`` names, plus an environment (what was measured where, with which versions):
 
-- ``runs``: one row per run of a workload (a streaming query, or a history of a log): its
-  strategy, workload, key count, the key prefix its objects were under, ``error`` (None, or why the run failed), the driver's peak
-  resident memory and the temp objects (``.<name>.<uuid>.tmp``) left under its prefix.
+- ``runs``: one row per streaming query: its strategy, workload, key count, the key prefix its
+  objects were under, ``error`` (None, or why the run failed), the driver's peak resident
+  memory and the temp objects (``.<name>.<uuid>.tmp``) it left under its prefix.
 - ``batches``: one row per micro-batch of a run, ``phase`` "warmup" or "measured", with Spark's
   own ``durationMs`` entries (milliseconds, NaN where Spark did not report one) and the state
   operators' commit time.
@@ -101,7 +101,7 @@ class Results:
     def __setstate__(self, state):
         self.__dict__.update(state)
 
-    def run(self, strategy: str, workload: str, keys: int | None = None) -> "Run":
+    def run(self, strategy: str, workload: str, keys: int | None = None) -> Run:
         """The run of ``strategy`` x ``workload`` (with ``keys`` keys: by default the plan's first);
         raises ``RunFailed`` with its reason if it failed, ``KeyError`` if there is none."""
         keys = self.environment["plan"]["keys"][0] if keys is None else keys

@@ -85,7 +85,7 @@ class Settings:
     ENV = {"store": "CKPT_STORE", "size": "CKPT_BENCH_SIZE", "bucket": "CKPT_BUCKET", "raw": "CKPT_BENCH_RAW"}
 
     @classmethod
-    def from_env(cls) -> "Settings":
+    def from_env(cls) -> Settings:
         size = os.environ.get(cls.ENV["size"]) or "quick"
         if size not in PLANS:
             raise ValueError(f"{cls.ENV['size']} must be one of {', '.join(PLANS)}, not {size!r}")
@@ -301,10 +301,8 @@ class DriverMemory:
         self._proc = Path(f"/proc/{pid}")
 
     def reset(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # not Linux, or not ours to reset
             (self._proc / "clear_refs").write_text("5")  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
-        except OSError:
-            pass
 
     def peak_mib(self) -> float:
         try:
@@ -359,7 +357,7 @@ class Lab:
                 peak = memory.peak_mib()
             finally:
                 query.stop()
-        except Exception as e:  # noqa: BLE001 (recorded with the run; the harness goes on)
+        except Exception as e:
             if recorder:
                 recorder.fail_run(run, str(e))
             return
@@ -404,7 +402,8 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
             measured = [(strategy, workload, plan.keys[0], plan.warmup, plan.batches)
                         for workload in plan.workloads for strategy in strategies]
             measured += [(strategy, "stateful", keys, warmup, batches)
-                         for keys, (warmup, batches) in zip(plan.keys[1:], plan.sweep) for strategy in strategies]
+                         for keys, (warmup, batches) in zip(plan.keys[1:], plan.sweep, strict=True)
+                         for strategy in strategies]
             # JVM warm-up (JIT, class loading, each manager's first use), untimed: a query's own
             # warm-up batches do not cover it, and the first run measured would pay for it.
             jvm_warmup = [(strategies[0], w) for w in plan.workloads] + [(s, plan.workloads[0])

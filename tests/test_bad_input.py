@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from conftest import bucket_of
 from ckptbench.cli import RESULTS
+from conftest import bucket_of
 
 
 def ckptbench(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -96,7 +96,7 @@ def test_two_concurrent_creates_exactly_one_wins(spark, strategy, store, prefix)
         streams = [fm.create(rel, False, f"writer-{w}".encode()) for w in (0, 1)]
         barrier, outcome = threading.Barrier(2), {}
 
-        def close(w: int) -> None:
+        def close(w: int, streams=streams, barrier=barrier, outcome=outcome) -> None:
             barrier.wait()
             try:
                 streams[w].close()

@@ -105,7 +105,8 @@ class Driver:
                  conf: dict[str, str]) -> None:
         s3a = spark._jsc.hadoopConfiguration().getValByRegex(r"^fs\.s3a\..*")
         lines = [f"{k}={s3a[k]}" for k in s3a.keySet()] + [f"{k}={v}" for k, v in conf.items()]
-        self._stderr = tempfile.TemporaryFile("w+")  # a file, so the JVM's logging never blocks it
+        # A file, so the JVM's logging never blocks it; open for the driver's whole life.
+        self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
         self.proc = subprocess.Popen(
             ["java", "-cp", classpath, "ManifestDriver", directory, name_prefix, str(count)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True)

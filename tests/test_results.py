@@ -171,7 +171,7 @@ def test_drift_moves_and_summary(tmp_path):
     assert drift.move(90, 110) == pytest.approx(0.2)
     a = asv_result(tmp_path / "a" / "asv" / "m" / "r.json", "host-ceph",
                    {"x.A.track_p50": 100.0, "x.A.track_n": [10.0, 20.0], "x.B.track_q": 1.0})
-    b = asv_result(tmp_path / "b" / "asv" / "m" / "r.json", "host-ceph",
+    asv_result(tmp_path / "b" / "asv" / "m" / "r.json", "host-ceph",
                    {"x.A.track_p50": 110.0, "x.A.track_n": [10.0, 30.0], "x.B.track_q": float("nan")})
     assert drift.values(a) == {"x.A.track_p50": 100.0, "x.A.track_n['a']": 10.0, "x.A.track_n['b']": 20.0,
                                "x.B.track_q": 1.0}

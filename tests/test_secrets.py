@@ -6,16 +6,15 @@ the keys must travel in memory instead (see ckpt_impls.set_credentials).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 
 def command_lines() -> list[str]:
     lines = []
     for proc in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
+        with contextlib.suppress(OSError):  # the process ended while we looked
             lines.append(proc.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
-            pass  # the process ended while we looked
     return lines
 
 

@@ -8,7 +8,6 @@ What each strategy leaves under the checkpoint is recorded with boto3.
 
 from __future__ import annotations
 
-
 import ckpt_impls
 from ckptbench import workloads
 from conftest import LEFTOVERS, CheckpointFiles, bucket_of
