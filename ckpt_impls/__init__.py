@@ -129,10 +129,36 @@ def attach(spark, store, bucket: str) -> None:
     set_credentials(spark, store, bucket)
 
 
-def use(spark, strategy: str) -> None:
-    """Switch a running session to ``strategy`` for the queries it starts from now on."""
+def select(conf, strategy: str) -> None:
+    """Make ``conf`` (a running session's ``spark.conf``, or a JVM Hadoop ``Configuration``) choose
+    ``strategy``'s manager: its class, or Spark's default for ``rename``."""
     chosen = get(strategy)
     if chosen.manager_class:
-        spark.conf.set(MANAGER_CLASS_CONF, chosen.manager_class)
+        conf.set(MANAGER_CLASS_CONF, chosen.manager_class)
     else:
-        spark.conf.unset(MANAGER_CLASS_CONF)
+        conf.unset(MANAGER_CLASS_CONF)
+
+
+#: Spark's CheckpointFileManager (the trait and its factory) in Spark 4.1+; up to 4.0 it lived in
+#: ``org.apache.spark.sql.execution.streaming``.
+MANAGER_TRAIT = "org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager"
+
+
+def manager(spark, url: str, strategy: str, settings: dict | None = None):
+    """``strategy``'s JVM CheckpointFileManager for ``url`` (an s3a:// directory), built by Spark's
+    own factory from the session's Hadoop configuration plus ``settings``, as a streaming query
+    builds it."""
+    jvm = spark._jvm
+    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
+    select(conf, strategy)
+    for key, value in (settings or {}).items():
+        conf.set(key, str(value))
+    factory = jvm
+    for part in MANAGER_TRAIT.split("."):
+        factory = getattr(factory, part)
+    return factory.create(jvm.org.apache.hadoop.fs.Path(url), conf)
+
+
+def use(spark, strategy: str) -> None:
+    """Switch a running session to ``strategy`` for the queries it starts from now on."""
+    select(spark.conf, strategy)

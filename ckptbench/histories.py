@@ -112,12 +112,9 @@ def _manifest_history(spark, store, bucket: str, shape: Shape, batches: int, bar
     jvm, s3 = spark._jvm, store.inner.client()
     prefix = f"bench/manifest-history-{batches}-{uuid.uuid4().hex[:8]}"
     root = f"s3a://{bucket}/{prefix}"
-    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
-    conf.set(ckpt_impls.MANAGER_CLASS_CONF, MANIFEST_MANAGER)
-    conf.set("ckptbench.manifest.compactInterval", str(shape.interval))
-    conf.set("ckptbench.manifest.cleanupDelayMs", str(shape.delay_ms))
+    fm = ckpt_impls.manager(spark, root, "manifest", {"ckptbench.manifest.compactInterval": shape.interval,
+                                                     "ckptbench.manifest.cleanupDelayMs": shape.delay_ms})
     Path = jvm.org.apache.hadoop.fs.Path
-    fm = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.create(Path(root), conf)
     if fm.getClass().getName() != MANIFEST_MANAGER:
         raise RuntimeError(f"Spark's factory built {fm.getClass().getName()}, not {MANIFEST_MANAGER}")
     fm.mkdirs(Path(f"{root}/offsets"))

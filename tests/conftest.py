@@ -44,16 +44,7 @@ class CheckpointFiles:
         jvm = spark._jvm
         self.jvm, self.strategy, self.store, self.prefix = jvm, strategy, store, prefix
         self.bucket = bucket or bucket_of(store)
-        conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
-        manager_class = ckpt_impls.get(strategy).manager_class
-        if manager_class:
-            conf.set(ckpt_impls.MANAGER_CLASS_CONF, manager_class)
-        else:
-            conf.unset(ckpt_impls.MANAGER_CLASS_CONF)
-        for key, value in (settings or {}).items():
-            conf.set(key, str(value))
-        factory = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
-        self.fm = factory.create(self.path(""), conf)
+        self.fm = ckpt_impls.manager(spark, f"s3a://{self.bucket}/{prefix}", strategy, settings)
 
     def path(self, rel: str):
         return self.jvm.org.apache.hadoop.fs.Path(f"s3a://{self.bucket}/{self.prefix}/{rel}".rstrip("/"))
