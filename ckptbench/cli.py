@@ -133,6 +133,37 @@ def cmd_bench(args) -> None:
         raise UsageError("some benchmarks failed: they are marked failed in the HTML; asv's output above says why")
 
 
+def cmd_cost(args) -> None:
+    from . import cost, metrics, results
+
+    try:
+        trigger = cost.parse_interval(args.trigger)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    paths = [Path(p) for p in args.record] if args.record else sorted((RESULTS / "raw").glob("*-streaming"))
+    if not paths:
+        raise UsageError("no streaming results in results/raw: run `make bench` first, or name one with --record DIR")
+    try:
+        records = [results.read(path) for path in paths]
+    except (OSError, ValueError) as e:
+        raise UsageError(f"not a results record: {e}") from None
+    print(f"Cost per month, one query, a batch every {args.trigger}: {cost.caption()}.\n")
+    print("| store | strategy | workload | billable requests per batch | $ per million batches | "
+          "requests per month | $ per month |")
+    print("|---|---|---|---|---|---|---|")
+    for record in records:
+        for strategy in record.strategies():
+            for workload in dict.fromkeys(record.runs.workload):
+                try:
+                    by_op = metrics.billable_requests_by_op(record.run(strategy, workload))
+                except (results.RunFailed, KeyError):
+                    continue
+                per_batch, dollars = sum(by_op.values()), cost.dollars(by_op)
+                print(f"| {record.environment['store']} | {strategy} | {workload} | {per_batch:.1f} | "
+                      f"{dollars * 1e6:,.2f} | {cost.per_month(per_batch, trigger):,.0f} | "
+                      f"{cost.per_month(dollars, trigger):,.2f} |")
+
+
 def cmd_drift(args) -> None:
     from . import drift
 
@@ -169,6 +200,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--bench", help="only benchmarks matching this regular expression (asv run --bench)")
     b.add_argument("--results", help="results directory (default: results/ in the repository)")
     b.set_defaults(run=cmd_bench)
+    c = sub.add_parser("cost", help="what the measured requests would cost on AWS S3 (a projection)")
+    c.add_argument("--trigger", default="10s", help="the query's trigger interval (default 10s)")
+    c.add_argument("--record", nargs="+", metavar="DIR",
+                   help="streaming records (default: every results/raw/*-streaming)")
+    c.set_defaults(run=cmd_cost)
     d = sub.add_parser("drift", help="how far every value moved between two runs (say, of the same commit)")
     d.add_argument("a", help="a results directory (bench --results) or an asv result file")
     d.add_argument("b", help="another")

@@ -82,6 +82,14 @@ def requests_by_op(run: Run) -> dict[str, float]:
     return dict(sorted(by_op.items(), key=lambda kv: -kv[1]))
 
 
+def billable_requests_by_op(run: Run) -> dict[str, float]:
+    """Mean requests per batch of each operation that AWS S3 would bill: all but 5xx answers."""
+    billable = run.requests[~run.requests.status.between(500, 599)]
+    counts = billable.groupby(["batch_id", "op"]).size().unstack(fill_value=0)
+    counts = counts.reindex(run.batches.batch_id, fill_value=0)
+    return {op: float(counts[op].mean()) for op in counts.columns}
+
+
 def requests_outside_batches(run: Run) -> float:
     """Requests that started between batches (state store maintenance, say), per measured batch."""
     return len(run.outside) / len(run.batches) if len(run.batches) else float("nan")
