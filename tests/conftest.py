@@ -7,6 +7,7 @@ run instead of skipping it.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import uuid
 
@@ -17,10 +18,34 @@ import ckpt_impls
 import infra
 from ckptbench.spark import session
 from infra.metered import MeteredStore
+from infra.proxy import Event
 
 TEST_STORES = ("embedded", "ceph", "minio")
 #: (strategy, store, test) -> temp objects left under the checkpoint, filled by the streaming tests.
 LEFTOVERS = pytest.StashKey[dict]()
+
+
+# -- fixed inputs for the results model: progress reports and requests at known times ----------
+
+T0 = 1_800_000_000.0  # epoch seconds of batch 0's start
+
+
+def progress(batch: int, wal: float, trigger: float = 500.0, state_ms: float | None = None) -> dict:
+    """A Spark progress report for batch ``batch`` starting at T0 + batch seconds."""
+    stamp = dt.datetime.fromtimestamp(T0 + batch, dt.timezone.utc).isoformat(timespec="milliseconds")
+    p = {"batchId": batch, "timestamp": stamp.replace("+00:00", "Z"), "numInputRows": 10,
+         "durationMs": {"walCommit": wal, "commitOffsets": wal / 2, "triggerExecution": trigger}}
+    if state_ms is not None:
+        p["stateOperators"] = [{"commitTimeMs": state_ms, "numRowsTotal": 5, "memoryUsedBytes": 1}]
+    return p
+
+
+def event(batch: float, op: str, key: str, ms: float = 2.0, bytes_in: int = 0) -> Event:
+    """A request that started ``batch`` seconds after T0: inside batch N's window (N to N + its
+    triggerExecution) for N plus a few hundredths."""
+    start = T0 + batch
+    return Event(start, start + ms / 1000, "PUT", op, "offsets" if "offsets" in key else "state", "b", key, 200,
+                 bytes_in, 0)
 
 
 def bucket_of(store) -> str:

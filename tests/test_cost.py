@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from ckptbench import cost, metrics, results
+from conftest import event, progress
 from infra.proxy import OPS
-from test_results import event, progress
 
 
 def test_every_operation_has_a_price_tier():

@@ -9,7 +9,6 @@ over all measured batches, warm-up batches counted, a multipart upload counted p
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import re
 import subprocess
@@ -21,30 +20,9 @@ import pytest
 from benchmarks.commit_latency import CommitLatency
 from benchmarks.requests import Requests
 from ckptbench import drift, measure, metrics, results, runs
-from infra.proxy import Event
+from conftest import event, progress
 
 ROOT = Path(__file__).resolve().parent.parent
-T0 = 1_800_000_000.0  # epoch seconds of batch 0's start
-
-
-def progress(batch: int, wal: float, trigger: float = 500.0, state_ms: float | None = None) -> dict:
-    """A Spark progress report for batch ``batch`` starting at T0 + batch seconds."""
-    stamp = dt.datetime.fromtimestamp(T0 + batch, dt.timezone.utc).isoformat(timespec="milliseconds")
-    p = {"batchId": batch, "timestamp": stamp.replace("+00:00", "Z"), "numInputRows": 10,
-         "durationMs": {"walCommit": wal, "commitOffsets": wal / 2, "triggerExecution": trigger}}
-    if state_ms is not None:
-        p["stateOperators"] = [{"commitTimeMs": state_ms, "numRowsTotal": 5, "memoryUsedBytes": 1}]
-    return p
-
-
-def event(batch: float, op: str, key: str, ms: float = 2.0, bytes_in: int = 0) -> Event:
-    """A request that started ``batch`` seconds after T0: inside batch N's window (N to N + its
-    triggerExecution) for N plus a few hundredths."""
-    start = T0 + batch
-    return Event(start, start + ms / 1000, "PUT", op, "offsets" if "offsets" in key else "state", "b", key, 200,
-                 bytes_in, 0)
-
-
 @pytest.fixture
 def record() -> results.Results:
     """Warm-up batch 0, measured batches 1-5 of one run; requests in batches 0, 1, 1, 2, 3 (MPU) and
