@@ -126,9 +126,7 @@ def cmd_bench(args) -> None:
     written = report.write(results)
     print(f"\nHTML: {results / 'html' / 'index.html'}  (asv machine {machine}; "
           f"raw results in {results / 'asv'} and {results / 'raw'})")
-    print(f"report: {written[0]}")
-    for path in written[1:]:
-        print(f"plot: {path}")
+    print(f"report: {written[0]} ({len(written) - 1} figures beside it)")
     if run.returncode:
         raise UsageError("some benchmarks failed: they are marked failed in the HTML; asv's output above says why")
 
@@ -162,6 +160,16 @@ def cmd_cost(args) -> None:
                 print(f"| {record.environment['store']} | {strategy} | {workload} | {per_batch:.1f} | "
                       f"{dollars * 1e6:,.2f} | {cost.per_month(per_batch, trigger):,.0f} | "
                       f"{cost.per_month(dollars, trigger):,.2f} |")
+
+
+def cmd_report(args) -> None:
+    from . import report
+
+    out = Path(args.results).resolve() if args.results else RESULTS
+    if not any((out / "raw").glob("*/environment.json")):
+        raise UsageError(f"no records in {out / 'raw'}: run `make bench` first (or name --results DIR)")
+    written = report.write(out)
+    print(f"report: {written[0]} ({len(written) - 1} figures beside it)")
 
 
 def cmd_drift(args) -> None:
@@ -205,6 +213,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--record", nargs="+", metavar="DIR",
                    help="streaming records (default: every results/raw/*-streaming)")
     c.set_defaults(run=cmd_cost)
+    r = sub.add_parser("report", help="the HTML report (recommendation, tables, figures) from the recorded results")
+    r.add_argument("--results", help="results directory (default: results/ in the repository)")
+    r.set_defaults(run=cmd_report)
     d = sub.add_parser("drift", help="how far every value moved between two runs (say, of the same commit)")
     d.add_argument("a", help="a results directory (bench --results) or an asv result file")
     d.add_argument("b", help="another")

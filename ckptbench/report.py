@@ -1,34 +1,55 @@
-"""A one-page summary and plots of the benchmark results, for people who would rather look.
+"""The report: one self-contained HTML page (``results/report/index.html``) with the
+recommendation per store x workload and its reasons, the tables behind it and the figures.
 
-Reads the records the suite leaves in ``results/raw`` (``ckptbench.results``: the latest
-``streaming``, ``store`` and ``manifest-compaction`` record per store) and computes every number
-with ``ckptbench.metrics``, as the asv benchmarks do, so the report and asv's HTML agree. Writes
-``results/report.md`` and ``results/plots/*.png``.
+Reads the records in ``results/raw`` (``ckptbench.results``: the latest ``streaming``, ``store``
+and ``manifest-compaction`` record per store); every number comes from ``ckptbench.metrics``, as
+the asv benchmarks' do, so the page and asv's HTML agree; the verdict from ``ckptbench.decide``;
+money from ``ckptbench.cost``, labelled a projection wherever it shows. The page embeds its
+figures (also written as PNG files beside it) and its style, so it opens from a file share or a
+CI artifact with no network; it links to asv's pages (``../html/index.html``) for history.
+Rendered with Jinja2 (``templates/report.html``), which escapes everything it inserts.
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import datetime as dt
 from pathlib import Path
 
-import matplotlib
+import jinja2
 
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt
+from . import cost, decide, metrics, plots, results, runs
 
-from . import metrics, results, runs
-
-
-def _value(metric, *args) -> float | None:
-    """A metric, or None where its run failed (the HTML says why)."""
-    try:
-        return metric(*args)
-    except (results.RunFailed, RuntimeError, KeyError, IndexError, ZeroDivisionError):
-        return None
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+TRIGGER_S = 10.0  # the trigger interval money per month is shown at
 
 
-def _of_run(record: results.Results, strategy: str, workload: str, metric, *args, keys: int | None = None):
-    """``metric(run, *args)`` for that run, or None where it failed."""
-    return _value(lambda: metric(record.run(strategy, workload, keys), *args))
+@dataclasses.dataclass
+class Table:
+    caption: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+
+
+@dataclasses.dataclass
+class Figure:
+    path: Path
+    caption: str
+
+    @property
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.path.read_bytes()).decode()
+
+
+@dataclasses.dataclass
+class Section:
+    title: str
+    text: list[str] = dataclasses.field(default_factory=list)
+    tables: list[Table] = dataclasses.field(default_factory=list)
+    figures: list[Figure] = dataclasses.field(default_factory=list)
+    decisions: list[decide.Decision] = dataclasses.field(default_factory=list)
 
 
 def _fmt(value, spec: str = ".0f") -> str:
@@ -37,200 +58,125 @@ def _fmt(value, spec: str = ".0f") -> str:
     return "n/a" if value != value else format(value, spec)
 
 
-def _title(record: results.Results) -> str:
+def _where(record: results.Results) -> str:
     env = record.environment
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
     return (f"{env['describe']}; size {env['size']}, commit {env['commit'][:8] or 'unknown'}, "
             f"{env['created']}; {versions}")
 
 
-def _streaming_section(record: results.Results) -> list[str]:
+def _streaming(name: str, record: results.Results, figures: Path) -> Section:
     plan = record.environment["plan"]
     largest, interval = plan["keys"][-1], plan["compact_interval"]
-    lines = [f"### Streaming ({_title(record)})", "",
-             f"Workload stateful ({plan['keys'][0]} keys), {plan['batches']} measured batches "
-             f"after {plan['warmup']} warm-up; the store's 1 KiB PUT p50 is "
-             f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms.", "",
-             "| strategy | walCommit p50 / p95 (ms) | commitOffsets p50 / p95 (ms) | walCommit / store PUT | "
-             "requests per batch | COPY per PUT | file-sink compaction batch / others | "
-             f"state commit at {largest} keys (ms) |",
-             "|---|---|---|---|---|---|---|---|"]
-
+    section = Section(f"{name}: streaming queries", [
+        f"Measured on {_where(record)}.",
+        f"{plan['batches']} measured batches after {plan['warmup']} warm-up per query; state keys "
+        f"{plan['keys'][0]:,} unless said; the store's own 1 KiB PUT p50 is "
+        f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms (proxy-timed, same run)."])
+    section.decisions = [decide.decide(record, workload, TRIGGER_S) for workload in plan["workloads"]]
+    rows = []
     for strategy in record.strategies():
         def stateful(metric, *args, keys=None, strategy=strategy):
-            return _of_run(record, strategy, "stateful", metric, *args, keys=keys)
+            return plots._of_run(record, strategy, "stateful", metric, *args, keys=keys)
 
-        lines.append(
-            f"| {strategy} | {_fmt(stateful(metrics.duration_percentile, 'walCommit', 50))} / "
-            f"{_fmt(stateful(metrics.duration_percentile, 'walCommit', 95))} | "
+        rows.append([
+            strategy,
+            f"{_fmt(stateful(metrics.duration_percentile, 'walCommit', 50))} / "
+            f"{_fmt(stateful(metrics.duration_percentile, 'walCommit', 95))}",
             f"{_fmt(stateful(metrics.duration_percentile, 'commitOffsets', 50))} / "
-            f"{_fmt(stateful(metrics.duration_percentile, 'commitOffsets', 95))} | "
-            f"{_fmt(stateful(lambda run: metrics.wal_commit_in_store_puts(record, run)), '.1f')}x | "
-            f"{_fmt(stateful(metrics.requests_per_batch), '.1f')} | {_fmt(stateful(metrics.per_put, 'COPY'), '.2f')} | "
-            f"{_fmt(_of_run(record, strategy, 'file_sink', metrics.compaction_ratio, interval), '.1f')}x | "
-            f"{_fmt(stateful(metrics.state_commit_percentile, 50, keys=largest))} |")
-    return [*lines, ""]
+            f"{_fmt(stateful(metrics.duration_percentile, 'commitOffsets', 95))}",
+            f"{_fmt(stateful(lambda run: metrics.wal_commit_in_store_puts(record, run)), '.1f')}x",
+            _fmt(stateful(metrics.requests_per_batch), ".1f"),
+            _fmt(stateful(metrics.per_put, "COPY"), ".2f"),
+            f"{_fmt(plots._of_run(record, strategy, 'file_sink', metrics.compaction_ratio, interval), '.1f')}x",
+            _fmt(stateful(metrics.state_commit_percentile, 50, keys=largest))])
+    section.tables.append(Table(
+        "The stateful workload, per strategy",
+        ["strategy", "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", "walCommit / store PUT",
+         "requests per batch", "COPY per PUT", "file-sink compaction batch / others",
+         f"state commit at {largest:,} keys (ms)"], rows,
+        "Latencies are Spark's own (progress durationMs); requests are counted by the metering proxy, a mean "
+        "over the measured batches."))
+    section.figures = [
+        Figure(plots.latency(name, record, "stateful", figures / f"{name}-latency.png"),
+               "Commit latency per batch, every measured batch (log scale)."),
+        Figure(plots.requests_by_area(name, record, "stateful", figures / f"{name}-requests.png"),
+               "Requests per batch by checkpoint area and by operation."),
+        Figure(plots.compaction(name, record, figures / f"{name}-compaction.png"),
+               "Compacted logs: N.compact size and batch time against batch number."),
+        Figure(plots.state(name, record, figures / f"{name}-state.png"),
+               "State checkpoint cost against the state written per batch.")]
+    return section
 
 
-def _store_section(record: results.Results) -> list[str]:
+def _store(name: str, record: results.Results) -> Section:
     ops = [op for op in runs.FLOOR_OPS if len(metrics.samples(record, "floor", op))]
     fit = metrics.copy_fit(record)
     if fit["moves_data"]:
         copy = (f"COPY moves the data: {fit['mb_per_s']:.0f} MB/s fitted "
-                f"({fit['ms_per_mib']:.2f} ms/MiB, r² {fit['r2']:.2f})")
+                f"({fit['ms_per_mib']:.2f} ms/MiB, r² {fit['r2']:.2f}).")
     else:
         copy = (f"COPY does not move the data: its per-MiB cost is {fit['share_of_put']:.0%} of a PUT's "
-                f"({fit['ms_per_mib']:.2f} vs {fit['put_ms_per_mib']:.2f} ms/MiB), so no throughput is fitted")
-    def row(q):
-        return f"| p{q} (ms) | " + " | ".join(_fmt(metrics.floor_percentile(record, op, q), ".1f") for op in ops) + " |"
+                f"({fit['ms_per_mib']:.2f} vs {fit['put_ms_per_mib']:.2f} ms/MiB), so no throughput is fitted; "
+                "a rename measured on this store says nothing about AWS S3, where a COPY moves the bytes.")
+    return Section(f"{name}: the store on its own", [
+        f"Measured on {_where(record)}.",
+        f"The metering proxy adds {metrics.proxy_added_ms(record, 'PUT'):.2f} ms to a 1 KiB PUT "
+        f"({metrics.proxy_added_pct_of_put(record, 'PUT'):.1f}% of the direct PUT's median, paired requests in the "
+        f"same run) and {metrics.proxy_added_ms(record, 'HEAD'):.2f} ms to a HEAD.", copy],
+        [Table("Latency per request, 1 KiB objects, timed by the proxy", ["", *ops],
+               [[f"p{q} (ms)", *(_fmt(metrics.floor_percentile(record, op, q), ".1f") for op in ops)]
+                for q in (50, 95)])])
 
-    return [f"### The store on its own ({_title(record)})", "",
-            "| | " + " | ".join(ops) + " |", "|---|" + "---|" * len(ops), row(50), row(95), "",
-            f"Metering proxy adds {metrics.proxy_added_ms(record, 'PUT'):.2f} ms to a PUT "
-            f"({metrics.proxy_added_pct_of_put(record, 'PUT'):.1f}% of the direct PUT median) and "
-            f"{metrics.proxy_added_ms(record, 'HEAD'):.2f} ms to a HEAD.", "", copy + ".", ""]
 
-
-def _manifest_section(record: results.Results) -> list[str]:
+def _history(name: str, record: results.Results, figures: Path) -> Section:
     shape = record.environment["plan"]
-    lines = [f"### Compaction against history ({_title(record)})", "",
-             f"The manifest strategy's offsets log (retaining {shape['retain']} batches) against Spark's "
-             f"_spark_metadata log, compacting every {shape['interval']}; compaction time is store-side "
-             f"(the proxy's), p50 of the last {shape['tail']} compactions.", "",
-             "| batches | manifest compact (KiB) | live entries | pending garbage | compaction (ms) | "
-             "Spark compact (KiB) | entries | compaction (ms) |",
-             "|---|---|---|---|---|---|---|---|"]
-
-    def last(batches, log, field, scale=1):
-        return _value(lambda: metrics.history_last(record, batches, log, field) / scale)
-
+    rows = []
     for batches in shape["batches"]:
-        lines.append(
-            f"| {batches} | {_fmt(last(batches, 'manifest', 'bytes', 1024), '.1f')} | "
-            f"{_fmt(last(batches, 'manifest', 'entries'))} | {_fmt(last(batches, 'manifest', 'garbage_staged'))} | "
-            f"{_fmt(_value(metrics.history_tail_ms, record, batches, 'manifest'), '.1f')} | "
-            f"{_fmt(last(batches, 'spark', 'bytes', 1024), '.1f')} | {_fmt(last(batches, 'spark', 'entries'))} | "
-            f"{_fmt(_value(metrics.history_tail_ms, record, batches, 'spark'), '.1f')} |")
-    return [*lines, ""]
+        def last(log, field, scale=1, batches=batches):
+            return plots._value(lambda: metrics.history_last(record, batches, log, field) / scale)
 
-
-def _plot_copy(stores: dict[str, dict[str, results.Results]], path: Path) -> Path | None:
-    stored = {name: kinds["store"] for name, kinds in stores.items() if "store" in kinds}
-    if not stored:
-        return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, record in stored.items():
-        sizes = metrics.copy_sizes(record)
-        x = [size / 2**20 for size in sizes]
-        fit = metrics.copy_fit(record)
-        note = f"{fit['mb_per_s']:.0f} MB/s" if fit["moves_data"] else "does not move the bytes"
-        emulator = ", emulator" if record.environment["emulator"] else ""
-        line, = ax.plot(x, [metrics.copy_percentile(record, "COPY", s, 50) for s in sizes], "o-",
-                        label=f"{name} COPY ({note}{emulator})")
-        ax.plot(x, [metrics.copy_percentile(record, "PUT", s, 50) for s in sizes], "s--", color=line.get_color(),
-                alpha=0.5, label=f"{name} PUT")
-    ax.set(xscale="log", yscale="log", xlabel="object size (MiB)", ylabel="p50 (ms, proxy-timed)",
-           title="Server-side COPY (a rename's cost) against object size")
-    ax.legend(fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    return _save(fig, path)
-
-
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def _plot_compaction(name: str, record: results.Results, path: Path) -> Path:
-    interval = record.environment["plan"]["compact_interval"]
-    fig, axes = plt.subplots(2, len(runs.LOGS), figsize=(11, 7), squeeze=False)
-    for col, (log, workload) in enumerate(runs.LOGS.items()):
-        size_ax, time_ax = axes[0][col], axes[1][col]
-        for strategy in record.strategies():
-            run = _value(record.run, strategy, workload)
-            if run is None:
-                continue
-            sizes = metrics.compacts(run, log, interval)
-            size_ax.plot([n for n, _ in sizes], [b / 1024 for _, b in sizes], "o-", label=strategy)
-            time_ax.plot(run.batches.batch_id, run.batches.triggerExecution, ".-", label=strategy)
-        size_ax.set(title=f"{log} ({workload}): N.compact size", xlabel="batch N", ylabel="KiB")
-        time_ax.set(title=f"{workload}: batch time (compaction every {interval})", xlabel="batch",
-                    ylabel="triggerExecution (ms)")
-        for ax in (size_ax, time_ax):
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=8)
-    fig.suptitle(f"Compaction on {name}" + (" (emulator)" if record.environment["emulator"] else ""))
-    return _save(fig, path)
-
-
-def _plot_state(name: str, record: results.Results, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for strategy in record.strategies():
-        points = [(_of_run(record, strategy, "stateful", metrics.mib_sent_per_batch_median, ["state"], keys=keys),
-                   _of_run(record, strategy, "stateful", metrics.state_commit_percentile, 50, keys=keys))
-                  for keys in record.environment["plan"]["keys"]]
-        points = [p for p in points if None not in p]
-        if points:
-            ax.plot(*zip(*points, strict=True), "o-", label=strategy)
-    ax.set(xscale="log", xlabel="state written per batch (MiB)", ylabel="state store commit p50 (ms, Spark)",
-           title=f"State checkpoint cost against state size on {name}"
-                 + (" (emulator)" if record.environment["emulator"] else ""))
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
-
-
-def _plot_manifest_compaction(name: str, record: results.Results, path: Path) -> Path:
-    """Compact bytes and compaction time against batch number, manifest vs Spark, for the longest history."""
-    from .histories import SPARK_LOG_STRATEGY
-
-    shape = record.environment["plan"]
-    longest = max(shape["batches"])
-    series = {f"manifest (offsets log, retains {shape['retain']})": "manifest",
-              f"Spark FileStreamSinkLog (_spark_metadata, on {SPARK_LOG_STRATEGY})": "spark"}
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
-    for label, log in series.items():
-        compactions = metrics.history_compactions(record, longest, log)
-        top.plot(compactions.batch, compactions.bytes / 1024, marker=".", label=label)
-        bottom.plot(compactions.batch, compactions.ms, marker=".", label=label)
-    top.set_ylabel("compact object (KiB)")
-    bottom.set_ylabel("compaction: store-side time (ms)")
-    bottom.set_xlabel("batch")
-    top.legend()
-    kind = "an emulator" if record.environment["emulator"] else "a real store"
-    top.set_title(f"Compaction against history: {name} ({kind}), size {record.environment['size']}", fontsize=10)
-    bottom.text(0.01, 0.97, "manifest: LIST + bulk DELETE + compact PUT + hint PUT;\n"
-                "Spark: every request of the compaction batch's add",
-                transform=bottom.transAxes, va="top", fontsize=8)
-    return _save(fig, path)
+        rows.append([f"{batches:,}", _fmt(last("manifest", "bytes", 1024), ".1f"), _fmt(last("manifest", "entries")),
+                     _fmt(last("manifest", "garbage_staged")),
+                     _fmt(plots._value(metrics.history_tail_ms, record, batches, "manifest"), ".1f"),
+                     _fmt(last("spark", "bytes", 1024), ".1f"), _fmt(last("spark", "entries")),
+                     _fmt(plots._value(metrics.history_tail_ms, record, batches, "spark"), ".1f")])
+    return Section(f"{name}: compaction against history", [
+        f"Measured on {_where(record)}.",
+        f"The manifest strategy's offsets log (retaining {shape['retain']} batches) against Spark's _spark_metadata "
+        f"log, compacting every {shape['interval']}; compaction time is store-side (the proxy's), p50 of the last "
+        f"{shape['tail']} compactions."],
+        [Table("Compaction at the end of each history",
+               ["batches", "manifest compact (KiB)", "live entries", "pending garbage", "compaction (ms)",
+                "Spark compact (KiB)", "entries", "compaction (ms)"], rows)],
+        [Figure(plots.manifest_compaction(name, record, figures / f"{name}-manifest-compaction.png"),
+                "Compact size and compaction time against batch number, for the longest history.")])
 
 
 def write(out: Path) -> list[Path]:
-    """Write ``out/report.md`` and the plots from the records in ``out/raw``; returns their paths,
-    the report first."""
+    """Write ``out/report/index.html`` and its figures from the records in ``out/raw``; returns
+    their paths, the page first."""
     stores = results.read_all(out / "raw")
-    plots = out / "plots"
-    plots.mkdir(parents=True, exist_ok=True)
-    lines = ["# ckptbench results", "",
-             "Written by `python -m ckptbench bench` from the records in `results/raw`; the "
-             "same numbers, with history, are in asv's HTML (`results/html`), one asv machine per store.", ""]
-    paths = [p for p in [_plot_copy(stores, plots / "copy.png")] if p]
+    page = out / "report"
+    figures = page / "plots"
+    figures.mkdir(parents=True, exist_ok=True)
+    sections = []
+    copy_plot = plots.copy(stores, figures / "copy.png")
     for name, kinds in stores.items():
-        lines += [f"## {name}", ""]
-        if "store" in kinds:
-            lines += _store_section(kinds["store"])
         if "streaming" in kinds:
-            record = kinds["streaming"]
-            lines += _streaming_section(record)
-            paths += [_plot_compaction(name, record, plots / f"{name}-compaction.png"),
-                      _plot_state(name, record, plots / f"{name}-state.png")]
+            sections.append(_streaming(name, kinds["streaming"], figures))
+        if "store" in kinds:
+            sections.append(_store(name, kinds["store"]))
         if "manifest-compaction" in kinds:
-            lines += _manifest_section(kinds["manifest-compaction"])
-            paths.append(_plot_manifest_compaction(name, kinds["manifest-compaction"],
-                                                   plots / f"{name}-manifest-compaction.png"))
-    lines += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in paths]
-    report = out / "report.md"
-    report.write_text("\n".join(lines) + "\n")
-    return [report, *paths]
+            sections.append(_history(name, kinds["manifest-compaction"], figures))
+    if copy_plot:
+        sections.append(Section("Rename cost on every store", figures=[
+            Figure(copy_plot, "Server-side COPY (a rename's cost) and PUT against object size.")]))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    html = env.get_template("report.html").render(
+        sections=sections, cost_caption=cost.caption(), trigger_s=TRIGGER_S, decide_doc=decide.__doc__,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), fmt=_fmt)
+    index = page / "index.html"
+    index.write_text(html)
+    return [index, *sorted(figures.glob("*.png"))]

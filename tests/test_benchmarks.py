@@ -57,10 +57,11 @@ def test_every_benchmark_produces_a_number(tmp_path):
     assert not missing, f"benchmarks without a number: {missing}\n{output[-3000:]}"
 
     assert (results / "html" / "index.html").is_file()
-    assert (results / "report.md").is_file()
-    assert {p.name for p in (results / "plots").glob("*.png")} >= {"copy.png", "embedded-compaction.png",
-                                                                   "embedded-state.png",
-                                                                   "embedded-manifest-compaction.png"}
+    page = (results / "report" / "index.html").read_text()
+    assert "stateful on embedded: <strong>run <code>" in page, page[:3000]
+    assert {p.name for p in (results / "report" / "plots").glob("*.png")} >= {
+        "copy.png", "embedded-compaction.png", "embedded-state.png", "embedded-manifest-compaction.png",
+        "embedded-latency.png", "embedded-requests.png"}
 
     # The run against itself: every value found in both, none moved.
     drift = subprocess.run([sys.executable, "-m", "ckptbench", "drift", str(results), str(run)], cwd=ROOT,

@@ -1,0 +1,80 @@
+"""The recommendation follows the measured numbers: fed fixed records, it picks by the documented
+rule, and changing a number changes the verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from ckptbench import decide, results
+from conftest import event, progress
+
+
+def record(wal_ms: dict[str, float], puts: dict[str, int]) -> results.Results:
+    """A stateful run per strategy: 3 measured batches with walCommit ``wal_ms[s]`` (commitOffsets
+    half that) and ``puts[s]`` PUTs per batch."""
+    recorder = results.Recorder()
+    for strategy, wal in wal_ms.items():
+        run = recorder.add_run(strategy, "stateful", 10, "p")
+        batches = [progress(b, wal) for b in (1, 2, 3)]
+        recorder.add_batches(run, "measured", batches)
+        recorder.add_requests(run, [event(b + 0.01 * (i + 1), "PUT", f"p/offsets/{b}")
+                                    for b in (1, 2, 3) for i in range(puts[strategy])], batches)
+    return recorder.results({"store": "ceph", "plan": {"keys": [10]}})
+
+
+BASE = {"rename": 120.0, "direct": 34.0, "conditional": 12.0, "manifest": 16.0}
+PUTS = {"rename": 25, "direct": 5, "conditional": 2, "manifest": 3}
+
+
+def test_the_fastest_that_refuses_a_second_writer():
+    d = decide.decide(record(BASE, PUTS), "stateful")
+    assert d.recommended == "conditional"
+    assert d.reasons[0].startswith("commits a batch in 18 ms (p50; p95 18 ms), the fastest of the strategies that "
+                                   "refuse a second writer")
+    notes = {c.strategy: c.note for c in d.candidates}
+    assert notes["manifest"] == "slower: 24 ms against 18 ms per batch's commits"
+    assert notes["direct"] == notes["rename"] == "a second writer on its checkpoint goes undetected"
+
+
+def test_within_the_tie_the_cheaper_wins():
+    d = decide.decide(record({**BASE, "manifest": 12.5}, {**PUTS, "conditional": 4}), "stateful")
+    assert d.recommended == "manifest"
+    assert "within 10% of the fastest and the cheapest" in d.reasons[0]
+    assert next(c for c in d.candidates if c.strategy == "conditional").note.startswith("as fast (within 10%) but dearer")
+
+
+def test_a_strategy_that_broke_exactly_once_is_out():
+    safety = {"conditional": decide.Safety(cycles=50, lost=3), "manifest": decide.Safety(cycles=50)}
+    d = decide.decide(record(BASE, PUTS), "stateful", safety=safety)
+    assert d.recommended == "manifest"
+    assert next(c for c in d.candidates if c.strategy == "conditional").out == (
+        "it broke exactly-once in the crash lab: 0 rows duplicated, 3 lost in 50 crash cycles")
+    assert "exactly-once held through 50 crash cycles (0 rows lost or duplicated)" in d.reasons
+
+
+def test_what_the_store_cannot_run_is_never_recommended():
+    refused = "it ignores If-None-Match: * (a second PUT of a key got 200)"
+    runnable = {"rename": None, "direct": None, "conditional": refused, "manifest": refused}
+    d = decide.decide(record(BASE, PUTS), "stateful", runnable=runnable)
+    assert d.recommended == "direct"
+    assert "no strategy here refuses a second writer" in " ".join(d.reasons)
+    assert {c.strategy: c.out for c in d.candidates}["manifest"] == f"the store cannot run it: {refused}"
+
+
+def test_a_measured_silent_damage_outranks_the_promise():
+    safety = {"conditional": decide.Safety(two_writer="silent-damage"), "manifest": decide.Safety(two_writer="clean-error")}
+    assert decide.decide(record(BASE, PUTS), "stateful", safety=safety).recommended == "manifest"
+
+
+def test_no_candidate_left():
+    runnable = dict.fromkeys(BASE, "the bucket is read-only")
+    d = decide.decide(record(BASE, PUTS), "stateful", runnable=runnable)
+    assert d.recommended is None and d.reasons[0].startswith("no strategy can be recommended")
+
+
+def test_cost_is_a_labelled_projection():
+    d = decide.decide(record(BASE, PUTS), "stateful", trigger_s=10)
+    # 2 PUTs a batch, $0.005 per 1,000, 259,200 batches a month.
+    assert d.reasons[1] == ("2.0 billable requests per batch: $2.59 a month at one batch every 10 s "
+                            "(projection at AWS S3 list prices)")
+    assert next(c for c in d.candidates if c.strategy == "conditional").dollars_per_month == pytest.approx(2.592)
