@@ -143,4 +143,7 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
         reasons.append("the store probe found everything it needs")
     else:
         reasons.append("the store was not probed")
+    if record.environment.get("emulator"):
+        reasons.insert(0, "measured on an emulator: its latencies say nothing about a real store (the request "
+                          "counts and their cost carry over)")
     return Decision(record.environment["store"], workload, chosen.strategy, reasons, candidates)
