@@ -58,7 +58,7 @@ final class Backoff {
             + " leaving a partial checkpoint file visible: " + last.getMessage(), last);
   }
 
-  private static void sleep(long ms) {
+  static void sleep(long ms) {
     try {
       Thread.sleep(ms);
     } catch (InterruptedException e) {

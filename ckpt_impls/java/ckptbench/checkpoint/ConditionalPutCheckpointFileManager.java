@@ -19,7 +19,7 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *
  * <p>Talks to the S3 API directly (with the client S3A configured for the bucket) instead of
  * through S3A's directory emulation, so a checkpoint file costs one PUT plus Spark's own
- * existence check.
+ * existence check (and one HEAD after a 412, see below).
  *
  * <p>Guarantees:
  * <ul>
@@ -28,6 +28,15 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *   <li>{@code overwriteIfPossible=false} is enforced by the store in the same request: a 412
  *       becomes {@code FileAlreadyExistsException} and the old content stays. Two writers can
  *       never both create one file.</li>
+ *   <li>A PUT whose answer was lost (the store applied it, the connection broke) is retried by
+ *       the SDK and gets 412 for this very write. The PUT carries a write id as user metadata;
+ *       after a 412, and only then, one HEAD compares it, and when it is this write's the close
+ *       succeeds. On a store that drops user metadata that case still fails with
+ *       {@code FileAlreadyExistsException} although the file is whole and holds the bytes
+ *       written: Spark stops the query as if another query wrote the checkpoint, and a restart
+ *       reads the file. AWS's 409 (conflicting conditional writes in progress) is retried a
+ *       bounded number of times ({@code ckptbench.conditionalPut.conflict.*}), then fails as an
+ *       {@code IOException}. See {@link S3ObjectStore}.</li>
  *   <li>At start it checks, once per store and bucket in this JVM, that the store honours the
  *       header (a second conditional PUT of a probe key must fail) and refuses to start if not,
  *       rather than silently losing the guarantee.</li>

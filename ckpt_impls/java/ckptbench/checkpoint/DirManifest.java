@@ -5,6 +5,7 @@ import java.net.URLDecoder;
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -327,12 +328,28 @@ final class DirManifest {
         return;
       }
       long seq = lastSeq + 1;
+      byte[] record = encodeRecord(seq, ops);
       long sentAt = System.nanoTime();
       try {
-        store.put(recordKey(seq), encodeRecord(seq, ops), true);
+        store.put(recordKey(seq), record, true);
       } catch (S3ObjectStore.KeyExistsException taken) {
+        // Another writer's record, as a rule: S3ObjectStore already took a 412 for our own
+        // earlier attempt (answer lost, PUT retried) when the store kept the write id. On a store
+        // that drops user metadata it cannot; the record's bytes still tell, since a put names a
+        // staged key no other write uses, and another writer's identical record is the same
+        // change on the same history. The GET is the one catching up would send anyway.
+        byte[] existing = store.getIfExists(recordKey(seq));
+        if (existing != null) {
+          apply(seq, parseRecord(seq, existing));
+        }
         refresh();
-        continue;
+        if (!Arrays.equals(record, existing)) {
+          continue;
+        }
+        if (lastSeq - compactThrough >= settings.compactInterval) {
+          compact();
+        }
+        return;
       }
       apply(seq, ops);
       // Record seq + 1 can only be written after ours, which did not exist at sentAt.

@@ -36,6 +36,14 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *       if another writer took the record number first, the writer catches up and decides again,
  *       so two writers can never both create one file, and a refused write leaves the old
  *       content ({@code FileAlreadyExistsException}).</li>
+ *   <li>A record PUT whose answer was lost (the store applied it, the connection broke) is
+ *       retried by the SDK and gets 412 for the writer's own record. It is taken as written: by
+ *       its write id (one HEAD, only after a 412, see {@link S3ObjectStore}) or, on a store that
+ *       drops user metadata, by the record's bytes, which name a staged key no other write uses.
+ *       Taken as another's, it would make the writer refuse its own file and delete its staged
+ *       bytes, leaving a listed file that cannot be read. A compact's lost answer is likewise
+ *       taken as written, or adopted as the same compact (its hint then repaired by the next
+ *       load).</li>
  *   <li>{@code open}, {@code exists} and {@code list} never LIST the store: they follow the
  *       manifest's records by number. {@code delete} records a removal (a missing path is no
  *       error); deleting a directory empties it, subdirectories first, then removes it.</li>
@@ -51,7 +59,8 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * <p>Requests per checkpoint file, once a directory's view is loaded: {@code exists} 1 GET (the
  * next record, a 404); {@code createAtomic} + {@code close} 2 PUTs (staged object, record), so
  * Spark's {@code HDFSMetadataLog.add} costs 3; {@code open} 2 GETs (next record, staged object);
- * {@code delete} 1 GET + 1 PUT. Each record other writers added since costs one more GET. Every
+ * {@code delete} 1 GET + 1 PUT. Each record other writers added since costs one more GET, and a
+ * record number another writer took first one more HEAD (the 412's write-id check). Every
  * {@code compactInterval} records the publishing writer adds a LIST of the staged objects, at
  * most one bulk DELETE per 1000 keys, a PUT of the compact and a PUT of the hint. Loading a view
  * (a new instance, or one idle for half the cleanup delay) costs the hint, the compact, a probe

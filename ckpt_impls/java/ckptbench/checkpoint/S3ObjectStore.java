@@ -29,6 +29,25 @@ import org.apache.hadoop.fs.s3a.S3AFileSystem;
  * One bucket seen through the plain S3 API (no directory emulation), with the client, endpoint,
  * credentials and signer of the S3A filesystem configured for that bucket, so a strategy that
  * talks S3 directly needs no settings of its own. Keys are the path without its leading slash.
+ *
+ * <p>Create-only PUTs ({@code If-None-Match: *}, every conditional write of the strategies goes
+ * through {@link #put}) survive a lost answer. When the store applied a PUT but the connection
+ * broke before its answer arrived, the SDK (v1) sends the same PUT again by itself: it retries any
+ * attempt that failed with an {@code IOException}, up to {@code fs.s3a.attempts.maximum} times
+ * (S3A 3.3.1: 10), when the body can be reset, as an in-memory one can. That retry meets the
+ * object its own first attempt wrote and gets 412. So each create-only PUT carries a fresh write
+ * id as user metadata ({@code x-amz-meta-ckptbench-write-id}, the same on every attempt of one
+ * write), and after a 412, and only then, one HEAD reads the key's id: ours means the write
+ * succeeded; another id, or none, means another writer's object ({@link KeyExistsException}).
+ * The normal path sends no extra request.
+ *
+ * <p>What remains: a store that does not keep user metadata on a conditional PUT shows no id, so
+ * there a lost answer still looks like another writer's object ({@link KeyExistsException}) for
+ * callers that cannot tell otherwise. Ceph RGW 16.2 and moto 5.2 keep it (tested through a relay
+ * that loses the answer). A 409 (AWS's {@code ConditionalRequestConflict}: another conditional
+ * write of the key in progress) is retried with growing delays, settings
+ * {@code ckptbench.conditionalPut.conflict.attempts} (default 5), {@code .initialDelayMs} (100),
+ * {@code .maxDelayMs} (5000), then fails as an {@code IOException}.
  */
 final class S3ObjectStore {
 
@@ -39,7 +58,11 @@ final class S3ObjectStore {
     }
   }
 
-  private static final String WRITER = "ckptbench-writer";
+  /** User metadata (header {@code x-amz-meta-ckptbench-write-id}) naming a create-only PUT. */
+  static final String WRITE_ID = "ckptbench-write-id";
+
+  /** Hadoop settings prefix of {@link #conflictRetry}: {@code .attempts}, {@code .initialDelayMs}, {@code .maxDelayMs}. */
+  static final String CONFLICT_RETRY = "ckptbench.conditionalPut.conflict";
 
   /** Endpoints (and buckets) already shown to honour {@code If-None-Match: *} in this JVM. */
   private static final Map<String, Boolean> PROBED = new ConcurrentHashMap<>();
@@ -47,9 +70,12 @@ final class S3ObjectStore {
   final S3AFileSystem fs;
   final AmazonS3 s3;
   final String bucket;
+  /** Attempts and delays of a create-only PUT answered 409. */
+  private final Backoff conflictRetry;
 
-  private S3ObjectStore(S3AFileSystem fs) {
+  private S3ObjectStore(S3AFileSystem fs, Backoff conflictRetry) {
     this.fs = fs;
+    this.conflictRetry = conflictRetry;
     this.s3 = fs.getAmazonS3ClientForTesting("ckptbench: S3 requests outside S3A's directory emulation");
     this.bucket = fs.getBucket();
   }
@@ -61,7 +87,7 @@ final class S3ObjectStore {
           + " an s3a:// checkpoint location, not " + path + "; use 'direct' or 'rename' for"
           + " other filesystems");
     }
-    return new S3ObjectStore((S3AFileSystem) fs);
+    return new S3ObjectStore((S3AFileSystem) fs, Backoff.fromConf(conf, CONFLICT_RETRY));
   }
 
   /** The endpoint this bucket is reached through, for messages and per-store caches. */
@@ -85,33 +111,61 @@ final class S3ObjectStore {
   /**
    * PUT {@code bytes} at {@code key}. With {@code createOnly} the PUT carries
    * {@code If-None-Match: *}: the store itself refuses it (412) when the key exists, in the same
-   * request, so two writers can never both create one key.
+   * request, so two writers can never both create one key; that refusal raises
+   * {@link KeyExistsException}.
+   *
+   * <p>A create-only PUT also carries a fresh write id as user metadata ({@value #WRITE_ID}), the
+   * same on every attempt of this call. If the store applied an attempt whose answer was lost
+   * (connection reset), the SDK retries the PUT and gets 412 for this very write; so on a 412
+   * one HEAD reads the key's write id, and if it is ours the write succeeded. Another id, or none,
+   * is another writer's object. A 409 (AWS's ConditionalRequestConflict: another conditional
+   * write of the key is in progress) is retried with {@link #conflictRetry}'s delays; if it
+   * persists this raises a plain {@link IOException}, not {@link KeyExistsException}, since
+   * neither write may have happened.
    */
   void put(String key, byte[] bytes, boolean createOnly) throws IOException {
-    // Tagging each PUT lets a 412 caused by the SDK retrying our own PUT, whose first attempt
-    // did land, be told apart from another writer's object.
-    String writer = UUID.randomUUID().toString();
+    String writeId = createOnly ? UUID.randomUUID().toString() : null;
+    long delay = conflictRetry.initialDelayMs;
+    for (int attempt = 1; ; attempt++) {
+      try {
+        s3.putObject(putRequest(key, bytes, writeId));
+        return;
+      } catch (AmazonS3Exception e) {
+        if (createOnly && e.getStatusCode() == 412) {
+          if (writeId.equals(writeIdOf(key))) {
+            return; // our own earlier attempt landed; the SDK's retry of it was refused
+          }
+          throw new KeyExistsException("s3a://" + bucket + "/" + key + " already exists");
+        }
+        if (createOnly && e.getStatusCode() == 409 && attempt < conflictRetry.attempts) {
+          Backoff.sleep(delay);
+          delay = Math.min(delay * 2, conflictRetry.maxDelayMs);
+          continue;
+        }
+        if (createOnly && e.getStatusCode() == 409) {
+          throw new IOException("Conditional PUT s3a://" + bucket + "/" + key + " still conflicted"
+              + " with another conditional write of the key after " + attempt + " attempts (409 "
+              + e.getErrorCode() + "); raise " + CONFLICT_RETRY + ".attempts", e);
+        }
+        throw translate("PUT", key, e);
+      } catch (AmazonClientException e) {
+        throw translate("PUT", key, e);
+      }
+    }
+  }
+
+  /** A fresh request per attempt (its own stream of {@code bytes}); {@code writeId} null: unconditional. */
+  private PutObjectRequest putRequest(String key, byte[] bytes, String writeId) {
     ObjectMetadata meta = new ObjectMetadata();
     meta.setContentLength(bytes.length);
-    meta.addUserMetadata(WRITER, writer);
+    if (writeId != null) {
+      meta.addUserMetadata(WRITE_ID, writeId);
+    }
     PutObjectRequest req = new PutObjectRequest(bucket, key, new ByteArrayInputStream(bytes), meta);
-    if (createOnly) {
+    if (writeId != null) {
       req.putCustomRequestHeader("If-None-Match", "*");
     }
-    try {
-      s3.putObject(req);
-    } catch (AmazonS3Exception e) {
-      // 412: the key exists. 409: AWS's answer to a conditional PUT racing another one.
-      if (createOnly && (e.getStatusCode() == 412 || e.getStatusCode() == 409)) {
-        if (writer.equals(writerOf(key))) {
-          return;
-        }
-        throw new KeyExistsException("s3a://" + bucket + "/" + key + " already exists");
-      }
-      throw translate("PUT", key, e);
-    } catch (AmazonClientException e) {
-      throw translate("PUT", key, e);
-    }
+    return req;
   }
 
   /**
@@ -154,10 +208,10 @@ final class S3ObjectStore {
     }
   }
 
-  /** The writer tag of {@code key}, or null when it is missing or untagged. */
-  private String writerOf(String key) throws IOException {
+  /** The write id of {@code key} (one HEAD), or null when the key is missing or has none. */
+  private String writeIdOf(String key) throws IOException {
     try {
-      return s3.getObjectMetadata(bucket, key).getUserMetaDataOf(WRITER);
+      return s3.getObjectMetadata(bucket, key).getUserMetaDataOf(WRITE_ID);
     } catch (AmazonS3Exception e) {
       if (e.getStatusCode() == 404) {
         return null;
