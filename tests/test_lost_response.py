@@ -20,10 +20,10 @@ import urllib.parse
 import uuid
 
 import pytest
-from conftest import CheckpointFiles, java_class
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
+from conftest import CheckpointFiles, java_class
 
 WRITE_ID = "ckptbench-write-id"
 _HEAD_END = b"\r\n\r\n"
