@@ -88,6 +88,7 @@ def publish_fixture(dest: Path) -> Path:
     from asv import util
 
     commits = list(reversed(_git("rev-list", "--first-parent", "-n", "2", "HEAD").split()))
+    assert len(commits) == 2, "the fixture lays its results on the last two commits: a shallow clone has one"
     results = dest / "asv"
     (results / MACHINE).mkdir(parents=True)
     shutil.copyfile(FIXTURE / "benchmarks.json", results / "benchmarks.json")
@@ -97,7 +98,7 @@ def publish_fixture(dest: Path) -> Path:
         result = copy.deepcopy(recorded)
         result.update(commit_hash=commit, date=recorded["date"] - age * 86_400_000)
         result["params"]["machine"] = MACHINE
-        if age == 0 and len(commits) > 1:  # the newer commit: everything 3x, a regression to show
+        if age == 0:  # the newer commit: everything 3x, a regression to show
             for value in result["results"].values():
                 value[0] = [v * 3 if isinstance(v, (int, float)) else v for v in value[0]]
         (results / MACHINE / f"{commit[:8]}-{result['env_name']}.json").write_text(json.dumps(result))
@@ -233,3 +234,15 @@ def test_the_check_fails_on_asv_pages_as_published(chrome, pages, server, shots,
     with pytest.raises(AssertionError, match="asv's error page"):
         assert_opens_offline(page)
     assert any("net::ERR_PROXY_CONNECTION_FAILED" in failed for failed in page.failed_requests), page.failed_requests
+
+
+def test_a_vendored_script_that_defines_nothing_sends_to_asvs_error_page(chrome, pages, tmp_path, shots):
+    """The loaded-but-empty case asv's onerror= cannot see: ckptbench-offline.js checks the globals."""
+    broken = tmp_path / "broken"
+    shutil.copytree(pages["offline"], broken)
+    (broken / "vendor" / "stupid-table-plugin" / "stupidtable.min.js").write_text("/* emptied */\n")
+    page = chrome.check_page(broken / "index.html", screenshot=shots / "emptied-stupidtable.png",
+                             ready=ON_ERROR_PAGE, timeout=15)
+    assert page.location.endswith("/error.html"), page
+    assert any("missing $.fn.stupidtable" in error for error in page.console_errors), page.console_errors
+    assert "copy that folder along with the pages" in (broken / "error.html").read_text()
