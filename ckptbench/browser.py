@@ -284,7 +284,8 @@ class Chromium:
 
     def check_page(self, page: Path | str, screenshot: Path | None = None, ready: str | None = None,
                    action: str | None = None, timeout: float = 30, settle: float = 0.5) -> PageCheck:
-        """Load ``page`` (a file path or a URL) in a new tab and report what went wrong.
+        """Load ``page`` (a file path, or a URL: ``path.as_uri() + "#..."`` for a fragment) in a new tab
+        and report what went wrong.
 
         Waits for the load event, then until no request has been in flight for ``settle`` seconds
         and the JavaScript expression ``ready`` (if given; an exception counts as false) is truthy,
@@ -303,8 +304,11 @@ class Chromium:
         def on_event(event: dict) -> None:
             method, params = event["method"], event.get("params", {})
             if method == "Network.requestWillBeSent":
-                in_flight[params["requestId"]] = (params["request"]["url"], params.get("loaderId", ""))
-                check.requests.append(params["request"]["url"])
+                url = params["request"]["url"]
+                if url.startswith("data:"):
+                    url = url[:40] + "..."  # an inline image: its whole base64 is no help in a message
+                in_flight[params["requestId"]] = (url, params.get("loaderId", ""))
+                check.requests.append(url)
             elif method == "Network.responseReceived":
                 status = params["response"].get("status", 0)
                 if status >= 400:

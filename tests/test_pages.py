@@ -51,13 +51,13 @@ VIEWS = {
 SORTED = ("const th = $('{table} thead th').eq({column}); th.click();"
           " if (!th.data('sort-dir')) throw new Error('stupidtable did not sort');")
 #: What each view does once drawn, throwing if it does not work: sort a table by a column
-#: (stupidtable), show a tooltip (Bootstrap).
-ACTIONS = {
+#: (stupidtable), show a tooltip (Bootstrap). Nothing on asv's error page.
+ACTIONS = {view: f"if ({ON_ERROR_PAGE}) return; {action}" for view, action in {
     "list": SORTED.format(table="#summarylist-body table", column=1),
     "regressions": SORTED.format(table="#regressions-body table", column=3),
     "graph": "$('#graphdisplay-state-params .btn').first().trigger('mouseenter');"
              " if (!$('.tooltip').length) throw new Error('no Bootstrap tooltip');",
-}
+}.items()}
 #: Vendored files that are byte for byte what asv's template pins (its integrity= hashes); the
 #: others are flot 0.8.3's unminified release files and stupidtable 1.1.3 (see ckptbench.publish).
 SAME_BYTES_AS_ASV_PINS = {
