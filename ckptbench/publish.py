@@ -3,9 +3,10 @@
 asv 0.6.6's page template (``asv/www/index.html``, copied as is by ``asv publish``) loads jQuery,
 flot and three of its plugins, stupidtable, blueimp-md5 and Bootstrap (JS and CSS) from public
 CDNs, each with an ``onerror`` that sends the browser to ``error.html`` ("Can not determine
-continental origin of swallow"). asv has no setting to bundle them (its 0.4/0.5 releases did,
-0.6 went back to CDNs), so on an air-gapped cluster, a file share or a downloaded CI artifact the
-pages show only that error. ``offline(html_dir)``, run after ``asv publish``:
+continental origin of swallow"). asv has no setting to bundle them (it once did, asv PR #663;
+``asv publish`` still special-cases a ``vendor`` folder its 0.6.6 template no longer has), so on
+an air-gapped cluster, a file share or a downloaded CI artifact the pages show only that error.
+``offline(html_dir)``, run after ``asv publish``:
 
 * copies pinned copies of those files from ``node_modules/`` (``npm ci`` from the committed
   ``package-lock.json``; ``install()``, called by ``ckptbench.install``, does it) to
