@@ -93,7 +93,7 @@ def _asv_config(results: Path) -> Path:
 
 
 def cmd_bench(args) -> None:
-    from . import progress, report, runs
+    from . import progress, publish, report, runs
 
     store = args.store or os.environ.get(runs.Settings.ENV["store"]) or runs.default_store()
     _names(store, infra.STORES, "store")
@@ -123,10 +123,18 @@ def cmd_bench(args) -> None:
                               "--machine", machine, "--show-stderr", *(["--bench", args.bench] if args.bench else [])],
                              env=env)
     subprocess.run([*asv, "publish", "--config", str(config)], check=True, env=env)
+    try:  # asv's pages load their scripts from CDNs: local copies, so that they open offline
+        publish.offline(results / "html")
+        offline_error = None
+    except publish.NotOffline as e:
+        offline_error = e
     written = report.write(results)
-    print(f"\nHTML: {results / 'html' / 'index.html'}  (asv machine {machine}; "
+    print(f"\nHTML: {results / 'html' / 'index.html'}  (opens with no network, as a file or served; "
+          f"asv machine {machine}; "
           f"raw results in {results / 'asv'} and {results / 'raw'})")
     print(f"report: {written[0]} ({len(written) - 1} figures beside it)")
+    if offline_error is not None:
+        raise UsageError(f"the HTML needs the network to open: {offline_error}")
     if run.returncode:
         raise UsageError("some benchmarks failed: they are marked failed in the HTML; asv's output above says why")
 
