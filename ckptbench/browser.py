@@ -91,6 +91,7 @@ class PageCheck:
     console_warnings: list[str] = field(default_factory=list)
     failed_requests: list[str] = field(default_factory=list)  # "URL: reason" (network error or HTTP >= 400)
     requests: list[str] = field(default_factory=list)  # every URL requested
+    links: list[str] = field(default_factory=list)  # every <a href> on the page, once each
     broken_images: list[str] = field(default_factory=list)
     broken_links: list[str] = field(default_factory=list)  # <a href> to a local page or file that is not there
     external_links: list[str] = field(default_factory=list)  # <a href> off this machine: not followed, not loaded
@@ -377,7 +378,8 @@ class Chromium:
             facts = self.evaluate(session, _PAGE_FACTS)
             check.location, check.title = facts["location"], facts["title"]
             check.broken_images = facts["images"]
-            for link in dict.fromkeys(facts["links"]):
+            check.links = list(dict.fromkeys(facts["links"]))
+            for link in check.links:
                 parts = urllib.parse.urlsplit(link)
                 if not _is_local(link):
                     check.external_links.append(link)

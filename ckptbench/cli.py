@@ -129,6 +129,7 @@ def cmd_bench(args) -> None:
     except publish.NotOffline as e:
         offline_error = e
     written = report.write(results)
+    publish.link_report(results / "html")
     print(f"\nHTML: {results / 'html' / 'index.html'}  (opens with no network, as a file or served; "
           f"asv machine {machine}; "
           f"raw results in {results / 'asv'} and {results / 'raw'})")

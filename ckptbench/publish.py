@@ -315,6 +315,26 @@ def offline(html_dir: Path) -> list[Path]:
     return rewritten
 
 
+#: asv's navigation bar, where the link to the report goes (the first list in it).
+_NAVBAR = '<ul class="nav navbar-nav navbar-left">'
+REPORT_LINK = ('<li><p class="navbar-text"><a id="ckptbench-report" href="../report/index.html" '
+               'class="navbar-link">ckptbench report</a></p></li>')
+
+
+def link_report(html_dir: Path) -> None:
+    """Put a link to the report (``../report/index.html``, which links back) in asv's navigation
+    bar, once; the report must exist, or the link would be broken."""
+    index = Path(html_dir) / "index.html"
+    if not (index.parent.parent / "report" / "index.html").is_file():
+        raise NotOffline(f"no report beside {html_dir} to link to")
+    text = index.read_text()
+    if REPORT_LINK in text:
+        return
+    if _NAVBAR not in text:
+        raise NotOffline(f"{index} has no navigation bar to link the report from: asv's template changed")
+    index.write_text(text.replace(_NAVBAR, _NAVBAR + REPORT_LINK, 1))
+
+
 def _local_references(html_dir: Path, pages: list[Path]) -> list[Path]:
     out = []
     for page in pages:

@@ -73,7 +73,8 @@ def _streaming(name: str, record: results.Results, figures: Path) -> Section:
         f"{plan['batches']} measured batches after {plan['warmup']} warm-up per query; state keys "
         f"{plan['keys'][0]:,} unless said; the store's own 1 KiB PUT p50 is "
         f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms (proxy-timed, same run)."])
-    section.decisions = [decide.decide(record, workload, TRIGGER_S) for workload in plan["workloads"]]
+    section.decisions = [decide.decide(record, workload, TRIGGER_S) for workload in plan["workloads"]
+                         if workload in set(record.runs.workload)]
     rows = []
     for strategy in record.strategies():
         def stateful(metric, *args, keys=None, strategy=strategy):

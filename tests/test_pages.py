@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import functools
 import hashlib
 import http.server
@@ -32,7 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from ckptbench import browser, publish
+from ckptbench import browser, publish, report, results, runs
+from conftest import event, progress
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "data" / "asv-smallest"
@@ -246,3 +248,60 @@ def test_a_vendored_script_that_defines_nothing_sends_to_asvs_error_page(chrome,
     assert page.location.endswith("/error.html"), page
     assert any("missing $.fn.stupidtable" in error for error in page.console_errors), page.console_errors
     assert "copy that folder along with the pages" in (broken / "error.html").read_text()
+
+
+# -- the report, and the links between it and asv's pages -------------------------------------------
+
+def fixed_streaming_record() -> results.Results:
+    """A streaming record of fixed numbers, shaped as ``runs.streaming`` writes one: every strategy's
+    stateful run, a file-sink run for one, the store's floor."""
+    recorder = results.Recorder()
+    recorder.add_samples("floor", "PUT", [3.0, 3.5, 4.0])
+    recorder.add_samples("floor", "HEAD", [1.5, 1.6])
+    for i, strategy in enumerate(("rename", "direct", "conditional", "manifest")):
+        for workload in ("stateful", "file_sink") if strategy == "conditional" else ("stateful",):
+            run = recorder.add_run(strategy, workload, 1000, f"p{i}")
+            batches = [progress(b, 10.0 * (4 - i) + b, state_ms=5.0) for b in range(1, 6)]
+            recorder.add_batches(run, "measured", batches)
+            recorder.add_requests(run, [event(b + 0.01, "PUT", f"p{i}/offsets/{b}", bytes_in=300) for b in range(1, 6)],
+                                  batches)
+    plan = {**dataclasses.asdict(runs.PLANS["smallest"]), "keys": [1000]}
+    env = {"schema_version": results.SCHEMA_VERSION, "experiment": "streaming", "store": "ceph", "emulator": False,
+           "describe": "ceph (fixed numbers for a test)", "size": "smallest", "plan": plan, "commit": "0" * 40,
+           "host": "test", "created": "2026-11-23T00:00:00+00:00",
+           "versions": {"spark": "4.3.0", "hadoop": "3.5.0", "hadoop_aws": "3.3.1", "aws_sdk": "v1 1.11.901"}}
+    return recorder.results(env)
+
+
+@pytest.fixture(scope="module")
+def bench_output(pages, tmp_path_factory) -> Path:
+    """A results directory as `python -m ckptbench bench` leaves it: asv's pages made offline, a
+    record, the report, and the link from asv's pages to the report."""
+    out = tmp_path_factory.mktemp("bench-output")
+    shutil.copytree(pages["offline"], out / "html")
+    fixed_streaming_record().write(results.directory(out / "raw", "ceph", "streaming"))
+    report.write(out)
+    publish.link_report(out / "html")
+    return out
+
+
+def test_the_report_opens_offline_and_links_to_asvs_pages(chrome, bench_output, shots):
+    page = chrome.check_page(bench_output / "report" / "index.html", screenshot=shots / "report.png",
+                             ready="document.querySelectorAll('.decision').length === 2 && "
+                                   "[...document.images].every(i => i.complete && i.naturalWidth > 0)")
+    assert page.problems() == [], f"screenshot {page.screenshot}"
+    assert page.value is True and page.title == "ckptbench report", page.screenshot
+    assert any(u.endswith("/html/index.html") for u in page.links), page.links
+
+
+def test_asvs_pages_link_to_the_report(chrome, bench_output, shots):
+    page = chrome.check_page(bench_output / "html" / "index.html", screenshot=shots / "asv-with-report-link.png",
+                             ready=f"{ON_ERROR_PAGE} || document.getElementById('ckptbench-report') !== null")
+    assert_opens_offline(page)
+    assert any(u.endswith("/report/index.html") for u in page.links), page.links
+
+
+def test_linking_the_report_needs_a_report(pages, tmp_path):
+    shutil.copytree(pages["offline"], tmp_path / "html")
+    with pytest.raises(publish.NotOffline, match="no report beside"):
+        publish.link_report(tmp_path / "html")
