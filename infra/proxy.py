@@ -64,71 +64,20 @@ call with ``time.perf_counter()``.
 from __future__ import annotations
 
 import dataclasses
-import html
 import queue
-import re
 import select
 import socket
 import threading
 import time
-from typing import Callable, Iterable, Mapping
-from urllib.parse import parse_qsl, unquote, urlsplit
+from typing import Callable, Mapping
+from urllib.parse import urlsplit
 
-#: Checkpoint sub-directories, in the order ``area_of`` looks for them.
-CHECKPOINT_AREAS = ("offsets", "commits", "state", "sources", "metadata")
-#: Every area an event can have: a file sink's log, the checkpoint parts, anything else.
-AREAS = ("_spark_metadata",) + CHECKPOINT_AREAS + ("data",)
-
-#: Every op an event can have; "OTHER" is whatever S3 call the classifier does not know.
-OPS = (
-    "GET", "HEAD", "LIST", "PUT", "COPY", "DELETE", "BULK_DELETE",
-    "MPU_INIT", "MPU_PART", "MPU_COMPLETE", "MPU_ABORT", "BUCKET", "OTHER",
-)
-
-# Query parameters of ListObjects(V2), ListObjectVersions and ListMultipartUploads:
-# a bucket GET with only these is a listing, any other is a bucket sub-resource.
-_LIST_PARAMS = frozenset({
-    "list-type", "prefix", "delimiter", "marker", "max-keys", "continuation-token",
-    "start-after", "encoding-type", "fetch-owner", "uploads", "key-marker",
-    "upload-id-marker", "max-uploads", "versions", "version-id-marker",
-    "allow-unordered", "optional-object-attributes",
-})
+from .s3ops import BULK_DELETE_CAPTURE, Event, area_of, describe, first_deleted_key
 
 _BUF = 65536
 _MAX_LINE = 65536
 _MAX_HEADERS = 256
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_BULK_DELETE_CAPTURE = 65536  # enough of a DeleteObjects body to find its first key
-_FIRST_KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Event:
-    """One request through the proxy.
-
-    ``start``/``end`` are ``time.time()`` when the request head had arrived and when
-    the response was relayed. ``bytes_in`` is the request payload (the
-    ``x-amz-decoded-content-length`` of an aws-chunked upload, else the HTTP body
-    without chunk framing), ``bytes_out`` the response body likewise. ``status``
-    is 0 if no response reached the client. ``key`` is what the request is about: the
-    object key, for a bucket LIST its ``prefix``, for a bulk DELETE its first key, else ``""``;
-    ``area`` is ``area_of(key)``.
-    """
-
-    start: float
-    end: float
-    method: str
-    op: str
-    area: str
-    bucket: str
-    key: str
-    status: int
-    bytes_in: int
-    bytes_out: int
-
-    @property
-    def duration(self) -> float:
-        return self.end - self.start
 
 
 @dataclasses.dataclass
@@ -142,56 +91,6 @@ class Fault:
     status: int | None = None
     drop_header: str | None = None
     times: int | None = None
-
-
-def split_path(path: str) -> tuple[str, str]:
-    """Path-style ``/bucket/key`` to ``(bucket, url-decoded key)``; either may be ``""``."""
-    bucket, _, key = path[1:].partition("/") if path.startswith("/") else path.partition("/")
-    return unquote(bucket), unquote(key)
-
-
-def classify(method: str, path: str, query: str, headers: Mapping[str, str]) -> str:
-    """The S3 operation (one of ``OPS``) of a path-style request.
-
-    ``path`` is the URL path, still percent-encoded; ``query`` the raw query string
-    without ``?``; header names in any case.
-    """
-    bucket, key = split_path(path)
-    return _op(method.upper(), bucket, key, _params(query), {k.lower() for k in headers})
-
-
-def area_of(key: str) -> str:
-    """The area (one of ``AREAS``) an object key belongs to.
-
-    ``_spark_metadata`` if any path segment is that; else the first segment that is
-    a checkpoint area (``metadata`` is the checkpoint's own metadata file); else ``data``.
-    """
-    parts = key.split("/")
-    if "_spark_metadata" in parts:
-        return "_spark_metadata"
-    return next((p for p in parts if p in CHECKPOINT_AREAS), "data")
-
-
-def summarize(events: Iterable[Event], by: str = "op", measure: str = "count") -> dict[str, int]:
-    """Per value of the event field ``by`` ("op", "area", ...): the number of events,
-    or the sum of ``measure`` when that is "bytes_in" or "bytes_out"."""
-    if measure not in ("count", "bytes_in", "bytes_out"):
-        raise ValueError(f"measure must be count, bytes_in or bytes_out, not {measure!r}")
-    out: dict[str, int] = {}
-    for e in events:
-        group = getattr(e, by)
-        out[group] = out.get(group, 0) + (1 if measure == "count" else getattr(e, measure))
-    return out
-
-
-def totals(events: Iterable[Event]) -> dict[str, int]:
-    """``{"requests": n, "bytes_in": ..., "bytes_out": ...}`` over ``events``."""
-    out = {"requests": 0, "bytes_in": 0, "bytes_out": 0}
-    for e in events:
-        out["requests"] += 1
-        out["bytes_in"] += e.bytes_in
-        out["bytes_out"] += e.bytes_out
-    return out
 
 
 def upstream_address(upstream: str) -> tuple[str, int]:
@@ -385,10 +284,7 @@ class _Session:
         """Forward one request and relay its response; True to keep the client connection."""
         start = time.time()
         method, target, version = request_line.split(" ", 2)
-        path, _, query = target.partition("?")
-        bucket, key = split_path(path)
-        params = _params(query)
-        op = _op(method, bucket, key, params, headers)
+        op, bucket, key = describe(method, target, headers)
         capture = bytearray() if op == "BULK_DELETE" else None
         status = bytes_in = 0
         recorded = False
@@ -398,13 +294,12 @@ class _Session:
             # has its response finds the event already there.
             nonlocal recorded
             recorded = True
-            subject = (_first_key(capture) if capture is not None
-                       else params.get("prefix", key) if op == "LIST" else key)
+            subject = first_deleted_key(capture) if capture is not None else key
             self.proxy._record(Event(start, time.time(), method, op, area_of(subject), bucket, subject,
                                      status, bytes_in, bytes_out))
 
         def to_upstream(data) -> None:
-            if capture is not None and len(capture) < _BULK_DELETE_CAPTURE:
+            if capture is not None and len(capture) < BULK_DELETE_CAPTURE:
                 capture.extend(data)
             self._send_upstream(data)
 
@@ -628,45 +523,3 @@ def _relay_chunked(rfile, send: Callable, head: bytes, on_last: Callable[[int], 
 def _persistent(version: str, headers: Mapping[str, str]) -> bool:
     tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
     return "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
-
-
-# -- S3 semantics ----------------------------------------------------------------
-
-def _params(query: str) -> dict[str, str]:
-    return dict(parse_qsl(query, keep_blank_values=True)) if query else {}
-
-
-def _op(method: str, bucket: str, key: str, params: Mapping[str, str], headers) -> str:
-    """``headers``: anything supporting ``in`` with lower-case header names."""
-    if not bucket:
-        return "BUCKET"  # service level: ListBuckets
-    if not key:
-        if method == "GET":
-            return "LIST" if params.keys() <= _LIST_PARAMS else "BUCKET"
-        if method == "HEAD":
-            return "HEAD"
-        if method == "POST" and "delete" in params:
-            return "BULK_DELETE"
-        return "BUCKET"
-    if method == "GET":
-        return "LIST" if "uploadId" in params else "GET"  # ListParts, else GetObject
-    if method == "HEAD":
-        return "HEAD"
-    if method == "PUT":
-        if "partNumber" in params and "uploadId" in params:
-            return "MPU_PART"  # UploadPart and UploadPartCopy
-        return "COPY" if "x-amz-copy-source" in headers else "PUT"
-    if method == "DELETE":
-        return "MPU_ABORT" if "uploadId" in params else "DELETE"
-    if method == "POST":
-        if "uploads" in params:
-            return "MPU_INIT"
-        if "uploadId" in params:
-            return "MPU_COMPLETE"
-    return "OTHER"
-
-
-def _first_key(delete_body: bytes) -> str:
-    """The first ``<Key>`` of a DeleteObjects request body, or ``""``."""
-    m = _FIRST_KEY.search(delete_body)
-    return html.unescape(m.group(1).decode("utf-8", "replace")) if m else ""

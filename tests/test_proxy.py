@@ -18,9 +18,9 @@ from botocore.exceptions import ClientError
 
 from infra.embedded import EmbeddedStore
 from infra.net import free_port
-from infra.proxy import (AREAS, OPS, Event, MeteringProxy, area_of, classify, split_path,
-                         summarize, totals)
+from infra.proxy import MeteringProxy
 from infra.proxy_process import ProxyProcess
+from infra.s3ops import AREAS, OPS, Event, area_of, classify, split_path
 
 BUCKET = "proxy-test"
 
@@ -167,7 +167,7 @@ def test_checkpoint_metadata_and_bucket_calls(store, s3, proxy):
         ("BUCKET", "data", 204)]
 
 
-def test_snapshots_and_summaries(s3, proxy):
+def test_snapshots_marks_and_reset(s3, proxy):
     proxy.reset()
     assert proxy.events() == []
     s3.put_object(Bucket=BUCKET, Key="ck/offsets/1", Body=b"x" * 1000)
@@ -177,14 +177,10 @@ def test_snapshots_and_summaries(s3, proxy):
 
     events = proxy.events()
     assert len(events) == 3 and proxy.events_since(mark) == events[1:]
-    assert summarize(events, "op") == {"PUT": 2, "GET": 1}
-    assert summarize(events, "area") == {"offsets": 2, "data": 1}
-    assert summarize(events, "area", "bytes_in") == {"offsets": 1000, "data": 24}
-    assert totals(events) == {"requests": 3, "bytes_in": 1024, "bytes_out": 1000}
+    assert [(e.op, e.key, e.bytes_in, e.bytes_out) for e in events] == [
+        ("PUT", "ck/offsets/1", 1000, 0), ("PUT", "out/part-2.parquet", 24, 0), ("GET", "ck/offsets/1", 0, 1000)]
     proxy.reset()
     assert proxy.events() == [] and proxy.events_since(mark) == []
-    with pytest.raises(ValueError):
-        summarize(events, "op", "duration")
 
 
 # -- the proxy in a child process ---------------------------------------------------
