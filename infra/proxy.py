@@ -13,7 +13,8 @@ Guarantees:
   SigV2 sign) and so does the body, with its framing (``Content-Length`` or
   ``Transfer-Encoding: chunked``). Responses, interim ones included, are relayed
   unchanged, with one exception below. Signatures therefore stay valid. (An
-  injected ``Fault`` breaks this on purpose, for the requests it matches.)
+  injected fault breaks this on purpose, for the requests it matches: see
+  ``infra.faults``.)
 * Every request whose head arrives is counted, even if it then fails: the proxy's
   own 502 (store unreachable) is recorded with status 502, and a request cut
   short by a dropped connection with status 0.
@@ -37,7 +38,8 @@ only, and the store must accept whatever ``Host`` the client used (Ceph RGW,
 MinIO and moto do; AWS S3 does not).
 
 Each exchange is one pass through ``_Session._exchange``: read the head, classify,
-forward, relay, record; injected ``Fault`` rules act there.
+forward, relay, record; ``FaultRules.decide`` (``infra.faults``) is asked there,
+once per request, before anything is forwarded.
 
 Measured overhead (medians; a 2-vCPU VM shared with other jobs; the proxy in its
 own process, as the lab runs it, see ``infra.proxy_process``; direct and proxied
@@ -72,25 +74,13 @@ import time
 from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
+from .faults import Answer, Fault, FaultRules, Forward, RequestInfo
 from .s3ops import BULK_DELETE_CAPTURE, Event, area_of, describe, first_deleted_key
 
 _BUF = 65536
 _MAX_LINE = 65536
 _MAX_HEADERS = 256
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-
-
-@dataclasses.dataclass
-class Fault:
-    """A rule for the next ``times`` requests of operation ``op`` (every one when None):
-    answer ``status`` without forwarding them, or forward them without the header
-    ``drop_header`` (a store that ignores it, say). Injected faults break the
-    forwards-unchanged guarantee on purpose, and only for matching requests."""
-
-    op: str
-    status: int | None = None
-    drop_header: str | None = None
-    times: int | None = None
 
 
 def upstream_address(upstream: str) -> tuple[str, int]:
@@ -114,7 +104,7 @@ class MeteringProxy:
         self._events: list[Event] = []
         self._dropped = 0  # events removed by reset(), so marks stay valid across it
         self._sessions: set[_Session] = set()
-        self._faults: list[Fault] = []
+        self._faults = FaultRules()
         self._listener: socket.socket | None = None
         self._acceptor: threading.Thread | None = None
         # Worker threads outlive their connections: starting a thread per connection
@@ -181,22 +171,11 @@ class MeteringProxy:
             return self._events[max(0, mark - self._dropped):]
 
     def inject(self, fault: Fault) -> None:
-        """Apply ``fault`` to the requests that arrive from now on."""
-        with self._lock:
-            self._faults.append(fault)
+        """Apply ``fault`` to the requests that arrive from now on (see ``infra.faults``)."""
+        self._faults.add(fault)
 
     def clear_faults(self) -> None:
-        with self._lock:
-            self._faults = []
-
-    def _fault_for(self, op: str) -> Fault | None:
-        with self._lock:
-            for fault in self._faults:
-                if fault.op == op and fault.times != 0:
-                    if fault.times is not None:
-                        fault.times -= 1
-                    return fault
-        return None
+        self._faults.clear()
 
     def reset(self) -> None:
         """Forget every event so far; earlier marks stay usable."""
@@ -303,21 +282,22 @@ class _Session:
                 capture.extend(data)
             self._send_upstream(data)
 
-        fault = self.proxy._fault_for(op)
-        if fault is not None and fault.drop_header:
-            head = _without_header(head, fault.drop_header)
+        action = self.proxy._faults.decide(RequestInfo(method, op, bucket, key, headers))
+        if isinstance(action, Forward) and action.drop_header:
+            head = _without_header(head, action.drop_header)
         try:
             expect = version == "HTTP/1.1" and headers.get("expect", "").lower() == "100-continue"
             if expect:
                 self.client.sendall(_CONTINUE)
             framing = _request_framing(headers)
-            if fault is not None and fault.status:
+            if isinstance(action, Answer):
                 bytes_in = _relay_body(self.crfile, lambda data: None, framing, b"")
-                status = fault.status
-                body = b"<Error><Code>InjectedFault</Code><Message>metering proxy</Message></Error>"
+                status = action.status
+                body = action.body(target.partition("?")[0])
                 record(len(body))
-                self.client.sendall(b"HTTP/1.1 %d Injected Fault\r\nContent-Type: application/xml\r\n"
-                                    b"Content-Length: %d\r\n\r\n%s" % (status, len(body), body))
+                self.client.sendall(b"HTTP/1.1 %d %s\r\nContent-Type: application/xml\r\n"
+                                    b"Content-Length: %d\r\n\r\n%s"
+                                    % (status, action.reason.encode(), len(body), body))
                 return framing != "close"
             reused = self._ensure_upstream()
             if reused is None:

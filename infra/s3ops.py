@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
-from typing import Collection, Mapping
+from collections.abc import Collection, Mapping
 from urllib.parse import parse_qsl, unquote
 
 #: Checkpoint sub-directories, in the order ``area_of`` looks for them.
@@ -36,7 +36,7 @@ _LIST_PARAMS = frozenset({
     "upload-id-marker", "max-uploads", "versions", "version-id-marker",
     "allow-unordered", "optional-object-attributes",
 })
-_FIRST_KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
+_FIRST_KEY = re.compile(rb"<Key>(.*?)</Key>", re.DOTALL)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

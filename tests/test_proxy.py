@@ -17,6 +17,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from infra.embedded import EmbeddedStore
+from infra.faults import Fault
 from infra.net import free_port
 from infra.proxy import MeteringProxy
 from infra.proxy_process import ProxyProcess
@@ -56,7 +57,7 @@ def _client(endpoint, store=None):
         region_name="us-east-1",
         aws_access_key_id=creds.access_key if creds else "AKIDEXAMPLE",
         aws_secret_access_key=creds.secret_key if creds else "secret",
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        config=Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}),  # no retries
     )
 
 
@@ -181,6 +182,41 @@ def test_snapshots_marks_and_reset(s3, proxy):
         ("PUT", "ck/offsets/1", 1000, 0), ("PUT", "out/part-2.parquet", 24, 0), ("GET", "ck/offsets/1", 0, 1000)]
     proxy.reset()
     assert proxy.events() == [] and proxy.events_since(mark) == []
+
+
+def test_injected_faults(store, s3, proxy):
+    """Rules injected into the proxy (pickled to it, for the child process): an answer instead
+    of forwarding, for ``times`` requests; a header dropped; cleared."""
+    key = "ck/commits/fault"
+    mark = proxy.mark()
+    proxy.inject(Fault("PUT", status=503, times=1))
+    with pytest.raises(ClientError) as err:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"first")
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+    assert err.value.response["Error"]["Code"] == "SlowDown"  # the S3 XML error body, parsed by botocore
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=key).get("KeyCount") == 0  # never reached the store
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"first", IfNoneMatch="*")  # times=1: used up
+    proxy.inject(Fault("PUT", drop_header="if-none-match"))
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"second", IfNoneMatch="*")  # the store never saw the condition
+    proxy.clear_faults()
+    with pytest.raises(ClientError) as err:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"third", IfNoneMatch="*")
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"second"
+    assert _ops(proxy.events_since(mark)) == [
+        ("PUT", "commits", 503), ("LIST", "commits", 200), ("PUT", "commits", 200),
+        ("PUT", "commits", 200), ("PUT", "commits", 412), ("GET", "commits", 200)]
+
+
+@pytest.mark.parametrize("args, problem", [
+    (("PUTT",), "op must be one of"),
+    (("PUT",), "exactly one of status and drop_header"),
+    (("PUT", 503, "If-None-Match"), "exactly one of status and drop_header"),
+    (("PUT", 100), "final HTTP status"),
+])
+def test_fault_rejects_a_rule_that_would_never_act(args, problem):
+    with pytest.raises(ValueError, match=problem):
+        Fault(*args)
 
 
 # -- the proxy in a child process ---------------------------------------------------
