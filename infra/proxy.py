@@ -2,65 +2,78 @@
 
 Clients (S3A's AWS SDK, boto3) use ``MeteringProxy(upstream).endpoint`` as their
 S3 endpoint with path-style addressing; the proxy relays each request to the
-store and records one ``Event`` per request: what S3 operation it was (``op``),
-which part of a Structured Streaming checkpoint or sink it touched (``area``),
-its status, timing and payload bytes.
+store and records one ``infra.s3ops.Event`` per request: what S3 operation it was
+(``op``), which part of a Structured Streaming checkpoint or sink it touched
+(``area``), its status, timing and payload bytes.
 
 Guarantees:
 
-* Requests are forwarded unchanged: the request head goes upstream byte for byte
-  (method, target, every header including the client's ``Host``, which SigV4 and
-  SigV2 sign) and so does the body, with its framing (``Content-Length`` or
-  ``Transfer-Encoding: chunked``). Responses, interim ones included, are relayed
-  unchanged, with one exception below. Signatures therefore stay valid. (An
-  injected fault breaks this on purpose, for the requests it matches: see
-  ``infra.faults``.)
+* Requests are forwarded unchanged in everything a signature covers: method,
+  target, every header with its name's case and its value (the client's ``Host``
+  included, which SigV4 and SigV2 sign), in the order sent except that ``Host``
+  goes first, and the body's bytes, with its framing (``Content-Length``, or
+  ``Transfer-Encoding: chunked`` with its trailers). Responses, interim ones
+  included, are relayed the same way, with one exception below. SigV4 and SigV2
+  signatures therefore stay valid. (An injected fault breaks this on purpose, for
+  the requests it matches: see ``infra.faults``.)
 * Every request whose head arrives is counted, even if it then fails: the proxy's
   own 502 (store unreachable) is recorded with status 502, and a request cut
-  short by a dropped connection with status 0.
+  short by a dropped connection with status 0. (Pipelined requests still waiting
+  their turn when the connection closes were never read, so never counted.)
 
-``Expect: 100-continue`` (the AWS Java SDK v1 sends it on every PUT, boto3 on
-PUTs with a body): the proxy answers ``100 Continue`` to the client itself at
-once, forwards the head unchanged (``Expect`` included, as it may be signed) and
-streams the body straight on; the store's own ``100 Continue`` is then dropped,
-as the client already had one. So a PUT never waits for the SDK's
-100-continue timeout, whether or not the store answers 100. Cost: a store that
-rejects a request early (say a 403 or a 412 before reading the body) still gets
-the body; if it closes the connection instead of draining it, the proxy drains
-the client's body, relays the response if it can still read it, else a 502.
+What ``h11`` does (one ``h11.Connection(h11.SERVER)`` toward the client and one
+``h11.Connection(h11.CLIENT)`` toward the store per client connection): parsing
+request and response heads, the body framing of both (Content-Length, chunked
+with trailers, read-until-close), keep-alive (when a connection may carry another
+message, ``Connection: close``, HTTP/1.0 peers), pipelined requests, and the
+``Expect: 100-continue`` bookkeeping. The proxy hands h11's events from one side to
+the other: the received ``Request``/``Response`` objects themselves, so h11 writes
+the header names back in their original case (its raw items). What h11 writes
+differently from what arrived, none of it signed: ``Host`` first (RFC 9110's
+advice to clients), a value's surrounding spaces trimmed, ``Transfer-Encoding``'s
+value in lower case, a chunked body re-chunked (same bytes and trailers; chunk
+extensions dropped: the AWS Java SDK v1 puts its aws-chunked chunk signatures
+inside a body it frames with Content-Length, which passes unchanged), an HTTP/1.0
+message sent on as HTTP/1.1, a chunked response's ``Transfer-Encoding`` moved to
+the end of its headers, and a response body the store delimits by closing sent on
+chunked. h11 never adds a header to a request; to a response only ``Connection:
+close`` when the client connection is to close (the client asked for it, or
+speaks HTTP/1.0), and the chunked framing just named.
 
-Connections: HTTP/1.1 keep-alive on both sides, one thread (from a pool) and
-one persistent upstream connection per client connection (checked for a close
-by the store before reuse; a bodiless request that meets a stale connection is
-retried once on a fresh one). TCP_NODELAY on both sockets. Limits: path-style
-addressing only (the first path segment is the bucket), plain-HTTP upstream
-only, and the store must accept whatever ``Host`` the client used (Ceph RGW,
-MinIO and moto do; AWS S3 does not).
+What the proxy still does itself, because it is about proxying, not HTTP:
 
-Each exchange is one pass through ``_Session._exchange``: read the head, classify,
-forward, relay, record; ``FaultRules.decide`` (``infra.faults``) is asked there,
-once per request, before anything is forwarded.
+* ``Expect: 100-continue`` (the AWS Java SDK v1 sends it on every PUT, boto3 on
+  PUTs with a body): the proxy answers ``100 Continue`` to the client itself as
+  soon as the head arrives, forwards the head unchanged (``Expect`` included, as it
+  may be signed) and streams the body straight on; the store's own ``100
+  Continue`` is then dropped, as the client already had one. So a PUT never waits
+  for the SDK's 100-continue timeout, whether or not the store answers 100. Cost:
+  a store that rejects a request early (a 403 or a 404 before reading the body)
+  still gets the body. Ceph RGW then neither reads it nor closes, so it would
+  take that body for the start of the next request (405, then 400): the proxy
+  does not reuse an upstream connection whose store answered an ``Expect``
+  request with a final status and no ``100``. If the store closes instead, the
+  proxy drains the client's body, relays the response if it can still read it,
+  else a 502.
+* Connections: one thread (from a pool) and one persistent upstream connection
+  per client connection, checked for a close by the store before reuse; a
+  bodiless request that meets a stale connection is retried once on a fresh one.
+  TCP_NODELAY on both sockets. Bytes are sent when the proxy is about to wait
+  for more (a head goes out with the body that came with it), and the event is
+  recorded before a response's last bytes go out, so a client that has its
+  response finds its event already there.
+* Counting: the S3 vocabulary is ``infra.s3ops``; ``bytes_in`` of an aws-chunked
+  upload is its ``x-amz-decoded-content-length``, else the body bytes as h11
+  decoded them (without chunk framing).
+* Faults: one hook per request, ``FaultRules.decide`` (``infra.faults``), asked
+  once the head has arrived and before anything is forwarded.
 
-Measured overhead (medians; a 2-vCPU VM shared with other jobs; the proxy in its
-own process, as the lab runs it, see ``infra.proxy_process``; direct and proxied
-requests interleaved one by one)::
+Limits: path-style addressing only (the first path segment is the bucket),
+plain-HTTP upstream only, and the store must accept whatever ``Host`` the client
+used (Ceph RGW, MinIO and moto do; AWS S3 does not).
 
-    moto, boto3, 300 x put_object(1 KiB) and 300 x head_object, 6 runs:
-        PUT   direct 5.0-5.6 ms   proxied 5.6-6.3 ms   +0.57-0.69 ms
-        HEAD  direct 4.6-5.1 ms   proxied 5.1-5.7 ms   +0.49-0.59 ms
-    keep-alive HTTP server answering after 2 ms, raw-socket client, 500 HEADs x 3:
-        direct 2.18-2.23 ms       proxied 2.33-2.39 ms +0.15-0.20 ms
-    proxy CPU time per request (1 KiB PUT, from /proc/<pid>/stat): 30-40 us
-
-moto's server (werkzeug) sends ``Connection: close`` on every response, so each
-proxied request costs two TCP connections and an accept instead of one
-connection: that, not the proxy's work, is most of the difference against moto.
-On Ceph RGW the suite's own figure (``benchmarks/floor.py``, in the README) applies. Measured
-with throwaway scripts (not kept): ``python -c "from infra.proxy import
-MeteringProxy; ..."`` in a child process in front of ``EmbeddedStore`` (or of a
-20-line socket server that sleeps 2 ms per request), and in the parent a direct
-and a proxied client (boto3, or raw sockets for the 2 ms server) timing each
-call with ``time.perf_counter()``.
+Measured overhead: not yet measured on h11 (the figures of the hand-written relay no
+longer apply).
 """
 
 from __future__ import annotations
@@ -71,16 +84,18 @@ import select
 import socket
 import threading
 import time
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .faults import Answer, Fault, FaultRules, Forward, RequestInfo
+import h11
+
+from .faults import Answer, Fault, FaultRules, RequestInfo
 from .s3ops import BULK_DELETE_CAPTURE, Event, area_of, describe, first_deleted_key
 
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
+
 _BUF = 65536
-_MAX_LINE = 65536
-_MAX_HEADERS = 256
-_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 def upstream_address(upstream: str) -> tuple[str, int]:
@@ -116,7 +131,7 @@ class MeteringProxy:
 
     # -- lifecycle -------------------------------------------------------------
 
-    def start(self) -> "MeteringProxy":
+    def start(self) -> Self:
         # Port 0: the kernel picks a free port at bind time, so nothing can take it
         # in between, and the socket listens before start() returns.
         listener = socket.create_server(("127.0.0.1", 0), backlog=128)
@@ -147,13 +162,13 @@ class MeteringProxy:
         self._workers = []
         self._idle_workers = 0
 
-    def __enter__(self) -> "MeteringProxy":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    # -- events ----------------------------------------------------------------
+    # -- events and faults -----------------------------------------------------
 
     def events(self) -> list[Event]:
         """A copy of every event recorded since start (or the last reset), in completion order."""
@@ -170,18 +185,18 @@ class MeteringProxy:
         with self._lock:
             return self._events[max(0, mark - self._dropped):]
 
+    def reset(self) -> None:
+        """Forget every event so far; earlier marks stay usable."""
+        with self._lock:
+            self._dropped += len(self._events)
+            self._events = []
+
     def inject(self, fault: Fault) -> None:
         """Apply ``fault`` to the requests that arrive from now on (see ``infra.faults``)."""
         self._faults.add(fault)
 
     def clear_faults(self) -> None:
         self._faults.clear()
-
-    def reset(self) -> None:
-        """Forget every event so far; earlier marks stay usable."""
-        with self._lock:
-            self._dropped += len(self._events)
-            self._events = []
 
     def _record(self, event: Event) -> None:
         with self._lock:
@@ -224,7 +239,38 @@ class MeteringProxy:
 
 
 class _UpstreamFailed(Exception):
-    """The store closed or broke the connection before a response head arrived."""
+    """The store could not be reached, or closed or broke the connection before a
+    response head arrived: the client gets a 502."""
+
+
+class _ResponseCut(ConnectionError):
+    """The store's connection broke inside a response already being relayed."""
+
+
+@dataclasses.dataclass(slots=True)
+class _Exchange:
+    """One request's figures, as they become known; ends as one ``Event``."""
+
+    start: float
+    method: str
+    op: str
+    bucket: str
+    key: str
+    decoded_length: str | None  # x-amz-decoded-content-length, if sent
+    capture: bytearray | None  # the start of a bulk DELETE's body, for its first key
+    status: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    body_done: bool = False
+    recorded: bool = False
+
+    def event(self) -> Event:
+        key = first_deleted_key(self.capture) if self.capture is not None else self.key
+        bytes_in = self.bytes_in
+        if self.body_done and self.decoded_length is not None and self.decoded_length.isdigit():
+            bytes_in = int(self.decoded_length)
+        return Event(self.start, time.time(), self.method, self.op, area_of(key), self.bucket, key,
+                     self.status, bytes_in, self.bytes_out)
 
 
 class _Session:
@@ -233,9 +279,11 @@ class _Session:
     def __init__(self, proxy: MeteringProxy, sock: socket.socket) -> None:
         self.proxy = proxy
         self.client = sock
-        self.crfile = sock.makefile("rb", buffering=_BUF)
+        self.cconn = h11.Connection(h11.SERVER)
+        self.client_out: list[bytes] = []  # to send to the client before the next wait
         self.up: socket.socket | None = None
-        self.urfile = None
+        self.uconn: h11.Connection | None = None
+        self.up_out: list[bytes] = []  # to send to the store before the next wait
         self.up_broken = False  # a send to the store failed during this exchange
 
     def abort(self) -> None:
@@ -248,100 +296,171 @@ class _Session:
 
     def serve(self) -> None:
         try:
-            while True:
-                head = _read_head(self.crfile)
-                if head is None or not self._exchange(*head):
-                    break
-        except (OSError, ValueError):
+            while self._exchange():
+                self.cconn.start_next_cycle()
+        except (OSError, h11.ProtocolError):
             pass  # client gone or not speaking HTTP: drop the connection
         finally:
             self._close_upstream()
-            self.crfile.close()
             self.client.close()
 
-    def _exchange(self, head: bytes, request_line: str, headers: dict[str, str]) -> bool:
+    # -- one request -------------------------------------------------------------
+
+    def _exchange(self) -> bool:
         """Forward one request and relay its response; True to keep the client connection."""
+        request = self._client_event()
+        if type(request) is not h11.Request:
+            return False  # ConnectionClosed: the client is done
         start = time.time()
-        method, target, version = request_line.split(" ", 2)
+        method = request.method.decode("ascii")
+        target = request.target.decode("ascii")
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in request.headers}
         op, bucket, key = describe(method, target, headers)
-        capture = bytearray() if op == "BULK_DELETE" else None
-        status = bytes_in = 0
-        recorded = False
-
-        def record(bytes_out: int) -> None:
-            # Called just before the response's last bytes go out, so a client that
-            # has its response finds the event already there.
-            nonlocal recorded
-            recorded = True
-            subject = first_deleted_key(capture) if capture is not None else key
-            self.proxy._record(Event(start, time.time(), method, op, area_of(subject), bucket, subject,
-                                     status, bytes_in, bytes_out))
-
-        def to_upstream(data) -> None:
-            if capture is not None and len(capture) < BULK_DELETE_CAPTURE:
-                capture.extend(data)
-            self._send_upstream(data)
-
-        action = self.proxy._faults.decide(RequestInfo(method, op, bucket, key, headers))
-        if isinstance(action, Forward) and action.drop_header:
-            head = _without_header(head, action.drop_header)
+        ex = _Exchange(start, method, op, bucket, key, headers.get("x-amz-decoded-content-length"),
+                       bytearray() if op == "BULK_DELETE" else None)
         try:
-            expect = version == "HTTP/1.1" and headers.get("expect", "").lower() == "100-continue"
-            if expect:
-                self.client.sendall(_CONTINUE)
-            framing = _request_framing(headers)
+            action = self.proxy._faults.decide(RequestInfo(method, op, bucket, key, headers))
+            answered_continue = self.cconn.they_are_waiting_for_100_continue
+            if answered_continue:
+                self._to_client(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue"))
+                self._flush_client()
             if isinstance(action, Answer):
-                bytes_in = _relay_body(self.crfile, lambda data: None, framing, b"")
-                status = action.status
-                body = action.body(target.partition("?")[0])
-                record(len(body))
-                self.client.sendall(b"HTTP/1.1 %d %s\r\nContent-Type: application/xml\r\n"
-                                    b"Content-Length: %d\r\n\r\n%s"
-                                    % (status, action.reason.encode(), len(body), body))
-                return framing != "close"
-            reused = self._ensure_upstream()
-            if reused is None:
-                raise _UpstreamFailed("cannot connect to the store")
-            body_len = _relay_body(self.crfile, to_upstream, framing, head)
-            bytes_in = int(headers.get("x-amz-decoded-content-length", body_len))
-            try:
-                response = self._read_response(expect)
-            except _UpstreamFailed:
-                if not (reused and framing is None and not self.up_broken):
-                    raise
-                # The store dropped an idle connection as we reused it: once more, fresh.
-                self._close_upstream()
-                if self._ensure_upstream() is None:
-                    raise
-                self._send_upstream(head)
-                response = self._read_response(expect)
-            rhead, status_line, rheaders = response
-            rversion, code = status_line.split(" ", 2)[:2]
-            status = int(code)
-            rframing = _response_framing(method, status, rheaders)
-            _relay_body(self.urfile, self.client.sendall, rframing, rhead, record)
-            keep = (
-                _persistent(version, headers) and _persistent(rversion, rheaders)
-                and rframing != "close" and not self.up_broken
-            )
-            if not keep:
-                self._close_upstream()
-            return keep
+                self._read_body(ex, forward=False)
+                path = target.partition("?")[0]
+                self._answer(ex, action.status, action.reason, action.body(path), b"application/xml")
+            else:
+                if action.drop_header is not None or request.http_version != b"1.1":
+                    request = _rebuilt(request, action.drop_header)
+                self._forward(ex, request, answered_continue)
         except _UpstreamFailed as e:
-            status = 502
-            record(0)
+            self._close_upstream()
+            if self.cconn.their_state is h11.SEND_BODY:
+                self._read_body(ex, forward=False)
             body = f"metering proxy: {e} ({self.proxy.upstream})\n".encode()
-            self.client.sendall(
-                b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nConnection: close\r\n"
-                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-            )
+            self._answer(ex, 502, "Bad Gateway", body, b"text/plain", close=True)
             return False
         finally:
-            if not recorded:
-                record(0)
+            if not ex.recorded:
+                self.proxy._record(ex.event())
+        return self.cconn.our_state is h11.DONE and self.cconn.their_state is h11.DONE
 
-    def _ensure_upstream(self) -> bool | None:
-        """Have a usable upstream connection: True if reused, False if new, None if unreachable."""
+    def _forward(self, ex: _Exchange, request: h11.Request, answered_continue: bool) -> None:
+        reused = self._ensure_upstream()
+        self._to_upstream(request)
+        self._read_body(ex, forward=True)
+        try:
+            response, continued = self._response(answered_continue)
+        except _UpstreamFailed:
+            if not (reused and ex.bytes_in == 0 and not self.up_broken):
+                raise
+            # The store dropped an idle connection as we reused it: once more, fresh.
+            self._close_upstream()
+            self._ensure_upstream()
+            self._to_upstream(request)
+            self._to_upstream(h11.EndOfMessage())
+            self._flush_upstream()
+            response, continued = self._response(answered_continue)
+        ex.status = response.status_code
+        if response.http_version != b"1.1":  # h11 sends HTTP/1.1 only
+            response = h11.Response(status_code=response.status_code, headers=response.headers,
+                                    reason=response.reason)
+        self._to_client(response)
+        while True:
+            try:
+                event = self._upstream_event()
+            except _UpstreamFailed as e:
+                raise _ResponseCut(str(e)) from e
+            if type(event) is h11.Data:
+                ex.bytes_out += len(event.data)
+                self._to_client(event)
+            else:  # EndOfMessage
+                self._record(ex)
+                self._to_client(event)
+                self._flush_client()
+                break
+        # A store that answers an ``Expect: 100-continue`` request with a final status and no
+        # 100 may not have read the body the proxy sent it anyway: Ceph RGW keeps such a
+        # connection and would read that body as the start of the next request.
+        body_maybe_unread = answered_continue and not continued and ex.bytes_in > 0
+        if (self.uconn.our_state is h11.DONE and self.uconn.their_state is h11.DONE
+                and not self.up_broken and not body_maybe_unread and not self.uconn.trailing_data[0]):
+            self.uconn.start_next_cycle()
+        else:
+            self._close_upstream()
+
+    def _read_body(self, ex: _Exchange, forward: bool) -> None:
+        """Read the request body off the client, counting it, and send it on if ``forward``."""
+        while True:
+            event = self._client_event()
+            if type(event) is h11.Data:
+                ex.bytes_in += len(event.data)
+                if ex.capture is not None and len(ex.capture) < BULK_DELETE_CAPTURE:
+                    ex.capture += event.data
+            elif type(event) is not h11.EndOfMessage:
+                raise ConnectionError(f"unexpected {event!r} inside a request")
+            if forward:
+                self._to_upstream(event)
+            if type(event) is h11.EndOfMessage:
+                ex.body_done = True
+                break
+        if forward:
+            self._flush_upstream()
+
+    def _response(self, answered_continue: bool) -> tuple[h11.Response, bool]:
+        """The store's final response head, and whether a 100 Continue came first; interim
+        responses are relayed, except a 100 Continue the proxy already gave the client itself."""
+        continued = False
+        while True:
+            event = self._upstream_event()
+            if type(event) is h11.Response:
+                return event, continued
+            if type(event) is h11.InformationalResponse:
+                continued = continued or event.status_code == 100
+                if not (event.status_code == 100 and answered_continue):
+                    self._to_client(event)
+            else:
+                raise _UpstreamFailed(f"the store sent {event!r} before a response")
+
+    def _answer(self, ex: _Exchange, status: int, reason: str, body: bytes, content_type: bytes,
+                close: bool = False) -> None:
+        """Answer the client from the proxy itself."""
+        headers = [(b"Content-Type", content_type), (b"Content-Length", b"%d" % len(body))]
+        if close:
+            headers.append((b"Connection", b"close"))
+        ex.status, ex.bytes_out = status, len(body)
+        self._to_client(h11.Response(status_code=status, headers=headers, reason=reason))
+        self._to_client(h11.Data(data=body))
+        self._record(ex)
+        self._to_client(h11.EndOfMessage())
+        self._flush_client()
+
+    def _record(self, ex: _Exchange) -> None:
+        ex.recorded = True
+        self.proxy._record(ex.event())
+
+    # -- the client side -------------------------------------------------------
+
+    def _client_event(self):
+        """The next h11 event from the client, reading (after sending what is pending to
+        the store) as needed."""
+        while (event := self.cconn.next_event()) is h11.NEED_DATA:
+            self._flush_upstream()
+            self.cconn.receive_data(self.client.recv(_BUF))
+        return event
+
+    def _to_client(self, event) -> None:
+        self.client_out += self.cconn.send_with_data_passthrough(event)
+
+    def _flush_client(self) -> None:
+        if self.client_out:
+            data, self.client_out = b"".join(self.client_out), []
+            self.client.sendall(data)
+
+    # -- the store side ----------------------------------------------------------
+
+    def _ensure_upstream(self) -> bool:
+        """Have a usable upstream connection: True if reused, False if new; _UpstreamFailed
+        if the store cannot be reached."""
         self.up_broken = False
         if self.up is not None:
             # Readable while idle means the store closed it (or sent junk): replace it.
@@ -350,156 +469,52 @@ class _Session:
             self._close_upstream()
         try:
             self.up = self.proxy._connect_upstream()
-        except OSError:
-            return None
-        self.urfile = self.up.makefile("rb", buffering=_BUF)
+        except OSError as e:
+            raise _UpstreamFailed(f"cannot connect to the store: {e}") from None
+        self.uconn = h11.Connection(h11.CLIENT)
         return False
 
-    def _send_upstream(self, data) -> None:
+    def _upstream_event(self):
+        """The next h11 event from the store, reading (after sending what is pending to the
+        client) as needed; _UpstreamFailed if the connection ends or breaks first."""
+        try:
+            while (event := self.uconn.next_event()) is h11.NEED_DATA:
+                self._flush_client()
+                self.uconn.receive_data(self.up.recv(_BUF))
+        except h11.RemoteProtocolError as e:
+            raise _UpstreamFailed(f"bad response from the store: {e}") from None
+        except OSError as e:
+            raise _UpstreamFailed(f"no response from the store: {e}") from None
+        if type(event) is h11.ConnectionClosed:
+            raise _UpstreamFailed("the store closed the connection")
+        return event
+
+    def _to_upstream(self, event) -> None:
         # A failed send does not end the exchange: the client's body must still be
         # read off its connection, and the store may have answered before closing.
         if not self.up_broken:
-            try:
-                self.up.sendall(data)
-            except OSError:
-                self.up_broken = True
+            self.up_out += self.uconn.send_with_data_passthrough(event)
 
-    def _read_response(self, answered_continue: bool) -> tuple[bytes, str, dict[str, str]]:
-        """The final response head from the store; interim ones are relayed, except a
-        100 Continue the proxy already gave the client itself."""
-        while True:
-            try:
-                response = _read_head(self.urfile)
-            except (OSError, ValueError) as e:
-                raise _UpstreamFailed(f"no response from the store: {e}") from e
-            if response is None:
-                raise _UpstreamFailed("the store closed the connection")
-            rhead, status_line, _ = response
-            code = status_line.split(" ", 2)[1]
-            if not code.startswith("1"):
-                return response
-            if not (code == "100" and answered_continue):
-                self.client.sendall(rhead)
+    def _flush_upstream(self) -> None:
+        if self.up_out:
+            data, self.up_out = b"".join(self.up_out), []
+            if not self.up_broken:
+                try:
+                    self.up.sendall(data)
+                except OSError:
+                    self.up_broken = True
 
     def _close_upstream(self) -> None:
+        self.up_out = []
         if self.up is not None:
-            self.urfile.close()
             self.up.close()
-            self.up = self.urfile = None
+            self.up = self.uconn = None
 
 
-# -- HTTP/1.1 framing -------------------------------------------------------------
-
-def _without_header(head: bytes, name: str) -> bytes:
-    prefix = name.lower().encode() + b":"
-    return b"\r\n".join(line for line in head.split(b"\r\n") if not line.lower().startswith(prefix))
-
-
-def _read_head(rfile) -> tuple[bytes, str, dict[str, str]] | None:
-    """``(raw head, start line, {lower-case name: value})``, or None at EOF before a message."""
-    line = rfile.readline(_MAX_LINE)
-    while line in (b"\r\n", b"\n"):  # RFC 9112 2.2: ignore blank lines before a message
-        line = rfile.readline(_MAX_LINE)
-    if not line:
-        return None
-    lines = [line]
-    headers: dict[str, str] = {}
-    while True:
-        line = rfile.readline(_MAX_LINE)
-        if not line.endswith(b"\n") or len(lines) > _MAX_HEADERS:
-            raise ValueError("truncated or oversized HTTP head")
-        lines.append(line)
-        if line in (b"\r\n", b"\n"):
-            break
-        name, sep, value = line.partition(b":")
-        if sep:
-            name = name.strip().lower().decode("latin-1")
-            value = value.strip().decode("latin-1")
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    return b"".join(lines), lines[0].rstrip(b"\r\n").decode("latin-1"), headers
-
-
-def _request_framing(headers: Mapping[str, str]) -> str | int | None:
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return "chunked"
-    length = int(headers.get("content-length", 0))
-    return length or None
-
-
-def _response_framing(method: str, status: int, headers: Mapping[str, str]) -> str | int | None:
-    if method == "HEAD" or status in (204, 304):
-        return None
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return "chunked"
-    if "content-length" in headers:
-        return int(headers["content-length"]) or None
-    return "close"
-
-
-def _relay_body(rfile, send: Callable, framing: str | int | None, head: bytes,
-                on_last: Callable[[int], None] = lambda total: None) -> int:
-    """Send ``head`` and then the body framed by ``framing`` (a length, "chunked",
-    "close" or None) from ``rfile``; the head goes out with the first body piece.
-    ``on_last(payload length)`` runs just before the last send. Returns the payload length."""
-    if framing is None:
-        on_last(0)
-        send(head)
-        return 0
-    if framing == "chunked":
-        return _relay_chunked(rfile, send, head, on_last)
-    total = 0
-    pending = head
-    while True:
-        piece = rfile.read1(_BUF if framing == "close" else min(_BUF, framing - total))
-        if not piece:
-            if framing != "close":
-                raise ConnectionError("connection closed inside a body")
-            on_last(total)
-            if pending:
-                send(pending)
-            return total
-        total += len(piece)
-        if total == framing:
-            on_last(total)
-        send(pending + piece if pending else piece)
-        pending = b""
-        if total == framing:
-            return total
-
-
-def _relay_chunked(rfile, send: Callable, head: bytes, on_last: Callable[[int], None]) -> int:
-    total = 0
-    pending = bytearray(head)
-    while True:
-        line = rfile.readline(_MAX_LINE)
-        if not line.endswith(b"\n"):
-            raise ConnectionError("bad chunk header")
-        pending += line
-        size = int(line.split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            break
-        total += size
-        left = size + 2  # the data and its CRLF
-        while left:
-            piece = rfile.read1(min(_BUF, left))
-            if not piece:
-                raise ConnectionError("connection closed inside a chunk")
-            left -= len(piece)
-            pending += piece
-            send(pending)
-            pending = bytearray()
-    while True:  # trailer fields, then the blank line
-        line = rfile.readline(_MAX_LINE)
-        if not line.endswith(b"\n"):
-            raise ConnectionError("bad chunked trailer")
-        pending += line
-        if line in (b"\r\n", b"\n"):
-            break
-    on_last(total)
-    send(pending)
-    return total
-
-
-def _persistent(version: str, headers: Mapping[str, str]) -> bool:
-    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-    return "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
+def _rebuilt(request: h11.Request, drop_header: str | None) -> h11.Request:
+    """``request`` as HTTP/1.1 (h11 sends nothing else), without ``drop_header`` if given."""
+    headers = request.headers
+    if drop_header is not None:
+        drop = drop_header.lower().encode()
+        headers = [(raw, value) for raw, value in headers.raw_items() if raw.lower() != drop]
+    return h11.Request(method=request.method, target=request.target, headers=headers)
