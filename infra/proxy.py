@@ -58,10 +58,11 @@ What the proxy still does itself, because it is about proxying, not HTTP:
 * Connections: one thread (from a pool) and one persistent upstream connection
   per client connection, checked for a close by the store before reuse; a
   bodiless request that meets a stale connection is retried once on a fresh one.
-  TCP_NODELAY on both sockets. Bytes are sent when the proxy is about to wait
-  for more (a head goes out with the body that came with it), and the event is
-  recorded before a response's last bytes go out, so a client that has its
-  response finds its event already there.
+  TCP_NODELAY on both sockets. A request goes to the store in one send once the
+  client has sent all of it (or in 64 KiB pieces), a response to the client when
+  the proxy is about to wait for more of it; the event is recorded before a
+  response's last bytes go out, so a client that has its response finds its
+  event already there.
 * Counting: the S3 vocabulary is ``infra.s3ops``; ``bytes_in`` of an aws-chunked
   upload is its ``x-amz-decoded-content-length``, else the body bytes as h11
   decoded them (without chunk framing).
@@ -96,6 +97,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
 _BUF = 65536
+_CONTINUE = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
 
 
 def upstream_address(upstream: str) -> tuple[str, int]:
@@ -283,7 +285,8 @@ class _Session:
         self.client_out: list[bytes] = []  # to send to the client before the next wait
         self.up: socket.socket | None = None
         self.uconn: h11.Connection | None = None
-        self.up_out: list[bytes] = []  # to send to the store before the next wait
+        self.up_out: list[bytes] = []  # to send to the store: a whole request, or _BUF bytes of it
+        self.up_out_bytes = 0
         self.up_broken = False  # a send to the store failed during this exchange
 
     def abort(self) -> None:
@@ -322,7 +325,7 @@ class _Session:
             action = self.proxy._faults.decide(RequestInfo(method, op, bucket, key, headers))
             answered_continue = self.cconn.they_are_waiting_for_100_continue
             if answered_continue:
-                self._to_client(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue"))
+                self._to_client(_CONTINUE)
                 self._flush_client()
             if isinstance(action, Answer):
                 self._read_body(ex, forward=False)
@@ -400,6 +403,8 @@ class _Session:
                 raise ConnectionError(f"unexpected {event!r} inside a request")
             if forward:
                 self._to_upstream(event)
+                if self.up_out_bytes >= _BUF:
+                    self._flush_upstream()
             if type(event) is h11.EndOfMessage:
                 ex.body_done = True
                 break
@@ -441,10 +446,8 @@ class _Session:
     # -- the client side -------------------------------------------------------
 
     def _client_event(self):
-        """The next h11 event from the client, reading (after sending what is pending to
-        the store) as needed."""
+        """The next h11 event from the client, reading as needed."""
         while (event := self.cconn.next_event()) is h11.NEED_DATA:
-            self._flush_upstream()
             self.cconn.receive_data(self.client.recv(_BUF))
         return event
 
@@ -493,11 +496,13 @@ class _Session:
         # A failed send does not end the exchange: the client's body must still be
         # read off its connection, and the store may have answered before closing.
         if not self.up_broken:
-            self.up_out += self.uconn.send_with_data_passthrough(event)
+            for data in self.uconn.send_with_data_passthrough(event):
+                self.up_out.append(data)
+                self.up_out_bytes += len(data)
 
     def _flush_upstream(self) -> None:
         if self.up_out:
-            data, self.up_out = b"".join(self.up_out), []
+            data, self.up_out, self.up_out_bytes = b"".join(self.up_out), [], 0
             if not self.up_broken:
                 try:
                     self.up.sendall(data)
@@ -505,7 +510,7 @@ class _Session:
                     self.up_broken = True
 
     def _close_upstream(self) -> None:
-        self.up_out = []
+        self.up_out, self.up_out_bytes = [], 0
         if self.up is not None:
             self.up.close()
             self.up = self.uconn = None
