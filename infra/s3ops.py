@@ -46,8 +46,9 @@ class Event:
     ``start``/``end`` are ``time.time()`` when the request head had arrived and when
     the response was sent on. ``bytes_in`` is the request payload (the
     ``x-amz-decoded-content-length`` of an aws-chunked upload, else the HTTP body
-    without chunk framing), ``bytes_out`` the response body likewise. ``status``
-    is 0 if no response reached the client. ``key`` is what the request is about
+    without chunk framing; what arrived, for a request cut short), ``bytes_out`` the
+    response body likewise. ``status`` is 0 if the request got no response (its
+    connection was cut before one). ``key`` is what the request is about
     (``subject``): the object key, for a bucket LIST its ``prefix``, for a bulk DELETE
     its first key, else ``""``; ``area`` is ``area_of(key)``.
     """
