@@ -8,7 +8,7 @@ store maintenance, say) are in ``Requests.track_outside_batches``.
 """
 
 from ckptbench import metrics
-from infra.proxy import AREAS, OPS
+from infra.s3ops import AREAS, OPS
 
 from . import common
 

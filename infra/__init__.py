@@ -20,5 +20,5 @@ def store_class(name: str) -> type[ObjectStore]:
         raise StoreUnavailable(f"unknown store '{name}'; valid stores: {', '.join(STORES)}") from None
 
 
-__all__ = ["STORES", "store_class", "Credentials", "ObjectStore", "StoreUnavailable",
-           "CephStore", "EmbeddedStore", "MinioStore", "AwsS3Store", "EndpointStore"]
+__all__ = ["STORES", "AwsS3Store", "CephStore", "Credentials", "EmbeddedStore", "EndpointStore",
+           "MinioStore", "ObjectStore", "StoreUnavailable", "store_class"]

@@ -55,13 +55,14 @@ class MinioStore(ObjectStore):
         self._dir = tempfile.mkdtemp(prefix="ckptbench-minio-")
         env = {**os.environ, "MINIO_ROOT_USER": self.credentials.access_key,
                "MINIO_ROOT_PASSWORD": self.credentials.secret_key}
-        log = open(os.path.join(self._dir, "minio.log"), "wb")
-        self._proc = subprocess.Popen(ending_with_us([exe, "server", os.path.join(self._dir, "data"), "--address",
-                                                      f"127.0.0.1:{port}", "--quiet"]),
-                                      env=env, stdout=log, stderr=log)
+        log_path = os.path.join(self._dir, "minio.log")
+        with open(log_path, "wb") as log:  # the server keeps its own copy of the descriptor
+            self._proc = subprocess.Popen(ending_with_us([exe, "server", os.path.join(self._dir, "data"), "--address",
+                                                          f"127.0.0.1:{port}", "--quiet"]),
+                                          env=env, stdout=log, stderr=log)
         if not wait_for_port(port, 30, alive=lambda: self._proc.poll() is None):
             self._stop()
-            raise StoreUnavailable(f"minio: {exe} did not start on port {port}; see {log.name}")
+            raise StoreUnavailable(f"minio: {exe} did not start on port {port}; see {log_path}")
         self.endpoint = f"http://127.0.0.1:{port}"
 
     def _stop(self) -> None:

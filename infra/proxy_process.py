@@ -22,8 +22,14 @@ import sys
 import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .proxy import Event, Fault, MeteringProxy, upstream_address
+from .faults import Fault
+from .proxy import MeteringProxy, upstream_address
+from .s3ops import Event
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 _CALLS = frozenset({"mark", "events", "events_since", "reset", "inject", "clear_faults"})
 _ROOT = Path(__file__).resolve().parent.parent  # so the child imports this checkout's infra
@@ -41,7 +47,7 @@ class ProxyProcess:
         self._child: subprocess.Popen | None = None
         self._lock = threading.Lock()
 
-    def start(self) -> "ProxyProcess":
+    def start(self) -> Self:
         ours, theirs = socket.socketpair()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
         with theirs:
@@ -74,7 +80,7 @@ class ProxyProcess:
                 self._child.kill()
                 self._child.wait()
 
-    def __enter__(self) -> "ProxyProcess":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:

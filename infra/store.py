@@ -11,10 +11,14 @@ import abc
 import dataclasses
 import os
 import secrets
+from typing import TYPE_CHECKING
 
 import boto3
 import botocore.exceptions
 from botocore.config import Config
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 
 class StoreUnavailable(RuntimeError):
@@ -29,11 +33,11 @@ class Credentials:
     secret_key: str = dataclasses.field(repr=False)
 
     @classmethod
-    def generate(cls) -> "Credentials":
+    def generate(cls) -> Credentials:
         return cls("ckpt" + secrets.token_hex(8), secrets.token_hex(20))
 
     @classmethod
-    def from_env(cls, store: str) -> "Credentials":
+    def from_env(cls, store: str) -> Credentials:
         access, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
         if not (access and secret):
             raise StoreUnavailable(f"{store}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for its endpoint")
@@ -67,14 +71,14 @@ class ObjectStore(abc.ABC):
         remote store, or once stopped."""
         return ()
 
-    def start(self) -> "ObjectStore":
+    def start(self) -> ObjectStore:
         self._start()
         return self
 
     def stop(self) -> None:
         self._stop()
 
-    def __enter__(self) -> "ObjectStore":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:
