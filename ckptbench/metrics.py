@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from infra.proxy import AREAS
+from infra.s3ops import AREAS
 
 from .results import Results, Run
 

@@ -139,7 +139,7 @@ def latency(name: str, record: results.Results, workload: str, path: Path) -> Pa
 
 def requests_by_area(name: str, record: results.Results, workload: str, path: Path) -> Path:
     """Mean requests per batch, stacked by checkpoint area, and by operation, per strategy."""
-    from infra.proxy import AREAS, OPS
+    from infra.s3ops import AREAS, OPS
 
     strategies = [s for s in record.strategies() if _of_run(record, s, workload, lambda run: run) is not None]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))

@@ -121,6 +121,7 @@ To measure (in a checkout; the other trees, e.g. ``git archive 58a4e43 | tar -x 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import select
@@ -189,10 +190,8 @@ class MeteringProxy:
         listener, self._listener = self._listener, None
         if listener is None:
             return
-        try:
+        with contextlib.suppress(OSError):  # already shut
             listener.shutdown(socket.SHUT_RDWR)  # wakes accept() on Linux
-        except OSError:
-            pass
         listener.close()
         self._acceptor.join(5)
         with self._lock:
@@ -334,10 +333,8 @@ class _Session:
     def abort(self) -> None:
         for sock in (self.client, self.up):
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def serve(self) -> None:
         try:

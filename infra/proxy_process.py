@@ -59,7 +59,8 @@ class ProxyProcess:
             self.endpoint = self._conn.recv()  # sent once the proxy listens
         except (OSError, EOFError):
             self.stop()
-            raise RuntimeError(f"the metering proxy process could not start (exit status {self._child.returncode})") from None
+            status = self._child.returncode
+            raise RuntimeError(f"the metering proxy process could not start (exit status {status})") from None
         return self
 
     def stop(self) -> None:
@@ -135,7 +136,7 @@ def main(upstream: str, fd: int) -> None:
                 if name not in _CALLS:
                     raise ValueError(f"not a metering proxy call: {name}")
                 conn.send((True, getattr(proxy, name)(*args)))
-            except Exception as e:  # noqa: BLE001 (raised again in the parent)
+            except Exception as e:
                 conn.send((False, e))
     conn.send((True, None))  # stopped: every connection closed
 

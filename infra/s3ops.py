@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, unquote
 #: Checkpoint sub-directories, in the order ``area_of`` looks for them.
 CHECKPOINT_AREAS = ("offsets", "commits", "state", "sources", "metadata")
 #: Every area an event can have: a file sink's log, the checkpoint parts, anything else.
-AREAS = ("_spark_metadata",) + CHECKPOINT_AREAS + ("data",)
+AREAS = ("_spark_metadata", *CHECKPOINT_AREAS, "data")
 
 #: Every op an event can have; "OTHER" is whatever S3 call the classifier does not know.
 OPS = (

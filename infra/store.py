@@ -8,6 +8,7 @@ stopped by the project; remote ones (a MinIO endpoint, AWS S3) only connect.
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import os
 import secrets
@@ -113,13 +114,16 @@ class ObjectStore(abc.ABC):
         try:
             self.client(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=3).head_bucket(Bucket=bucket)
         except botocore.exceptions.EndpointConnectionError:
-            raise StoreUnavailable(f"cannot reach the S3 endpoint {where}: is the store running and the URL right?") from None
+            raise StoreUnavailable(f"cannot reach the S3 endpoint {where}: "
+                                   "is the store running and the URL right?") from None
         except botocore.exceptions.NoCredentialsError:
-            raise StoreUnavailable(f"no credentials for {where}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") from None
+            raise StoreUnavailable(f"no credentials for {where}: "
+                                   "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") from None
         except botocore.exceptions.ClientError as e:
             status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status == 404:
-                raise StoreUnavailable(f"bucket '{bucket}' does not exist at {where}: create it or name another") from None
+                raise StoreUnavailable(f"bucket '{bucket}' does not exist at {where}: "
+                                       "create it or name another") from None
             if status in (401, 403):
                 raise StoreUnavailable(f"{where} rejected the credentials for bucket '{bucket}' (HTTP {status}): "
                                        "check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the profile") from None
@@ -129,10 +133,8 @@ class ObjectStore(abc.ABC):
 
     def create_bucket(self, bucket: str) -> None:
         s3 = self.client()
-        try:
+        with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
             s3.create_bucket(Bucket=bucket)
-        except s3.exceptions.BucketAlreadyOwnedByYou:
-            pass
 
     def empty_bucket(self, bucket: str, prefix: str = "") -> None:
         """Delete every object (and pending multipart upload) under ``prefix``."""

@@ -18,7 +18,7 @@ import ckpt_impls
 import infra
 from ckptbench.spark import session
 from infra.metered import MeteredStore
-from infra.proxy import Event
+from infra.s3ops import Event
 
 TEST_STORES = ("embedded", "ceph", "minio")
 #: (strategy, store, test) -> temp objects left under the checkpoint, filled by the streaming tests.

@@ -9,7 +9,7 @@ import pytest
 
 from ckptbench import cost, metrics, results
 from conftest import event, progress
-from infra.proxy import OPS
+from infra.s3ops import OPS
 
 
 def test_every_operation_has_a_price_tier():

@@ -40,7 +40,8 @@ def test_within_the_tie_the_cheaper_wins():
     d = decide.decide(record({**BASE, "manifest": 12.5}, {**PUTS, "conditional": 4}), "stateful")
     assert d.recommended == "manifest"
     assert "within 10% of the fastest and the cheapest" in d.reasons[0]
-    assert next(c for c in d.candidates if c.strategy == "conditional").note.startswith("as fast (within 10%) but dearer")
+    conditional = next(c for c in d.candidates if c.strategy == "conditional")
+    assert conditional.note.startswith("as fast (within 10%) but dearer")
 
 
 def test_a_strategy_that_broke_exactly_once_is_out():
@@ -62,7 +63,8 @@ def test_what_the_store_cannot_run_is_never_recommended():
 
 
 def test_a_measured_silent_damage_outranks_the_promise():
-    safety = {"conditional": decide.Safety(two_writer="silent-damage"), "manifest": decide.Safety(two_writer="clean-error")}
+    safety = {"conditional": decide.Safety(two_writer="silent-damage"),
+              "manifest": decide.Safety(two_writer="clean-error")}
     assert decide.decide(record(BASE, PUTS), "stateful", safety=safety).recommended == "manifest"
 
 

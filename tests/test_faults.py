@@ -10,10 +10,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from conftest import CheckpointFiles
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
+from conftest import CheckpointFiles
 from infra.faults import Fault
 from infra.metered import MeteredStore
 
