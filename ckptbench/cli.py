@@ -142,6 +142,19 @@ def cmd_drift(args) -> None:
         raise UsageError(str(e)) from None
 
 
+def cmd_probe(args) -> None:
+    from . import probe, runs
+
+    name = args.store or os.environ.get(runs.Settings.ENV["store"]) or runs.default_store()
+    _names(name, infra.STORES, "store")
+    reason = infra.store_class(name).unavailable_reason()
+    if reason:
+        raise infra.StoreUnavailable(reason)
+    with infra.store_class(name)() as store:
+        data = probe.on_store(store, args.bucket)
+    print(json.dumps(data, indent=1) if args.json else probe.table(data))
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="ckptbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -173,6 +186,14 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("a", help="a results directory (bench --results) or an asv result file")
     d.add_argument("b", help="another")
     d.set_defaults(run=cmd_drift)
+    pr = sub.add_parser("probe", help="check what each strategy needs from a store, and say which it can run")
+    pr.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where "
+                                    "it can start here, else embedded)")
+    pr.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO); a store the "
+                                     "probe starts gets a bucket of its own. Only keys under ckptbench-probe/<run>/ "
+                                     "are written, and removed at the end")
+    pr.add_argument("--json", action="store_true", help="print the data as JSON instead of tables")
+    pr.set_defaults(run=cmd_probe)
     return p
 
 
