@@ -33,6 +33,64 @@ _S3A_ON_HADOOP_35 = {
 _KEYS_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
 
 
+#: What a strategy can need from a store, each checked against a real one by ``ckptbench.probe``
+#: (``python -m ckptbench probe``): name -> what the store must do.
+CAPABILITIES: dict[str, str] = {
+    "conditional_put": "refuses a PUT with If-None-Match: * of an existing key (412) and keeps the first content",
+    "exclusive_create": "of two concurrent If-None-Match: * PUTs of one new key, lets exactly one win",
+    "user_metadata": "keeps the x-amz-meta-* headers of a conditional PUT (HEAD returns them)",
+    "multipart_abort": "after AbortMultipartUpload, leaves no object and no pending upload",
+    "read_after_write": "returns the new content to a GET right after a PUT (also of a key just found "
+                        "missing, and after an overwrite)",
+    "list_after_write": "lists a new key right after its PUT, and no longer after its DELETE",
+    "delete": "a DELETE removes the key at once; a DELETE of a missing key, single or bulk, succeeds",
+    "copy": "a server-side COPY makes an identical object",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    """One capability (a key of ``CAPABILITIES``) a strategy needs from its store, and why.
+    ``unless``: a setting (Hadoop key=value) that makes the strategy run without it."""
+
+    capability: str
+    why: str
+    unless: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.capability not in CAPABILITIES:
+            raise ValueError(f"unknown store capability {self.capability!r}; known: {', '.join(CAPABILITIES)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """A Hadoop configuration key a strategy's manager reads (``spark.hadoop.<name>`` from Spark),
+    with the default the manager uses when it is unset."""
+
+    name: str
+    default: str
+    what: str
+
+
+# The needs the S3A-based strategies share: its existence checks (HEAD + LIST) must see a write at
+# once, and it deletes through single and bulk DELETEs (directory markers, missing keys included).
+_S3A_NEEDS = (
+    Need("read_after_write", "S3A's existence check before a create-only write is a HEAD"),
+    Need("list_after_write", "S3A's existence check is a HEAD plus a LIST; a lagging LIST hides a file"),
+    Need("delete", "S3A deletes parent directory markers (often missing) in bulk on every create"),
+)
+# The needs of the strategies that PUT with If-None-Match: * on the S3A client themselves.
+_CONDITIONAL_NEEDS = (
+    Need("conditional_put", "create-only writes are refused by the store itself; the manager checks it at "
+                            "start and refuses a store that ignores the header"),
+    Need("exclusive_create", "two writers of one file: the store must let exactly one win"),
+    Need("user_metadata", "a PUT is tagged with its writer so a retried PUT whose first attempt landed is "
+                          "not taken for another writer's (a lost response would fail the query)"),
+    Need("read_after_write", "files are read with a GET right after they are written, also after a miss"),
+    Need("delete", "deletes are plain (and bulk) DELETEs that must succeed on missing keys"),
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Strategy:
     name: str
@@ -46,6 +104,10 @@ class Strategy:
     leaves_temp_files: bool = False
     #: Each checkpoint file is the object at its own key (False: found through a manifest).
     keys_mirror_paths: bool = True
+    #: What it needs from the store (``ckptbench.probe`` checks a store against it).
+    requires: tuple[Need, ...] = ()
+    #: Its manager's settings, with their defaults.
+    options: tuple[Option, ...] = ()
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -53,15 +115,34 @@ STRATEGIES: dict[str, Strategy] = {
     for s in (
         Strategy("rename", None,
                  "Spark's default: write a temp file, then rename it (COPY + DELETE on S3)",
-                 leaves_temp_files=True),
+                 leaves_temp_files=True,
+                 requires=(Need("copy", "a rename on S3 is a server-side COPY, then a DELETE"), *_S3A_NEEDS)),
         Strategy("direct", "ckptbench.checkpoint.DirectWriteCheckpointFileManager",
-                 "write the final key through S3A; cancel aborts the upload (or deletes, with retries)"),
+                 "write the final key through S3A; cancel aborts the upload (or deletes, with retries)",
+                 requires=(Need("multipart_abort", "cancel aborts the upload of a file written in parts",
+                                unless="ckptbench.direct.cancel.abort=false"), *_S3A_NEEDS),
+                 options=(
+                     Option("ckptbench.direct.cancel.abort", "true",
+                            "cancel aborts the upload; false: close, then delete (with the retries below)"),
+                     Option("ckptbench.direct.cancel.delete.attempts", "5",
+                            "tries of that delete before the query fails"),
+                     Option("ckptbench.direct.cancel.delete.initialDelayMs", "100",
+                            "back-off before the second try, doubled each time"),
+                     Option("ckptbench.direct.cancel.delete.maxDelayMs", "5000", "longest back-off"))),
         Strategy("conditional", "ckptbench.checkpoint.ConditionalPutCheckpointFileManager",
                  "one S3 PUT with If-None-Match: *, so the store itself refuses a second writer",
-                 exclusive_create=True),
+                 exclusive_create=True,
+                 requires=(*_CONDITIONAL_NEEDS,
+                           Need("list_after_write", "exists and list are LISTs of the checkpoint's prefix"))),
         Strategy("manifest", "ckptbench.checkpoint.ManifestCheckpointFileManager",
                  "stage under a unique key; publish as the next record of a compacted per-directory manifest",
-                 exclusive_create=True, keys_mirror_paths=False),
+                 exclusive_create=True, keys_mirror_paths=False,
+                 requires=_CONDITIONAL_NEEDS,
+                 options=(
+                     Option("ckptbench.manifest.compactInterval", "10", "records between compacts"),
+                     Option("ckptbench.manifest.cleanupDelayMs", "600000",
+                            "how long superseded records, compacts and staged objects stay readable; must far "
+                            "exceed any request and the writers' clock skew"))),
     )
 }
 
@@ -97,18 +178,26 @@ def store_conf(store, bucket: str) -> dict[str, str]:
     return conf
 
 
+def session_conf(strategy: str, store, bucket: str) -> dict[str, str]:
+    """Every Spark setting that wires ``strategy`` and ``s3a://bucket`` on ``store`` into a session:
+    the jars, the manager class and the S3A settings (as ``spark.hadoop.*``). No secrets."""
+    chosen = get(strategy)
+    conf = {"spark.jars": ",".join(map(str, jars.spark_jars()))}
+    if chosen.manager_class:
+        conf[MANAGER_CLASS_CONF] = chosen.manager_class
+    for key, value in {**_S3A_ON_HADOOP_35, **store_conf(store, bucket)}.items():
+        conf["spark.hadoop." + key] = value
+    return conf
+
+
 def configure(builder, strategy: str, store, bucket: str):
     """Wire ``strategy`` and ``s3a://bucket`` on ``store`` into a SparkSession builder.
 
-    Adds the jars, the manager class and the S3A settings; call it once per store to
-    reach several. After ``getOrCreate()``, call ``set_credentials`` for each store.
+    Adds the jars, the manager class and the S3A settings (``session_conf``); call it once per
+    store to reach several. After ``getOrCreate()``, call ``set_credentials`` for each store.
     """
-    chosen = get(strategy)
-    builder = builder.config("spark.jars", ",".join(map(str, jars.spark_jars())))
-    if chosen.manager_class:
-        builder = builder.config(MANAGER_CLASS_CONF, chosen.manager_class)
-    for key, value in {**_S3A_ON_HADOOP_35, **store_conf(store, bucket)}.items():
-        builder = builder.config("spark.hadoop." + key, value)
+    for key, value in session_conf(strategy, store, bucket).items():
+        builder = builder.config(key, value)
     return builder
 
 

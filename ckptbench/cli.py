@@ -190,6 +190,33 @@ def cmd_drift(args) -> None:
         raise UsageError(str(e)) from None
 
 
+def cmd_probe(args) -> None:
+    from . import probe, runs
+
+    name = args.store or os.environ.get(runs.Settings.ENV["store"]) or runs.default_store()
+    _names(name, infra.STORES, "store")
+    reason = infra.store_class(name).unavailable_reason()
+    if reason:
+        raise infra.StoreUnavailable(reason)
+    with infra.store_class(name)() as store:
+        data = probe.on_store(store, args.bucket)
+    print(json.dumps(data, indent=1) if args.json else probe.table(data))
+
+
+def cmd_deploy(args) -> None:
+    from . import deploy
+
+    ckpt_impls.get(args.strategy)
+    name = args.store or ("endpoint" if os.environ.get(deploy.ENDPOINT_ENV) else "s3")
+    _names(name, infra.STORES, "store")
+    if not args.bucket:
+        raise UsageError("deploy needs --bucket: the S3A settings it prints are per bucket (fs.s3a.bucket.B.*)")
+    store = deploy.target(name)
+    if not args.no_check:
+        store.check_bucket(args.bucket)
+    print(deploy.text(deploy.plan(args.strategy, store, args.bucket)))
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="ckptbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -229,6 +256,22 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("a", help="a results directory (bench --results) or an asv result file")
     d.add_argument("b", help="another")
     d.set_defaults(run=cmd_drift)
+    pr = sub.add_parser("probe", help="check what each strategy needs from a store, and say which it can run")
+    pr.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where "
+                                    "it can start here, else embedded)")
+    pr.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO); a store the "
+                                     "probe starts gets a bucket of its own. Only keys under ckptbench-probe/<run>/ "
+                                     "are written, and removed at the end")
+    pr.add_argument("--json", action="store_true", help="print the data as JSON instead of tables")
+    pr.set_defaults(run=cmd_probe)
+    de = sub.add_parser("deploy", help="the jars, spark-submit flags and SparkSession settings to run a strategy")
+    de.add_argument("strategy", help=f"one of: {', '.join(ckpt_impls.STRATEGIES)}")
+    de.add_argument("--store", help=f"the kind of store: one of {', '.join(infra.STORES)}; all but s3 at the URL in "
+                                    "$CKPT_S3_ENDPOINT (default: endpoint if that is set, else s3)")
+    de.add_argument("--bucket", help="the checkpoints' bucket (it must exist)")
+    de.add_argument("--no-check", action="store_true",
+                    help="do not contact the store (by default the bucket is checked with the default credentials)")
+    de.set_defaults(run=cmd_deploy)
     return p
 
 

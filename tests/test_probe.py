@@ -1,0 +1,179 @@
+"""``python -m ckptbench probe``: what a store can do for each strategy, checked against real servers.
+
+An honest store (the embedded moto server, Ceph RGW) can run every strategy; a store that ignores
+``If-None-Match: *`` (the metering proxy drops the header) cannot run ``conditional`` or
+``manifest``, and the probe says why. The probe writes only under its own run prefix and removes
+it; bad input is one line, exit status 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+from test_bad_input import one_error_line
+
+import ckpt_impls
+from ckptbench import probe
+from ckptbench.cli import RESULTS
+from infra.metered import MeteredStore
+from infra.proxy import Fault
+
+KiB, MiB = 1024, 1024 * 1024
+
+
+def ckptbench(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``python -m ckptbench ARGS`` as a real process (keys only in its environment), asserting it
+    wrote nothing under results/ (test_bad_input's helper, with a timeout to choose)."""
+    before = set(RESULTS.glob("*")) if RESULTS.exists() else set()
+    done = subprocess.run([sys.executable, "-m", "ckptbench", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+    after = set(RESULTS.glob("*")) if RESULTS.exists() else set()
+    assert after == before, "the command wrote results"
+    return done
+
+
+@pytest.fixture
+def fresh_bucket(lab, request):
+    """``(store, bucket)``: a bucket of this test's own on the lab's store named by the test's parameter,
+    holding two objects the probe must leave alone (one under the probe's own root prefix)."""
+    store = lab.get(request.param)
+    bucket = f"probe-{store.name}-{uuid.uuid4().hex[:8]}"
+    store.create_bucket(bucket)
+    s3 = store.client()
+    others = {"keep/me": b"not the probe's", f"{probe.PREFIX_ROOT}another-run/x": b"another run's"}
+    for key, body in others.items():
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+    yield store, bucket, others
+    store.empty_bucket(bucket)
+    s3.delete_bucket(Bucket=bucket)
+
+
+def assert_only(store, bucket: str, others: dict[str, bytes]) -> None:
+    """The bucket holds exactly ``others``, unchanged, and no pending upload."""
+    s3 = store.client()
+    assert sorted(store.list_keys(bucket)) == sorted(others)
+    for key, body in others.items():
+        assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == body
+    assert not s3.list_multipart_uploads(Bucket=bucket).get("Uploads")
+
+
+def test_every_capability_has_a_check():
+    checks = {name[len("check_"):] for name in vars(probe.Probe) if name.startswith("check_")}
+    assert checks == set(ckpt_impls.CAPABILITIES)
+
+
+# Emulator timings mean nothing, so the embedded store gets small COPY sizes; Ceph gets the defaults.
+@pytest.mark.parametrize(("fresh_bucket", "copy_sizes"), [("embedded", (KiB, MiB, 4 * MiB)),
+                                                          ("ceph", probe.COPY_SIZES)], indirect=["fresh_bucket"])
+def test_an_honest_store_runs_every_strategy(fresh_bucket, copy_sizes):
+    store, bucket, others = fresh_bucket
+    data = probe.run(store, bucket, copy_sizes=copy_sizes)
+    failed = {name: c["detail"] for name, c in data["checks"].items() if not c["ok"]}
+    assert not failed
+    assert list(data["checks"]) == list(ckpt_impls.CAPABILITIES)
+    for name, verdict in data["strategies"].items():
+        assert verdict["can_run"] and not verdict["reasons"] and not verdict["settings"], name
+        assert verdict["depends_on"] == [n.capability for n in ckpt_impls.get(name).requires]
+    assert data["prefix"].startswith(probe.PREFIX_ROOT)
+    assert_only(store, bucket, others)
+    json.dumps(data, allow_nan=False)  # JSON-ready as it is
+    text = probe.table(data)
+    for name in ckpt_impls.STRATEGIES:
+        assert any(line.startswith(name) and " yes " in line for line in text.splitlines()), text
+    copy = data["copy"]
+    largest = copy["fastest_ms"][str(max(copy_sizes))]
+    if store.name == "embedded":  # moto copies the bytes in memory: about as long as a PUT of them
+        assert copy["moves_data"], copy
+    else:
+        # Ceph RGW copies only an object's head (4 MiB) and shares its tail (shared/notes/environment.md):
+        # copy_fit's share of a PUT's per-MiB cost lands near its 0.1 threshold over 1 KiB..32 MiB, so
+        # the verdict may go either way; what holds is that a 32 MiB COPY costs a fraction of its PUT.
+        assert largest["COPY"] < largest["PUT"] / 3, copy
+
+
+# What the checks that send If-None-Match: * say when the proxy drops the header. moto accepts the
+# PUT and so ignores the condition, as a broken store would. Ceph RGW checks boto3's SigV4 signature,
+# which covers the header, so the PUT is refused (403): a store that refuses conditional PUTs, as
+# OpenStack Swift's s3api does with a 501.
+BROKEN = {
+    "embedded": {"conditional_put": "ignores the header", "exclusive_create": "both writers won on 5"},
+    "ceph": {"conditional_put": "refused (HTTP 403", "exclusive_create": "neither won on 5",
+             "user_metadata": "HTTP 403"},
+}
+
+
+@pytest.mark.parametrize("fresh_bucket", ["embedded", pytest.param("ceph", marks=pytest.mark.xfail(
+    reason="the metering proxy (infra/proxy.py, before its rewrite) reuses its upstream connection after RGW "
+           "answers 403 without reading the PUT's body; the next request (CreateMultipartUpload) gets 405",
+    strict=False))], indirect=True)
+def test_a_store_that_ignores_if_none_match_cannot_run_the_conditional_strategies(fresh_bucket):
+    store, bucket, others = fresh_bucket
+    with MeteredStore(store) as metered:
+        metered.proxy.inject(Fault("PUT", drop_header="If-None-Match"))
+        data = probe.run(metered, bucket, copy_sizes=(KiB, MiB), copy_samples=2, race_keys=5)
+        ops = {e.op for e in metered.proxy.events()}
+    checks, strategies = data["checks"], data["strategies"]
+    failed = {name: c["detail"] for name, c in checks.items() if not c["ok"]}
+    assert set(failed) == set(BROKEN[store.name]), failed
+    for name, expected in BROKEN[store.name].items():
+        assert expected in failed[name], failed[name]
+    for name in ("conditional", "manifest"):
+        assert not strategies[name]["can_run"]
+        assert any(r.startswith("conditional_put: ") and "If-None-Match" in r for r in strategies[name]["reasons"])
+    assert strategies["rename"]["can_run"] and strategies["direct"]["can_run"]
+    text = probe.table(data)
+    assert "cannot run: conditional_put:" in text
+    assert any(line.startswith("conditional") and " NO " in line for line in text.splitlines()), text
+    assert {"PUT", "COPY"} <= ops  # the probe did go through the proxy
+    assert_only(store, bucket, others)
+
+
+def test_cli_probe_on_a_store_it_starts():
+    done = ckptbench("probe", "--store", "embedded", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["store"] == "embedded" and data["bucket"].startswith("ckptbench-probe-")
+    assert all(v["can_run"] for v in data["strategies"].values()), data["strategies"]
+
+
+# -- bad input: one line, exit status 2, nothing written -------------------------------------
+
+def test_unknown_store():
+    line = one_error_line(ckptbench("probe", "--store", "hdfs"))
+    assert "'hdfs'" in line and "embedded, ceph" in line
+
+
+def test_a_remote_store_needs_a_bucket():
+    line = one_error_line(ckptbench("probe", "--store", "endpoint", env={
+        "CKPT_S3_ENDPOINT": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}))
+    assert "--bucket" in line
+
+
+@pytest.mark.parametrize("name", ["embedded", "ceph"])
+def test_missing_bucket(lab, name):
+    store = lab.get(name)
+    line = one_error_line(ckptbench("probe", "--store", "endpoint", "--bucket", "no-such-bucket", env={
+        "CKPT_S3_ENDPOINT": store.endpoint, "AWS_ACCESS_KEY_ID": store.credentials.access_key,
+        "AWS_SECRET_ACCESS_KEY": store.credentials.secret_key}))
+    assert "bucket 'no-such-bucket' does not exist" in line
+    assert "no-such-bucket" not in {b["Name"] for b in store.client().list_buckets()["Buckets"]}
+
+
+def test_unreachable_endpoint():
+    line = one_error_line(ckptbench("probe", "--store", "endpoint", "--bucket", "any", env={
+        "CKPT_S3_ENDPOINT": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}))
+    assert "cannot reach" in line and "127.0.0.1:9" in line
+
+
+def test_a_store_that_cannot_start():
+    if shutil.which("minio"):
+        pytest.skip("a minio binary is on PATH here, so MinIO can start")
+    env = {"CKPT_MINIO_BIN": "", "CKPT_MINIO_ENDPOINT": "", "PATH": os.environ.get("PATH", "")}
+    line = one_error_line(ckptbench("probe", "--store", "minio", env=env))
+    assert "minio" in line and "CKPT_MINIO_BIN" in line
