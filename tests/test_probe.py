@@ -108,10 +108,7 @@ BROKEN = {
 }
 
 
-@pytest.mark.parametrize("fresh_bucket", ["embedded", pytest.param("ceph", marks=pytest.mark.xfail(
-    reason="the metering proxy (infra/proxy.py, before its rewrite) reuses its upstream connection after RGW "
-           "answers 403 without reading the PUT's body; the next request (CreateMultipartUpload) gets 405",
-    strict=False))], indirect=True)
+@pytest.mark.parametrize("fresh_bucket", ["embedded", "ceph"], indirect=True)
 def test_a_store_that_ignores_if_none_match_cannot_run_the_conditional_strategies(fresh_bucket):
     store, bucket, others = fresh_bucket
     with MeteredStore(store) as metered:
