@@ -3,6 +3,7 @@ package ckptbench.checkpoint;
 import java.io.ByteArrayInputStream;
 import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.io.InputStream;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -11,6 +12,7 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 
+import com.amazonaws.AbortedException;
 import com.amazonaws.AmazonClientException;
 import com.amazonaws.services.s3.AmazonS3;
 import com.amazonaws.services.s3.model.AmazonS3Exception;
@@ -310,7 +312,19 @@ final class S3ObjectStore {
     } while (token != null);
   }
 
+  /**
+   * The SDK's failure as an {@link IOException}; an interrupted request (the SDK's
+   * {@link AbortedException}: {@code query.stop()} interrupts the stream thread) as an
+   * {@link InterruptedIOException}, as S3A's own translation does, because that is what Spark's
+   * stream execution recognises as a stop rather than a failure of the query.
+   */
   private IOException translate(String op, String key, AmazonClientException e) {
-    return new IOException(op + " s3a://" + bucket + "/" + key + " failed: " + e.getMessage(), e);
+    String what = op + " s3a://" + bucket + "/" + key;
+    if (e instanceof AbortedException) {
+      InterruptedIOException stopped = new InterruptedIOException(what + " interrupted: " + e.getMessage());
+      stopped.initCause(e);
+      return stopped;
+    }
+    return new IOException(what + " failed: " + e.getMessage(), e);
   }
 }
