@@ -56,6 +56,9 @@ class ObjectStore(abc.ABC):
     name: str = ""
     #: True when latencies mean nothing about a real store (moto is in-process Python).
     emulator: bool = False
+    #: Why two racing ``If-None-Match: *`` PUTs of one key may both succeed here, or None: the store
+    #: checks and writes atomically, so exactly one wins (what ``conditional`` and ``manifest`` rest on).
+    racy_conditional_put: str | None = None
 
     endpoint: str = ""
     region: str = "us-east-1"
