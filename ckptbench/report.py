@@ -1,7 +1,7 @@
 """A one-page summary and plots of the benchmark results, for people who would rather look.
 
 Reads the records the suite leaves in ``results/raw`` (``ckptbench.results``: the latest
-``streaming``, ``store`` and ``manifest-compaction`` record per store) and computes every number
+``streaming``, ``store``, ``manifest-compaction`` and ``crashes`` record per store) and computes every number
 with ``ckptbench.metrics``, as the asv benchmarks do, so the report and asv's HTML agree. Writes
 ``results/report.md`` and ``results/plots/*.png``.
 """
@@ -104,6 +104,54 @@ def _manifest_section(record: results.Results) -> list[str]:
             f"{_fmt(last(batches, 'spark', 'bytes', 1024), '.1f')} | {_fmt(last(batches, 'spark', 'entries'))} | "
             f"{_fmt(_value(metrics.history_tail_ms, record, batches, 'spark'), '.1f')} |")
     return lines + [""]
+
+
+def crash_table(record: results.Results) -> list[str]:
+    """The crash lab's failure table (markdown), one row per strategy x workload, then the
+    two-writer runs; the CLI's ``crashlab`` prints it too."""
+    lines = ["| strategy | workload | cycles | restart failures | duplicated rows | lost rows | "
+             "cycles not exactly-once | recovery p50 / p95 (ms) | recovery requests p50 | JVM start p50 (ms) | "
+             "left: temp / orphan data / pending MPU |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    pairs = record.crash_series[["strategy", "workload"]].drop_duplicates().itertuples(index=False)
+    for strategy, workload in pairs:
+        def m(metric, *args, spec=".0f"):
+            return _fmt(_value(metric, record, strategy, *args, workload), spec)
+
+        left = " / ".join(m(metrics.leftover_objects, kind) for kind in metrics.LEFTOVER_KINDS)
+        lines.append(
+            f"| {strategy} | {workload} | {m(metrics.crash_cycles)} | "
+            f"{m(metrics.restart_failure_rate, spec='.0%')} | {m(metrics.duplicated_rows)} | "
+            f"{m(metrics.lost_rows)} | {m(metrics.cycles_not_exactly_once)} | "
+            f"{m(metrics.recovery_percentile, 50)} / {m(metrics.recovery_percentile, 95)} | "
+            f"{m(metrics.recovery_requests)} | {m(metrics.jvm_start_percentile, 50)} | {left} |")
+    errors = record.crash_series.dropna(subset=["error"])
+    if len(errors):
+        lines += ["", *(f"- {row.strategy} x {row.workload} stopped early: {row.error}" for row in errors.itertuples())]
+    two = record.two_writers
+    if len(two):
+        lines += ["", "| two writers: strategy | workload | outcome | first driver's error | second driver's error | "
+                  "duplicated / lost rows | log files written twice |", "|---|---|---|---|---|---|---|"]
+        for row in two.itertuples():
+            check = "unreadable" if isinstance(row.verify_error, str) else f"{row.duplicates} / {row.lost}"
+            lines.append(f"| {row.strategy} | {row.workload} | {row.outcome} | {_cell(row.first_error)} | "
+                         f"{_cell(row.second_error)} | {check} | {row.overwritten_logs} |")
+    return lines
+
+
+def _cell(text) -> str:
+    return "-" if not isinstance(text, str) else text.replace("|", "/")[:120]
+
+
+def _crash_section(record: results.Results) -> list[str]:
+    env = record.environment
+    return [f"### Crashes ({_title(record)})", "",
+            f"Each cycle kills a driver (SIGKILL to its process group, JVM included) at a crash point "
+            f"({', '.join(env['points'])}, in turn; seed {env['seed']}), restarts it on the same checkpoint "
+            "and output and checks the output read through Spark against `commits/` after the restart's "
+            "first commit; duplicated and lost rows are from the check at rest after each series' clean "
+            "stop. Recovery runs from the restarted query's start (its SparkSession already up) to its "
+            "first stored `commits/N`.", "", *crash_table(record), ""]
 
 
 def _plot_copy(stores: dict[str, dict[str, results.Results]], path: Path) -> Path | None:
@@ -218,6 +266,8 @@ def write(out: Path) -> list[Path]:
             lines += _streaming_section(record)
             paths += [_plot_compaction(name, record, plots / f"{name}-compaction.png"),
                       _plot_state(name, record, plots / f"{name}-state.png")]
+        if "crashes" in kinds:
+            lines += _crash_section(kinds["crashes"])
         if "manifest-compaction" in kinds:
             lines += _manifest_section(kinds["manifest-compaction"])
             paths.append(_plot_manifest_compaction(name, kinds["manifest-compaction"],
