@@ -1,4 +1,4 @@
-"""What every benchmark module shares: the run's settings and the three experiments asv caches.
+"""What every benchmark module shares: the run's settings and the four experiments asv caches.
 
 The settings come from the environment (``ckptbench.runs.Settings``: store, size, bucket, raw
 results directory), which ``python -m ckptbench bench`` sets from its options. The store is not
@@ -17,12 +17,13 @@ and line that define the function, so every class that sets
 from __future__ import annotations
 
 import ckpt_impls
-from ckptbench import histories, runs
+from ckptbench import crashlab, histories, runs
 
 SETTINGS = runs.Settings.from_env()
 PLAN = SETTINGS.plan
 STRATEGIES = list(ckpt_impls.STRATEGIES)
 WORKLOADS = list(PLAN.workloads)
+CRASH_PLAN = crashlab.PLANS[SETTINGS.size]
 
 
 def streaming():
@@ -37,6 +38,11 @@ def history():
     return histories.history(SETTINGS)
 
 
+def crashes():
+    return crashlab.crashes(SETTINGS)
+
+
 streaming.timeout = runs.streaming.timeout
 store_alone.timeout = runs.store_alone.timeout
 history.timeout = histories.history.timeout
+crashes.timeout = crashlab.crashes.timeout

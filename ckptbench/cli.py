@@ -22,6 +22,7 @@ import ckpt_impls
 import infra
 from ckpt_impls.jars import JarsMissing
 
+from .crashlab import DEFAULT_POINTS
 from .runs import PLANS, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,6 +218,28 @@ def cmd_deploy(args) -> None:
     print(deploy.text(deploy.plan(args.strategy, store, args.bucket)))
 
 
+def cmd_crashlab(args) -> None:
+    from . import crashlab, report, results, runs
+
+    store = args.store or runs.default_store()
+    _names(store, infra.STORES, "store")
+    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    workloads = _names(args.workloads, crashlab.WORKLOADS, "workload")
+    two_writers = [] if args.two_writers in ("", "none") else _names(args.two_writers, crashlab.WORKLOADS, "workload")
+    points = _names(args.points, crashlab.CRASH_POINTS, "crash point")
+    if args.cycles < 1:
+        raise UsageError(f"--cycles must be at least 1, not {args.cycles}")
+    for workload in workloads:
+        if not any(crashlab.CRASH_POINTS[p].applies_to(crashlab.WORKLOADS[workload]) for p in points):
+            raise UsageError(f"no crash point of {','.join(points)} applies to workload {workload}")
+    plan = crashlab.CrashPlan(args.cycles, tuple(workloads), tuple(two_writers))
+    settings = runs.Settings(store, "cli", args.bucket, RESULTS / "raw")
+    record = crashlab.crashes(settings, strategies, plan, points=tuple(points), seed=args.seed)
+    print("\n\n".join(table.markdown() for table in report.crash_tables(record)))
+    print(f"\nrecord: {results.directory(settings.raw, store, 'crashes').relative_to(ROOT)} "
+          f"(seed {args.seed}; the same tables are in results/report/index.html after a bench run)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="ckptbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -252,6 +275,21 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="the HTML report (recommendation, tables, figures) from the recorded results")
     r.add_argument("--results", help="results directory (default: results/ in the repository)")
     r.set_defaults(run=cmd_report)
+    c = sub.add_parser("crashlab", help="kill -9 drivers at crash points and check exactly-once, per strategy")
+    c.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: ceph where it can start here, "
+                                   "else embedded)")
+    c.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    c.add_argument("--workloads", default="stateless,stateful",
+                   help="comma-separated, of: stateless, stateful (default both); unsafe-foreach is a sink "
+                        "that is not idempotent on purpose")
+    c.add_argument("--cycles", type=int, default=3, help="kill/restart cycles per strategy x workload (default 3)")
+    c.add_argument("--points", default=",".join(DEFAULT_POINTS),
+                   help="crash points, used in turn (default: all that apply)")
+    c.add_argument("--two-writers", default="stateless",
+                   help="workloads of a two-writer run per strategy (default stateless; none to skip)")
+    c.add_argument("--seed", type=int, default=1, help="of every random choice (default 1; recorded)")
+    c.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    c.set_defaults(run=cmd_crashlab)
     d = sub.add_parser("drift", help="how far every value moved between two runs (say, of the same commit)")
     d.add_argument("a", help="a results directory (bench --results) or an asv result file")
     d.add_argument("b", help="another")

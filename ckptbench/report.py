@@ -1,8 +1,8 @@
 """The report: one self-contained HTML page (``results/report/index.html``) with the
 recommendation per store x workload and its reasons, the tables behind it and the figures.
 
-Reads the records in ``results/raw`` (``ckptbench.results``: the latest ``streaming``, ``store``
-and ``manifest-compaction`` record per store); every number comes from ``ckptbench.metrics``, as
+Reads the records in ``results/raw`` (``ckptbench.results``: the latest ``streaming``, ``store``,
+``manifest-compaction`` and ``crashes`` record per store); every number comes from ``ckptbench.metrics``, as
 the asv benchmarks' do, so the page and asv's HTML agree; the verdict from ``ckptbench.decide``;
 money from ``ckptbench.cost``, labelled a projection wherever it shows. The page embeds its
 figures (also written as PNG files beside it) and its style, so it opens from a file share or a
@@ -31,6 +31,14 @@ class Table:
     header: list[str]
     rows: list[list[str]]
     note: str = ""
+
+    def markdown(self) -> str:
+        """The table as Markdown, for a terminal (``python -m ckptbench crashlab``)."""
+        def cells(row):
+            return "| " + " | ".join(str(c).replace("|", "/") for c in row) + " |"
+
+        lines = [cells(self.header), "|" + "---|" * len(self.header), *map(cells, self.rows)]
+        return "\n".join([f"{self.caption}:", "", *lines] + (["", self.note] if self.note else []))
 
 
 @dataclasses.dataclass
@@ -65,7 +73,68 @@ def _where(record: results.Results) -> str:
             f"{env['created']}; {versions}")
 
 
-def _streaming(name: str, record: results.Results, figures: Path) -> Section:
+def crash_tables(record: results.Results) -> list[Table]:
+    """The crash lab's failure table, one row per strategy x workload, and its two-writer table."""
+    rows = []
+    for strategy, workload in record.crash_series[["strategy", "workload"]].drop_duplicates().itertuples(index=False):
+        def m(metric, *args, spec=".0f", strategy=strategy, workload=workload):
+            return _fmt(plots._value(metric, record, strategy, *args, workload), spec)
+
+        rows.append([strategy, workload, m(metrics.crash_cycles), m(metrics.restart_failure_rate, spec=".0%"),
+                     m(metrics.duplicated_rows), m(metrics.lost_rows), m(metrics.cycles_not_exactly_once),
+                     f"{m(metrics.recovery_percentile, 50)} / {m(metrics.recovery_percentile, 95)}",
+                     m(metrics.recovery_requests), m(metrics.jvm_start_percentile, 50),
+                     " / ".join(m(metrics.leftover_objects, kind) for kind in metrics.LEFTOVER_KINDS)])
+    errors = record.crash_series.dropna(subset=["error"])
+    tables = [Table("Kill -9 and restart: exactly-once per strategy",
+                    ["strategy", "workload", "cycles", "restart failures", "duplicated rows", "lost rows",
+                     "cycles not exactly-once", "recovery p50 / p95 (ms)", "recovery requests p50",
+                     "JVM start p50 (ms)", "left: temp / orphan data / pending MPU"], rows,
+                    " ".join(f"{row.strategy} x {row.workload} stopped early: {row.error}."
+                             for row in errors.itertuples()))]
+    if len(record.two_writers):
+        tables.append(Table("Two drivers on one checkpoint (a zombie after a failover)",
+                            ["strategy", "workload", "outcome", "first driver's error", "second driver's error",
+                             "duplicated / lost rows", "log files written twice"],
+                            [[row.strategy, row.workload, row.outcome, _cell(row.first_error),
+                              _cell(row.second_error),
+                              "unreadable" if isinstance(row.verify_error, str) else f"{row.duplicates} / {row.lost}",
+                              str(row.overwritten_logs)] for row in record.two_writers.itertuples()]))
+    return tables
+
+
+def _cell(text) -> str:
+    return "-" if not isinstance(text, str) else text[:160]
+
+
+def safety(record: results.Results) -> dict[str, decide.Safety]:
+    """What the crash lab found per strategy, for the recommendation."""
+    out = {}
+    for strategy in dict.fromkeys(record.crash_series.strategy):
+        two = record.two_writers[record.two_writers.strategy == strategy]
+        outcomes = set(two.outcome)
+        verdict = ("silent-damage" if "silent-damage" in outcomes else
+                   "clean-error" if outcomes == {"clean-error"} else next(iter(outcomes), None))
+        out[strategy] = decide.Safety(cycles=int(metrics.crash_cycles(record, strategy)),
+                                      duplicated=int(metrics.duplicated_rows(record, strategy) or 0),
+                                      lost=int(metrics.lost_rows(record, strategy) or 0), two_writer=verdict)
+    return out
+
+
+def _crashes(name: str, record: results.Results) -> Section:
+    env = record.environment
+    return Section(f"{name}: crashes", [
+        f"Measured on {_where(record)}.",
+        f"Each cycle kills a driver (SIGKILL to its process group, JVM included) at a crash point "
+        f"({', '.join(env['points'])}, in turn; seed {env['seed']}), restarts it on the same checkpoint and "
+        "output and checks the output read through Spark against commits/ after the restart's first commit; "
+        "duplicated and lost rows are from the check at rest after each series' clean stop. Recovery runs from "
+        "the restarted query's start (its SparkSession already up) to its first stored commits/N."],
+        crash_tables(record))
+
+
+def _streaming(name: str, record: results.Results, figures: Path,
+               found: dict[str, decide.Safety] | None = None) -> Section:
     plan = record.environment["plan"]
     largest, interval = plan["keys"][-1], plan["compact_interval"]
     section = Section(f"{name}: streaming queries", [
@@ -73,7 +142,7 @@ def _streaming(name: str, record: results.Results, figures: Path) -> Section:
         f"{plan['batches']} measured batches after {plan['warmup']} warm-up per query; state keys "
         f"{plan['keys'][0]:,} unless said; the store's own 1 KiB PUT p50 is "
         f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms (proxy-timed, same run)."])
-    section.decisions = [decide.decide(record, workload, TRIGGER_S) for workload in plan["workloads"]
+    section.decisions = [decide.decide(record, workload, TRIGGER_S, safety=found) for workload in plan["workloads"]
                          if workload in set(record.runs.workload)]
     rows = []
     for strategy in record.strategies():
@@ -164,8 +233,11 @@ def write(out: Path) -> list[Path]:
     sections = []
     copy_plot = plots.copy(stores, figures / "copy.png")
     for name, kinds in stores.items():
+        found = safety(kinds["crashes"]) if "crashes" in kinds else None
         if "streaming" in kinds:
-            sections.append(_streaming(name, kinds["streaming"], figures))
+            sections.append(_streaming(name, kinds["streaming"], figures, found))
+        if "crashes" in kinds:
+            sections.append(_crashes(name, kinds["crashes"]))
         if "store" in kinds:
             sections.append(_store(name, kinds["store"]))
         if "manifest-compaction" in kinds:

@@ -18,6 +18,17 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
   proxy's paired overhead): ``experiment``, ``op``, ``route`` (``proxy``: timed by the proxy;
   ``direct``/``proxied``: client-timed, in pairs at equal ``seq``), object ``size``, ``ms``.
 - ``compactions``: one row per compaction of a log history (``history`` batches long).
+- ``cycles``: one row per crash cycle of the crash lab (``ckptbench.crashlab``): the driver killed
+  at ``crash_point`` (``landed``: the point was reached, not the wait limit), the last batch in
+  ``offsets/`` and in ``commits/`` then, the restart (``jvm_start_ms``: spawn to SparkSession up;
+  ``recovery_ms``/``recovery_requests``: the restarted query's start to its first stored
+  ``commits/N``), and the check after it: ``duplicates``, ``lost`` rows, ``partial`` batches of
+  the committed ``0..verified_through``.
+- ``crash_series``: one row per strategy x workload series of cycles: the check at rest after its
+  clean stop and what was left under its prefix (``temp_objects``, sink ``orphan_files`` the
+  sink's log does not list (-1: a sink with no log), ``pending_uploads``, all ``objects``).
+- ``two_writers``: one row per run of two drivers on one checkpoint: each one's error (first
+  line), the check at rest, log files written twice (``overwritten_logs``) and the ``outcome``.
 
 On disk (``write``/``read``): a directory holding ``environment.json`` (with
 ``schema_version``) and one Parquet file per non-empty table. A reader refuses another schema
@@ -50,6 +61,24 @@ TABLES: dict[str, tuple[str, ...]] = {
                  "bytes_in", "bytes_out"),
     "samples": ("experiment", "op", "route", "size", "seq", "ms"),
     "compactions": ("history", "log", "batch", "number", "ms", "requests", "bytes", "entries", "garbage_staged"),
+    "cycles": ("series", "strategy", "workload", "cycle", "crash_point", "seed", "delay_s", "landed", "wait_s",
+               "offsets_at_kill", "committed_at_kill", "first_batch", "jvm_start_ms", "recovery_ms",
+               "recovery_requests", "restart_ok", "error", "duplicates", "lost", "partial", "verified_through",
+               "seconds"),
+    "crash_series": ("series", "strategy", "workload", "cycles", "seed", "rows_per_batch", "prefix", "error",
+                     "last_batch", "duplicates", "lost", "partial", "unexpected", "temp_objects", "orphan_files",
+                     "pending_uploads", "objects"),
+    "two_writers": ("strategy", "workload", "seed", "first_error", "second_error", "second_started",
+                    "first_batches", "second_batches", "verify_error", "overwritten_logs", "duplicates", "lost",
+                    "partial", "unexpected", "last_batch", "outcome"),
+}
+#: Integer columns that may be missing (NA): a request between batches, a check that did not run.
+NULLABLE_INTS = {
+    "batches": ("batch_id",),
+    "requests": ("batch_id",),
+    "cycles": ("offsets_at_kill", "committed_at_kill", "first_batch", "recovery_requests", "duplicates", "lost",
+               "partial", "verified_through"),
+    "two_writers": ("duplicates", "lost", "partial", "unexpected", "last_batch"),
 }
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,8 +107,12 @@ def environment(store, experiment: str, size: str, plan: dict, **extra) -> dict:
 
 def _table(name: str, rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(TABLES[name]))
-    if name in ("batches", "requests"):
-        frame["batch_id"] = frame["batch_id"].astype("Int64")  # NA: a request between batches
+    for column in NULLABLE_INTS.get(name, ()):
+        frame[column] = frame[column].astype("Int64")
+    if name in ("cycles", "crash_series", "two_writers"):
+        for column in ("error", "first_error", "second_error", "verify_error"):
+            if column in frame:  # all None would be written as a null-typed column
+                frame[column] = frame[column].astype("string")
     return frame
 
 

@@ -13,12 +13,17 @@ from pyspark.sql import functions as F
 TRIGGER = "100 milliseconds"
 
 
-def rate(spark, rows_per_second: int = 50, rows_per_batch: int | None = None):
+def rate(spark, rows_per_second: int = 50, rows_per_batch: int | None = None, start_timestamp: int | None = None):
     """Spark's rate source: ``rows_per_second`` of wall-clock time, or, given ``rows_per_batch``,
     exactly that many rows in every micro-batch (``rate-micro-batch``), so each batch does the
-    same work however long the one before it took."""
+    same work however long the one before it took. ``rate-micro-batch`` is replayable: batch N
+    holds the values ``N * rows_per_batch`` to ``(N + 1) * rows_per_batch - 1``, with timestamps
+    from ``start_timestamp`` (epoch ms), so a re-run batch has the same rows."""
     if rows_per_batch:
-        return spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch).load()
+        reader = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch)
+        if start_timestamp is not None:
+            reader = reader.option("startTimestamp", start_timestamp)
+        return reader.load()
     return spark.readStream.format("rate").option("rowsPerSecond", rows_per_second).load()
 
 
@@ -52,6 +57,53 @@ def file_sink(spark, checkpoint: str, output: str, rows_per_second: int = 50,
     return (rows.select("value").writeStream.format("parquet")
             .option("checkpointLocation", checkpoint).option("path", output)
             .trigger(processingTime=trigger).start())
+
+
+def replayable(spark, rows_per_batch: int, repeat_previous: bool = False, start_timestamp: int = 0):
+    """A replayable ``value`` column (``rate-micro-batch``), the input of the crash lab's workloads.
+
+    Batch N's values are ``N * rows_per_batch`` to ``(N + 1) * rows_per_batch - 1``. With
+    ``repeat_previous`` (``rows_per_batch`` even, h = half of it), batch N's first half is h new
+    values ``N * h`` to ``(N + 1) * h - 1`` and its second half repeats batch N-1's new values
+    (batch 0's: ``-h`` to ``-1``, also new): a deduplication whose state was lost would emit them
+    again. ``ckptbench.crashlab`` knows which batch each output value belongs to.
+    """
+    rows = rate(spark, rows_per_batch=rows_per_batch, start_timestamp=start_timestamp)
+    if not repeat_previous:
+        return rows.select("value")
+    if rows_per_batch % 2:
+        raise ValueError(f"repeat_previous needs an even rows_per_batch, not {rows_per_batch}")
+    half = rows_per_batch // 2
+    batch, index = F.floor(F.col("value") / rows_per_batch), F.col("value") % rows_per_batch
+    key = F.when(index < half, batch * half + index).otherwise((batch - 1) * half + index - half)
+    return rows.select(key.cast("long").alias("value"))
+
+
+def parquet_sink(rows, checkpoint: str, output: str, trigger: str = TRIGGER):
+    """``rows`` appended to a parquet file sink on ``output`` (exactly-once through its
+    ``_spark_metadata`` log)."""
+    return (rows.writeStream.format("parquet").outputMode("append")
+            .option("checkpointLocation", checkpoint).option("path", output)
+            .trigger(processingTime=trigger).start())
+
+
+def deduplicated(spark, checkpoint: str, output: str, rows_per_batch: int, trigger: str = TRIGGER):
+    """Stateful: ``replayable(repeat_previous=True)`` -> ``dropDuplicates("value")`` -> parquet
+    sink, append mode. The state store writes its files every batch."""
+    rows = replayable(spark, rows_per_batch, repeat_previous=True).dropDuplicates(["value"])
+    return parquet_sink(rows, checkpoint, output, trigger)
+
+
+def unsafe_foreach_batch(spark, checkpoint: str, output: str, rows_per_batch: int, trigger: str = TRIGGER):
+    """A deliberately NON-idempotent sink, to show a verifier catching one: ``foreachBatch``
+    appending each batch as plain parquet files to ``output`` with no batch-id check, so a
+    batch re-run after a crash between its write and ``commits/N`` is written twice."""
+
+    def append(frame, batch_id):
+        frame.write.mode("append").parquet(output)
+
+    return (replayable(spark, rows_per_batch).writeStream.foreachBatch(append)
+            .option("checkpointLocation", checkpoint).trigger(processingTime=trigger).start())
 
 
 def seed_text_files(s3, bucket: str, prefix: str, files: int, lines: int = 1000) -> None:

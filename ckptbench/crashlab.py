@@ -1,0 +1,730 @@
+"""The crash lab: does each checkpoint strategy keep exactly-once when the driver is killed?
+
+A driver is a child process (``ckptbench.driver``: its own Python and JVM, settings and keys on
+stdin) running one workload with one strategy on one checkpoint and output, through the metering
+proxy. The lab:
+
+- **crash cycles** (``series``): kill the driver with SIGKILL (to its whole process group, the JVM
+  included) at a crash point, restart it on the same checkpoint and output, wait for the
+  restarted query's first committed batch, verify; repeat. After a clean stop at the end, verify
+  again and count what was left behind.
+- **two writers** (``two_writers``): a zombie after failover. A second driver starts on a
+  checkpoint a first one is still running on; both run a few seconds; then both stop. Which
+  failed, with what error, and whether the output and the logs survived.
+
+Crash points (``CRASH_POINTS``, one entry each): ``random`` (a seeded random delay), or a request
+the metering proxy records, polled every few milliseconds: ``after-offsets`` (``offsets/N`` is
+stored: the kill lands between ``offsets/N`` and ``commits/N``), ``during-state-upload`` (a state
+file of the batch is stored, others are not yet), ``after-sink-commit`` (the sink has committed
+the batch, ``commits/N`` is not written). Adding one is one entry: a name and a predicate over
+``infra.proxy.Event``. The proxy records a request as its response goes out, so a kill lands
+*after* a request, never inside one: points such as inside a manager call between staging and
+publishing (mid-PUT), during a multipart upload, or in the middle of a manifest compaction need
+the proxy to hold a matching request and let the lab kill while it is held; the proxy rewrite
+(``infra/proxy.py``, ``infra/faults.py``) is to provide that, and each such point is then one
+more entry here.
+
+Verification (``verify``) reads what a user would: the sink through Spark
+(``spark.read.parquet(output)``, which trusts ``_spark_metadata``), in a SparkSession switched to
+the strategy (the ``manifest`` strategy's logs can only be read through it), and the last
+committed batch from ``commits/`` through the strategy's own ``CheckpointFileManager``. The
+workloads' input is replayable and every output value names its batch (``Workload.batch_sql``),
+so it counts duplicated rows, rows lost from batches ``0..last`` and batches only partly visible.
+
+Clocks: ``time.time()`` on one host for the driver's events and the proxy's requests. A restart's
+JVM start (spawn to SparkSession up) is recorded apart from its recovery, which runs from just
+before the restarted query's ``start()`` to the end of the request that stored its first
+``commits/N``; the recovery's requests are the proxy's events in that window. Every random choice
+comes from ``seed`` (recorded in each row and in the environment).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import json
+import os
+import queue
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import ckpt_impls
+from infra.net import ending_with_us, proc_stat
+from infra.proxy import Event
+
+from . import progress, results
+from .driver import Config, StoreSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+IGNORE_MISSING = "spark.sql.files.ignoreMissingFiles"
+
+# -- workloads ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """A query ``ckptbench.driver`` runs (``ckptbench.workloads`` builds it) and what its output
+    must hold: each output ``value`` belongs to batch ``batch_sql`` (a SQL expression over
+    ``value``, with ``{rows}`` rows per batch), which must show ``rows_in(batch, rows)`` distinct
+    values exactly once each."""
+
+    name: str
+    description: str
+    stateful: bool
+    batch_sql: str
+    rows_in: Callable[[int, int], int]
+    exactly_once: bool = True  # False: a deliberately broken sink, for the verifier's tests
+
+
+WORKLOADS = {w.name: w for w in (
+    Workload("stateless", "rate-micro-batch -> parquet file sink", False,
+             "floor(value / {rows})", lambda batch, rows: rows),
+    # Half of each batch repeats the previous batch's new values (workloads.replayable).
+    Workload("stateful", "rate-micro-batch -> dropDuplicates(value) -> parquet file sink (append)", True,
+             "CASE WHEN value < 0 THEN 0 ELSE floor(value / ({rows} DIV 2)) END",
+             lambda batch, rows: rows if batch == 0 else rows // 2),
+    Workload("unsafe-foreach", "rate-micro-batch -> foreachBatch appending parquet, no batch-id check "
+             "(NOT idempotent, on purpose)", False, "floor(value / {rows})", lambda batch, rows: rows,
+             exactly_once=False),
+)}
+#: The workloads measured by default (the others exist to test the verifier).
+MEASURED_WORKLOADS = ("stateless", "stateful")
+
+
+# -- crash points ---------------------------------------------------------------------------
+
+#: Requests that store an object's bytes (a rename's COPY publishes the temp file).
+WRITES = ("PUT", "COPY", "MPU_INIT", "MPU_PART", "MPU_COMPLETE")
+
+
+def publishes(event: Event, log: str) -> bool:
+    """``event`` stored a file of metadata log ``log`` (``offsets``, ``commits``,
+    ``_spark_metadata``): the object at ``<log>/N`` (or ``N.compact``), or, for the manifest
+    strategy, a record of ``<log>``'s manifest."""
+    if not 200 <= event.status < 300:
+        return False
+    if event.op in ("PUT", "COPY", "MPU_COMPLETE") and re.search(rf"(^|/){log}/\d+(\.compact)?$", event.key):
+        return True
+    return event.op == "PUT" and re.search(rf"(^|/){log}/_manifest/r/\d+$", event.key) is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class CrashPoint:
+    """Where in a query's life the lab kills the driver: after a seeded random delay
+    (``random_delay``) or as soon as the metering proxy has recorded a request ``match``es."""
+
+    name: str
+    description: str
+    match: Callable[[Event], bool] | None = None
+    random_delay: bool = False
+    stateful_only: bool = False
+
+    def applies_to(self, workload: Workload) -> bool:
+        return workload.stateful or not self.stateful_only
+
+
+CRASH_POINTS = {p.name: p for p in (
+    CrashPoint("random", "a seeded random delay, anywhere in a batch", random_delay=True),
+    CrashPoint("after-offsets", "offsets/N stored, commits/N not yet", lambda e: publishes(e, "offsets")),
+    CrashPoint("during-state-upload", "one state file of the batch stored, the batch not committed",
+               lambda e: e.area == "state" and e.op in WRITES, stateful_only=True),
+    CrashPoint("after-sink-commit", "the sink committed the batch (_spark_metadata/N or _SUCCESS), "
+               "commits/N not yet",
+               lambda e: publishes(e, "_spark_metadata") or (e.op == "PUT" and 200 <= e.status < 300
+                                                             and e.key.endswith("/_SUCCESS"))),
+)}
+#: Each cycle's crash point in turn, from those that apply to the workload.
+DEFAULT_POINTS = ("random", "after-offsets", "during-state-upload", "after-sink-commit")
+RANDOM_DELAY_S = (0.0, 3.0)  # the random point's delay, uniform, after the lab starts watching
+WAIT_LIMIT_S = 60.0  # a point whose request never comes: killed then anyway, ``landed`` False
+RESTART_LIMIT_S = 300.0  # a restart with no committed batch by then failed
+POLL_S = 0.003
+
+
+# -- drivers ---------------------------------------------------------------------------------
+
+
+class DriverGone(RuntimeError):
+    """A driver ended (or timed out) before the event waited for."""
+
+
+class Driver:
+    """A ``ckptbench.driver`` child in a process group of its own (so a SIGKILL to the group takes
+    its JVM too), reached through its stdin and stdout. Its stderr (Spark's log) goes to a file."""
+
+    def __init__(self, config: Config, log: Path) -> None:
+        self.config, self.log = config, log
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        self.spawned = time.time()
+        with open(log, "ab") as err:
+            self.proc = subprocess.Popen(ending_with_us([sys.executable, "-m", "ckptbench.driver"]),
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                                         start_new_session=True, env=env)
+        self.proc.stdin.write(config.to_json() + "\n")  # the keys travel here, never in argv
+        self.proc.stdin.flush()
+        self.events: list[dict] = []
+        self._queue: queue.SimpleQueue[dict] = queue.SimpleQueue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            self.events.append(event)
+            self._queue.put(event)
+        self._queue.put({"event": "exit", "t": time.time()})
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def first(self, name: str) -> dict | None:
+        return next((e for e in self.events if e["event"] == name), None)
+
+    def wait(self, name: str, timeout: float) -> dict:
+        """The next event ``name``; ``DriverGone`` (saying why) if the driver fails, ends or takes
+        longer than ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                event = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise DriverGone(f"no {name} within {timeout:.0f}s") from None
+            if event["event"] == name:
+                return event
+            if event["event"] == "failed":
+                raise DriverGone(event["error"])
+            if event["event"] == "exit":
+                raise DriverGone(f"the driver exited (status {self.proc.wait()}) before {name}: {self.stderr_tail()}")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def failure(self) -> str | None:
+        event = self.first("failed")
+        return event["error"] if event else None
+
+    def stderr_tail(self, lines: int = 1) -> str:
+        try:
+            text = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        errors = [line for line in text if "Error" in line or "Exception" in line] or text
+        return " | ".join(errors[-lines:])[:300]
+
+    def processes(self) -> list[int]:
+        """The live processes of the driver's group: itself and its JVM (and whatever they started)."""
+        out = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text()
+            except OSError:
+                continue
+            rest = fields[fields.rindex(")") + 2:].split()
+            if int(rest[2]) == self.proc.pid and rest[0] != "Z":
+                out.append(int(stat.parent.name))
+        return out
+
+    def kill(self) -> float:
+        """SIGKILL to the whole process group, then wait until the driver and its JVM are gone;
+        returns when the signal was sent."""
+        jvm = (self.first("ready") or {}).get("jvm_pid")
+        t = time.time()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        deadline = time.monotonic() + 30
+        while jvm and (stat := proc_stat(jvm)) is not None and stat[1] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return t
+
+    def stop(self, timeout: float = 120) -> None:
+        """Ask for a clean stop (``stop`` on stdin); kill the group if it takes longer than ``timeout``."""
+        if self.alive():
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.write("stop\n")
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+
+
+# -- reading what a user would read ------------------------------------------------------------
+
+
+def manager(spark, strategy: str, url: str):
+    """The strategy's own JVM ``CheckpointFileManager`` for ``url``, built by Spark's factory as a
+    streaming query builds it."""
+    jvm = spark._jvm
+    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
+    manager_class = ckpt_impls.get(strategy).manager_class
+    if manager_class:
+        conf.set(ckpt_impls.MANAGER_CLASS_CONF, manager_class)
+    else:
+        conf.unset(ckpt_impls.MANAGER_CLASS_CONF)
+    path = jvm.org.apache.hadoop.fs.Path(url)
+    factory = getattr(jvm, "org.apache.spark.sql.execution.streaming.checkpointing").CheckpointFileManager
+    return factory.create(path, conf), path
+
+
+def log_ids(spark, strategy: str, url: str) -> list[int]:
+    """The batch ids in the metadata log at ``url`` (``.../commits``, ``.../offsets``), as the
+    strategy's manager lists them (temp files and others left out)."""
+    fm, path = manager(spark, strategy, url)
+    if not fm.exists(path):
+        return []
+    names = [s.getPath().getName() for s in fm.list(path, spark._jvm.org.apache.hadoop.fs.GlobFilter("[0-9]*"))]
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def last_committed(spark, strategy: str, checkpoint: str) -> int:
+    """The last batch id in ``commits/``; -1 if none."""
+    return max(log_ids(spark, strategy, f"{checkpoint}/commits"), default=-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What the output holds against the committed batches ``0..last``.
+
+    ``duplicates``: rows beyond the first of each value (anywhere in the output). ``lost``: values
+    of batches ``0..last`` missing. ``partial``: batches only partly visible (among ``0..last``
+    while a writer runs; also the batch after it at rest, when the sink may be a batch ahead of
+    ``commits/``). ``unexpected``: rows at rest from batches past that one.
+    """
+
+    last: int
+    rows: int
+    duplicates: int
+    lost: int
+    partial: int
+    unexpected: int
+
+    @property
+    def exactly_once(self) -> bool:
+        return not (self.duplicates or self.lost or self.partial or self.unexpected)
+
+
+def output_counts(spark, strategy: str, workload: Workload, output: str, rows_per_batch: int) -> dict[int, tuple[int, int]]:
+    """``{batch: (rows, distinct values)}`` of the sink's output read through Spark (one scan,
+    counted here: a Spark aggregation would add two shuffle stages to every check)."""
+    from pyspark.errors import AnalysisException
+
+    ckpt_impls.use(spark, strategy)
+    try:
+        frame = spark.read.schema("value long").parquet(output)
+    except AnalysisException as e:
+        if "PATH_NOT_FOUND" in str(e) or "Path does not exist" in str(e):
+            return {}
+        raise
+    batch = workload.batch_sql.format(rows=rows_per_batch)
+    # A data file the sink's log lists but the store lost is lost rows, not a failed check.
+    before = spark.conf.get(IGNORE_MISSING, None)
+    spark.conf.set(IGNORE_MISSING, "true")
+    try:
+        table = frame.selectExpr(f"CAST({batch} AS long) AS batch", "value").toArrow()
+    finally:
+        if before is None:
+            spark.conf.unset(IGNORE_MISSING)
+        else:
+            spark.conf.set(IGNORE_MISSING, before)
+    values: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+    for b, value in zip(table.column("batch").to_pylist(), table.column("value").to_pylist()):
+        values[b][value] += 1
+    return {b: (sum(c.values()), len(c)) for b, c in values.items()}
+
+
+def judge(counts: dict[int, tuple[int, int]], last: int, workload: Workload, rows_per_batch: int,
+          at_rest: bool) -> Verdict:
+    """The verdict on ``counts`` (``output_counts``) against committed batches ``0..last``; see
+    ``Verdict``. Pure, so the rules are tested on their own."""
+    duplicates = sum(n - d for n, d in counts.values())
+    lost = partial = unexpected = 0
+    for batch in range(last + 1):
+        expected = workload.rows_in(batch, rows_per_batch)
+        distinct = counts.get(batch, (0, 0))[1]
+        lost += max(0, expected - distinct)
+        partial += 0 < distinct < expected
+        unexpected += max(0, distinct - expected)
+    if at_rest:
+        for batch, (_, distinct) in counts.items():
+            if batch == last + 1:  # the sink may have committed the batch commits/ has not
+                expected = workload.rows_in(batch, rows_per_batch)
+                partial += 0 < distinct < expected
+                unexpected += max(0, distinct - expected)
+            elif batch > last + 1 or batch < 0:
+                unexpected += distinct
+    return Verdict(last, sum(n for n, _ in counts.values()), duplicates, lost, partial, unexpected)
+
+
+def verify(spark, strategy: str, workload: Workload, base: str, rows_per_batch: int, at_rest: bool) -> Verdict:
+    """Read ``commits/`` (first) and then the output under ``base`` and judge them. Safe while a
+    writer runs (``at_rest`` False): batches committed after ``commits/`` was read are ignored but
+    for duplicates, which are wrong whenever they are seen."""
+    last = last_committed(spark, strategy, f"{base}/checkpoint")
+    counts = output_counts(spark, strategy, workload, f"{base}/output", rows_per_batch)
+    return judge(counts, last, workload, rows_per_batch, at_rest)
+
+
+@dataclasses.dataclass(frozen=True)
+class Leftovers:
+    temp_objects: int  # Spark's rename temp files, .<name>.<uuid>.tmp
+    orphan_files: int  # sink data files the sink's log does not list (NaN-like -1: no log to ask)
+    pending_uploads: int  # multipart uploads never completed nor aborted
+    objects: int  # every object under the prefix
+
+
+def leftovers(spark, strategy: str, store, bucket: str, prefix: str, workload: Workload) -> Leftovers:
+    """What a series left under ``prefix`` at rest, listed on the store itself (``store``: not
+    through the proxy)."""
+    s3 = store.client()
+    keys = store.list_keys(bucket, prefix + "/")
+    temps = [k for k in keys if ckpt_impls.TEMP_FILE.search(k)]
+    uploads = s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix + "/").get("Uploads", [])
+    orphans = -1
+    if workload.exactly_once:  # a file sink: its log says which data files are the output
+        output = f"{prefix}/output/"
+        data = {k for k in keys if k.startswith(output) and not any(
+            part.startswith(("_", ".")) for part in k[len(output):].split("/"))}
+        ckpt_impls.use(spark, strategy)
+        listed = set()
+        if data:
+            listed = {re.sub(r"^s3a://[^/]+/", "", f) for f in
+                      spark.read.schema("value long").parquet(f"s3a://{bucket}/{output}").inputFiles()}
+        orphans = len(data - listed)
+    return Leftovers(len(temps), orphans, len(uploads), len(keys))
+
+
+# -- the lab ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CrashPlan:
+    cycles: int  # kill/restart cycles per strategy x workload
+    workloads: tuple[str, ...]
+    two_writers: tuple[str, ...]  # workloads of the two-writer runs, per strategy
+    rows_per_batch: int = 100
+
+
+PLANS = {
+    "smallest": CrashPlan(1, ("stateless",), ("stateless",)),
+    "quick": CrashPlan(2, MEASURED_WORKLOADS, ("stateless",)),
+    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS),
+}
+#: Measured wall time per crash cycle and per two-writer run (seconds; this project's 2-core VM
+#: shared with other jobs, embedded store): ``expected_seconds`` uses them to say a run's length.
+CYCLE_S = 30.0
+TWO_WRITERS_S = 60.0
+SERIES_OVERHEAD_S = 40.0  # the first driver's start and the final stop and checks of a series
+
+
+def expected_seconds(plan: CrashPlan, strategies: int) -> float:
+    series = strategies * len(plan.workloads)
+    return series * (plan.cycles * CYCLE_S + SERIES_OVERHEAD_S) + strategies * len(plan.two_writers) * TWO_WRITERS_S
+
+
+class Lab:
+    """Crash cycles and two-writer runs of drivers on ``store`` (a ``MeteredStore``: the drivers
+    go through its proxy) in ``bucket``. ``spark`` is the lab's own session, which verifies; it
+    must reach ``bucket`` (on the store itself, not through the proxy, so that its reads are not
+    among the drivers' requests)."""
+
+    def __init__(self, spark, store, bucket: str, recorder: results.Recorder, seed: int = 1,
+                 rows_per_batch: int = 100, keep: bool = False, say=print) -> None:
+        self.spark, self.store, self.bucket, self.recorder = spark, store, bucket, recorder
+        self.seed, self.rows_per_batch, self.keep, self.say = seed, rows_per_batch, keep, say
+        self.logs = Path(tempfile.mkdtemp(prefix="ckptbench-crashlab-"))
+        self.drivers: list[Driver] = []
+
+    def close(self) -> None:
+        for driver in self.drivers:
+            if driver.alive():
+                driver.kill()
+
+    def __enter__(self) -> "Lab":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def driver(self, strategy: str, workload: str, prefix: str, **extra) -> Driver:
+        config = Config(strategy=strategy, workload=workload, bucket=self.bucket,
+                        store=StoreSpec.of(self.store), checkpoint=f"s3a://{self.bucket}/{prefix}/checkpoint",
+                        output=f"s3a://{self.bucket}/{prefix}/output", rows_per_batch=self.rows_per_batch, **extra)
+        driver = Driver(config, self.logs / f"{prefix.replace('/', '_')}-{len(self.drivers)}.log")
+        self.drivers.append(driver)
+        return driver
+
+    def _events(self, mark: int, prefix: str) -> tuple[list[Event], int]:
+        events = self.store.proxy.events_since(mark)
+        return [e for e in events if e.key.startswith(prefix + "/")], mark + len(events)
+
+    def _watch(self, driver: Driver, point: CrashPoint, prefix: str, delay: float) -> tuple[bool, float]:
+        """Wait for ``point`` (or its delay), then kill ``driver``: (landed, seconds waited)."""
+        start = time.monotonic()
+        mark = self.store.proxy.mark()
+        landed = False
+        while driver.alive():
+            waited = time.monotonic() - start
+            if point.random_delay:
+                if waited >= delay:
+                    landed = True
+                    break
+            else:
+                events, mark = self._events(mark, prefix)
+                if any(point.match(e) for e in events):
+                    landed = True
+                    break
+            if waited >= WAIT_LIMIT_S:
+                break
+            time.sleep(POLL_S)
+        driver.kill()
+        return landed, time.monotonic() - start
+
+    def _recovery(self, prefix: str, mark: int, t0: float, progress_end: float) -> tuple[float, int]:
+        """(ms from ``t0`` to the end of the request that stored the first ``commits/N``, requests
+        in that window); the batch's progress end if no such request is found."""
+        for _ in range(20):
+            events, _ = self._events(mark, prefix)
+            events = [e for e in events if e.start >= t0]
+            commit = next((e for e in events if publishes(e, "commits")), None)
+            if commit is not None:
+                return (commit.end - t0) * 1000, sum(1 for e in events if e.end <= commit.end)
+            time.sleep(0.05)
+        return (progress_end - t0) * 1000, sum(1 for e in events if e.end <= progress_end)
+
+    def series(self, strategy: str, workload: str, cycles: int, points=DEFAULT_POINTS, bar=None) -> int:
+        """``cycles`` kill/restart cycles of ``strategy`` x ``workload`` on a fresh checkpoint and
+        output; rows added to ``cycles`` and ``crash_series``. Returns the series number."""
+        chosen = WORKLOADS[workload]
+        points = [CRASH_POINTS[p] for p in points if CRASH_POINTS[p].applies_to(chosen)]
+        if not points:
+            raise ValueError(f"no crash point of {', '.join(points)} applies to workload {workload}")
+        rng = random.Random(f"{self.seed}:{strategy}:{workload}")
+        prefix = f"crash/{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
+        base = f"s3a://{self.bucket}/{prefix}"
+        number = len(self.recorder.rows["crash_series"])
+        row = {"series": number, "strategy": strategy, "workload": workload, "cycles": 0, "seed": self.seed,
+               "rows_per_batch": self.rows_per_batch, "prefix": prefix, "error": None}
+        driver = self.driver(strategy, workload, prefix)
+        try:
+            driver.wait("progress", RESTART_LIMIT_S)
+            for cycle in range(cycles):
+                point = points[cycle % len(points)]
+                delay = rng.uniform(*RANDOM_DELAY_S)  # drawn every cycle: the sequence is the seed's
+                if bar:
+                    bar.set_postfix_str(f"{strategy} x {workload}: cycle {cycle + 1}/{cycles}, {point.name}")
+                began = time.monotonic()
+                landed, waited = self._watch(driver, point, prefix, delay)
+                offsets = max(log_ids(self.spark, strategy, f"{base}/checkpoint/offsets"), default=-1)
+                committed = last_committed(self.spark, strategy, f"{base}/checkpoint")
+                mark = self.store.proxy.mark()
+                driver = self.driver(strategy, workload, prefix)
+                cycle_row = {"series": number, "strategy": strategy, "workload": workload, "cycle": cycle,
+                             "crash_point": point.name, "seed": self.seed,
+                             "delay_s": delay if point.random_delay else float("nan"), "landed": landed,
+                             "wait_s": waited, "offsets_at_kill": offsets, "committed_at_kill": committed,
+                             "first_batch": None, "jvm_start_ms": float("nan"), "recovery_ms": float("nan"),
+                             "recovery_requests": None, "restart_ok": False, "error": None, "duplicates": None,
+                             "lost": None, "partial": None, "verified_through": None, "seconds": float("nan")}
+                self.recorder.rows["cycles"].append(cycle_row)
+                row["cycles"] += 1
+                try:
+                    ready = driver.wait("ready", RESTART_LIMIT_S)
+                    cycle_row["jvm_start_ms"] = (ready["t"] - driver.spawned) * 1000
+                    started = driver.wait("started", RESTART_LIMIT_S)
+                    first = driver.wait("progress", RESTART_LIMIT_S)
+                except DriverGone as e:
+                    cycle_row["error"] = _one_line(str(e))
+                    row["error"] = f"cycle {cycle}: restart failed: {cycle_row['error']}"
+                    cycle_row["seconds"] = time.monotonic() - began
+                    if bar:
+                        bar.update()
+                    break
+                recovery_ms, requests = self._recovery(prefix, mark, started["t0"], first["end"])
+                verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=False)
+                cycle_row.update(first_batch=first["batchId"], recovery_ms=recovery_ms, recovery_requests=requests,
+                                 restart_ok=True, duplicates=verdict.duplicates, lost=verdict.lost,
+                                 partial=verdict.partial, verified_through=verdict.last,
+                                 seconds=time.monotonic() - began)
+                if bar:
+                    bar.update()
+        except DriverGone as e:
+            row["error"] = f"first start failed: {_one_line(str(e))}"
+        finally:
+            driver.stop()
+        final = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
+        left = leftovers(self.spark, strategy, self.store.inner, self.bucket, prefix, chosen)
+        row.update(last_batch=final.last, duplicates=final.duplicates, lost=final.lost, partial=final.partial,
+                   unexpected=final.unexpected, **dataclasses.asdict(left))
+        self.recorder.rows["crash_series"].append(row)
+        if not self.keep:
+            self.store.inner.empty_bucket(self.bucket, prefix + "/")
+        return number
+
+    def two_writers(self, strategy: str, workload: str = "stateless", head_start: int = 3,
+                    overlap_s: float = 5.0, bar=None) -> dict:
+        """A second driver on the checkpoint and output a first is still running on (a zombie
+        after failover); both run ``overlap_s`` seconds once the second has started, then stop.
+        A row of ``two_writers``, also returned."""
+        chosen = WORKLOADS[workload]
+        prefix = f"crash/two-{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
+        base = f"s3a://{self.bucket}/{prefix}"
+        if bar:
+            bar.set_postfix_str(f"two writers: {strategy} x {workload}")
+        mark = self.store.proxy.mark()
+        first = self.driver(strategy, workload, prefix)
+        second = None
+        row = {"strategy": strategy, "workload": workload, "seed": self.seed, "first_error": None,
+               "second_error": None, "second_started": False, "first_batches": 0, "second_batches": 0,
+               "verify_error": None}
+        try:
+            for _ in range(head_start):
+                first.wait("progress", RESTART_LIMIT_S)
+            second = self.driver(strategy, workload, prefix)
+            try:
+                second.wait("started", RESTART_LIMIT_S)
+                row["second_started"] = True
+            except DriverGone:
+                pass
+            deadline = time.monotonic() + overlap_s
+            while time.monotonic() < deadline and (first.alive() or second.alive()):
+                time.sleep(0.1)
+        except DriverGone as e:
+            row["first_error"] = _one_line(str(e))
+        finally:
+            for driver in (first, second):
+                if driver is not None:
+                    driver.stop()
+        row["first_error"] = row["first_error"] or _one_line(first.failure())
+        row["second_error"] = _one_line(second.failure() if second else None) or (
+            None if second is None or row["second_started"] else _one_line(second.stderr_tail()))
+        row["first_batches"] = sum(e["event"] == "progress" for e in first.events)
+        row["second_batches"] = sum(e["event"] == "progress" for e in second.events) if second else 0
+        events, _ = self._events(mark, prefix)
+        row["overwritten_logs"] = overwritten_logs(events, self.store.inner, self.bucket, prefix,
+                                                   ckpt_impls.get(strategy).keys_mirror_paths)
+        try:
+            verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
+            row.update(duplicates=verdict.duplicates, lost=verdict.lost, partial=verdict.partial,
+                       unexpected=verdict.unexpected, last_batch=verdict.last)
+        except Exception as e:  # noqa: BLE001 (an output Spark cannot read is damage, recorded as such)
+            row.update(duplicates=None, lost=None, partial=None, unexpected=None, last_batch=None,
+                       verify_error=_one_line(str(e)))
+        row["outcome"] = classify(row)
+        self.recorder.rows["two_writers"].append(row)
+        if bar:
+            bar.update()
+        if not self.keep:
+            self.store.inner.empty_bucket(self.bucket, prefix + "/")
+        return row
+
+
+#: The errors of a query that found another writer's file where it meant to write its own.
+CONFLICT = re.compile(r"concurrent|already exists|FileAlreadyExists|Race while writing|Multiple streaming"
+                      r"|PreconditionFailed|412", re.I)
+OUTCOMES = ("clean-error", "silent-damage", "both-ran-no-damage-seen", "other-error")
+
+
+def classify(row: dict) -> str:
+    """``silent-damage``: the output is not exactly-once, unreadable, or a log file was written
+    twice; else ``clean-error``: a query failed on the other's file (``CONFLICT``); else
+    ``other-error``: a query failed otherwise; else ``both-ran-no-damage-seen``."""
+    damaged = row["verify_error"] or row["overwritten_logs"] or any(
+        row.get(k) for k in ("duplicates", "lost", "partial", "unexpected"))
+    if damaged:
+        return "silent-damage"
+    errors = [e for e in (row["first_error"], row["second_error"]) if e]
+    if any(CONFLICT.search(e) for e in errors):
+        return "clean-error"
+    return "other-error" if errors else "both-ran-no-damage-seen"
+
+
+def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_mirror_paths: bool) -> int:
+    """Metadata log files (offsets, commits, _spark_metadata) stored more than once: a log file is
+    written once, so a second successful write replaced the first. Seen in the proxy's requests
+    where keys mirror paths; for the manifest strategy, in the manifests' records (a ``put`` of a
+    name already put and not deleted since)."""
+    logs = ("offsets", "commits", "_spark_metadata")
+    if keys_mirror_paths:
+        writes: dict[str, int] = {}
+        for e in events:
+            if any(publishes(e, log) and "/_manifest/" not in e.key for log in logs):
+                writes[e.key] = writes.get(e.key, 0) + 1
+        return sum(1 for n in writes.values() if n > 1)
+    from ckpt_impls import manifest_format
+
+    s3, twice = store.client(), 0
+    for directory in (f"{prefix}/checkpoint/offsets", f"{prefix}/checkpoint/commits", f"{prefix}/output/_spark_metadata"):
+        live: set[str] = set()
+        keys = sorted(store.list_keys(bucket, manifest_format.prefix(directory) + "r/"))
+        for key in keys:
+            text = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+            for change in manifest_format.parse_record(text, int(key.rsplit("/", 1)[1])):
+                if change[0] == "put":
+                    twice += change[1] in live
+                    live.add(change[1])
+                elif change[0] == "del":
+                    live.discard(change[1])
+                elif change[0] == "clear":
+                    live.clear()
+    return twice
+
+
+def _one_line(text: str | None) -> str | None:
+    if not text:
+        return None
+    return " ".join(text.strip().splitlines()[0].split())[:300]
+
+
+# -- the experiment -----------------------------------------------------------------------------
+
+
+def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | None = None,
+            points=DEFAULT_POINTS, seed: int = 1, spark=None, say=print) -> results.Results:
+    """Crash cycles (strategy x workload) and two-writer runs (per strategy), as ``plan`` (default:
+    the settings' size) says, on the settings' store; written to ``settings.raw`` as the
+    experiment ``crashes`` and returned. ``spark``: a session that reaches the store's bucket (one
+    is started, and stopped, otherwise)."""
+    from . import runs
+    from .spark import session
+
+    plan = plan or PLANS[settings.size]
+    strategies = strategies or list(ckpt_impls.STRATEGIES)
+    total_cycles = plan.cycles * len(strategies) * len(plan.workloads)
+    two = len(strategies) * len(plan.two_writers)
+    say(f"crash lab: {total_cycles} crash cycles and {two} two-writer runs; expected about "
+        f"{expected_seconds(plan, len(strategies)) / 60:.0f} min ({CYCLE_S:.0f} s per cycle and "
+        f"{TWO_WRITERS_S:.0f} s per two-writer run as measured here)")
+    recorder = results.Recorder()
+    with runs.started_store(settings) as (store, bucket), contextlib.ExitStack() as stack:
+        if spark is None:
+            spark = session(strategies[0], {bucket: store.inner})
+            stack.callback(spark.stop)
+        bar = progress.Recorder("crash lab", total_cycles + two, "cycle")
+        with Lab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
+            for workload in plan.workloads:
+                for strategy in strategies:
+                    lab.series(strategy, workload, plan.cycles, points, bar=bar)
+            for workload in plan.two_writers:
+                for strategy in strategies:
+                    lab.two_writers(strategy, workload, bar=bar)
+        env = results.environment(store, "crashes", settings.size, dataclasses.asdict(plan), seed=seed,
+                                  points=list(points), spark_master="local[2]")
+    return runs.save(recorder.results(env), settings)
+
+
+crashes.timeout = 6 * 3600

@@ -1,0 +1,250 @@
+"""The crash lab (``ckptbench.crashlab``) against real servers: drivers killed with SIGKILL at crash
+points and restarted keep exactly-once with the strategies that should, and every verifier is shown
+catching a broken case: a non-idempotent sink replaying a batch, an output missing a data file or
+listing one twice, a log file written twice. Two drivers on one ``conditional`` checkpoint end in
+a clean error. A driver's keys reach it on stdin, never on a command line.
+
+Each driver is a JVM of its own (10-60 s to start on 2 shared cores), so cycles are few here; the
+asv suite and ``python -m ckptbench crashlab`` run many.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ckptbench import crashlab, metrics, results
+from ckptbench.cli import ROOT
+from conftest import CheckpointFiles, bucket_of
+from infra.metered import MeteredStore
+
+ROWS = 100  # per batch: the lab's default
+
+
+@contextlib.contextmanager
+def crash_lab(spark, store, keep: bool = False):
+    """A crash lab on ``store`` behind a metering proxy of its own; the session reaches the bucket
+    directly, the drivers through the proxy."""
+    with MeteredStore(store) as metered:
+        recorder = results.Recorder()
+        with crashlab.Lab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
+            yield lab, recorder
+
+
+@pytest.mark.parametrize("name, strategy, workload, points, cycles", [
+    ("embedded", "conditional", "stateless", ("after-offsets", "random"), 2),
+    ("embedded", "rename", "stateless", ("after-offsets",), 1),
+    ("embedded", "manifest", "stateless", ("after-sink-commit",), 1),
+    ("embedded", "conditional", "stateful", ("during-state-upload",), 1),
+    ("ceph", "conditional", "stateless", ("after-offsets",), 1),
+])
+def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strategy, workload, points, cycles):
+    with crash_lab(spark, lab.get(name)) as (crash, recorder):
+        crash.series(strategy, workload, cycles, points)
+    record = recorder.results({})
+    assert len(record.cycles) == cycles
+    for row in record.cycles.itertuples():
+        assert row.restart_ok, row.error
+        assert row.landed, f"{row.crash_point} was never reached"
+        assert (row.duplicates, row.lost, row.partial) == (0, 0, 0)
+        assert row.jvm_start_ms > 0 and row.recovery_ms > 0 and row.recovery_requests > 0
+        if row.crash_point != "random":
+            # Killed inside a batch: offsets/N stored, commits/N not; the restart re-runs batch N.
+            assert row.offsets_at_kill == row.committed_at_kill + 1
+            assert row.first_batch == row.offsets_at_kill
+    [series] = record.crash_series.itertuples()
+    assert series.error is pd.NA or series.error is None
+    assert (series.duplicates, series.lost, series.partial, series.unexpected) == (0, 0, 0, 0)
+    assert series.last_batch >= record.cycles.first_batch.max()
+    assert series.pending_uploads == 0
+    if strategy != "rename":
+        assert series.temp_objects == 0
+    assert metrics.duplicated_rows(record, strategy) == metrics.lost_rows(record, strategy) == 0
+    assert metrics.restart_failure_rate(record, strategy) == 0
+
+
+def test_a_non_idempotent_sink_replaying_a_batch_is_caught(spark, lab):
+    """foreachBatch appending parquet with no batch-id check, killed after its write and before
+    commits/N: the restart re-runs the batch and writes it again."""
+    with crash_lab(spark, lab.get("embedded")) as (crash, recorder):
+        crash.series("conditional", "unsafe-foreach", 1, ("after-sink-commit",))
+    record = recorder.results({})
+    [cycle] = record.cycles.itertuples()
+    assert cycle.restart_ok and cycle.landed
+    assert cycle.first_batch == cycle.offsets_at_kill == cycle.committed_at_kill + 1
+    assert cycle.duplicates == ROWS, "the re-run batch's rows are in the output twice"
+    assert cycle.lost == 0
+    assert metrics.duplicated_rows(record, "conditional") == ROWS
+    assert metrics.cycles_not_exactly_once(record, "conditional") == 1
+
+
+def test_a_damaged_output_is_caught(spark, lab):
+    """A clean output, then a data file its log lists deleted (lost rows, a partly visible batch),
+    then a file listed twice (duplicates)."""
+    store = lab.get("embedded")
+    bucket, workload = bucket_of(store), crashlab.WORKLOADS["stateless"]
+    with crash_lab(spark, store, keep=True) as (crash, _):
+        prefix = f"crash/damaged-{uuid.uuid4().hex[:8]}"
+        driver = crash.driver("conditional", "stateless", prefix, batches=3)
+        driver.wait("stopped", crashlab.RESTART_LIMIT_S)
+        base = f"s3a://{bucket}/{prefix}"
+        clean = crashlab.verify(spark, "conditional", workload, base, ROWS, at_rest=True)
+        assert clean.exactly_once and clean.last >= 2 and clean.rows == (clean.last + 1) * ROWS
+
+        files = sorted(spark.read.parquet(f"{base}/output").inputFiles())
+        rows_of = {f: spark.read.parquet(f).count() for f in files}
+        gone, twice = files[0], files[-1]
+        s3 = store.client()
+        s3.delete_object(Bucket=bucket, Key=gone.split(f"{bucket}/", 1)[1])
+        lost = crashlab.verify(spark, "conditional", workload, base, ROWS, at_rest=True)
+        assert lost.lost == rows_of[gone] and lost.duplicates == 0
+        assert lost.partial == (1 if rows_of[gone] < ROWS else 0)
+
+        # A copy of another data file, listed in the sink's log for batch 0 as well.
+        copy_key = f"{prefix}/output/part-copy-{uuid.uuid4().hex}.snappy.parquet"
+        s3.copy_object(Bucket=bucket, Key=copy_key, CopySource={"Bucket": bucket, "Key": twice.split(f"{bucket}/", 1)[1]})
+        log_key = f"{prefix}/output/_spark_metadata/0"
+        text = s3.get_object(Bucket=bucket, Key=log_key)["Body"].read().decode()
+        entry = json.loads(text.splitlines()[1])
+        entry["path"] = f"s3a://{bucket}/{copy_key}"
+        s3.put_object(Bucket=bucket, Key=log_key, Body=(text.rstrip("\n") + "\n" + json.dumps(entry)).encode())
+        doubled = crashlab.verify(spark, "conditional", workload, base, ROWS, at_rest=True)
+        assert doubled.duplicates == rows_of[twice]
+        assert doubled.lost == lost.lost
+        store.empty_bucket(bucket, prefix + "/")
+
+
+def test_the_rules_of_the_verdict():
+    """``judge`` on fixed counts ({batch: (rows, distinct)}), 10 rows per batch, commits through 2."""
+    stateless, stateful = crashlab.WORKLOADS["stateless"], crashlab.WORKLOADS["stateful"]
+    whole = {0: (10, 10), 1: (10, 10), 2: (10, 10)}
+    assert crashlab.judge(whole, 2, stateless, 10, at_rest=True).exactly_once
+    # The sink a batch ahead of commits/ (killed between _spark_metadata/3 and commits/3): fine whole...
+    assert crashlab.judge({**whole, 3: (10, 10)}, 2, stateless, 10, at_rest=True).exactly_once
+    # ...not partly visible, at rest; while a writer runs, batches past the last commit are not judged.
+    assert crashlab.judge({**whole, 3: (4, 4)}, 2, stateless, 10, at_rest=True).partial == 1
+    assert crashlab.judge({**whole, 3: (4, 4)}, 2, stateless, 10, at_rest=False).exactly_once
+    assert crashlab.judge({**whole, 5: (10, 10)}, 2, stateless, 10, at_rest=True).unexpected == 10
+    broken = crashlab.judge({0: (10, 10), 1: (13, 7), 3: (2, 1)}, 2, stateless, 10, at_rest=False)
+    assert (broken.duplicates, broken.lost, broken.partial) == (6 + 1, 3 + 10, 1)
+    # Stateful: batch 0 holds 10 new values, every later batch 5.
+    assert crashlab.judge({0: (10, 10), 1: (5, 5), 2: (5, 5)}, 2, stateful, 10, at_rest=True).exactly_once
+    assert crashlab.judge({0: (10, 10), 1: (10, 10), 2: (5, 5)}, 2, stateful, 10, at_rest=True).unexpected == 5
+
+
+def test_a_log_file_written_twice_is_caught(spark, lab):
+    """Where keys mirror paths, two stored writes of one log key; for the manifest strategy, two
+    records putting one name. One write of each file is no damage."""
+    store = lab.get("embedded")
+    bucket = bucket_of(store)
+    with MeteredStore(store) as metered:
+        s3, prefix = metered.client(), f"crash/twice-{uuid.uuid4().hex[:8]}"
+        mark = metered.proxy.mark()
+        for key in ("checkpoint/offsets/5", "checkpoint/offsets/5", "checkpoint/commits/5",
+                    "output/_spark_metadata/5", "checkpoint/.5.tmp"):
+            s3.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=b"v1")
+        events = metered.proxy.events_since(mark)
+        assert crashlab.overwritten_logs(events, store, bucket, prefix, keys_mirror_paths=True) == 1
+        assert crashlab.overwritten_logs(events[2:], store, bucket, prefix, keys_mirror_paths=True) == 0
+
+    files = CheckpointFiles(spark, "manifest", store, f"{prefix}-m/checkpoint")
+    files.write("offsets/5", b"a")
+    files.write("commits/5", b"a")
+    assert crashlab.overwritten_logs([], store, bucket, f"{prefix}-m", keys_mirror_paths=False) == 0
+    files.write("offsets/5", b"b", overwrite=True)
+    assert crashlab.overwritten_logs([], store, bucket, f"{prefix}-m", keys_mirror_paths=False) == 1
+    store.empty_bucket(bucket, prefix)
+
+
+def test_two_writers_on_a_conditional_checkpoint_end_in_a_clean_error(spark, lab):
+    with crash_lab(spark, lab.get("embedded")) as (crash, _):
+        row = crash.two_writers("conditional")
+    assert row["second_started"]
+    errors = [e for e in (row["first_error"], row["second_error"]) if e]
+    assert len(errors) == 1 and crashlab.CONFLICT.search(errors[0]), errors
+    assert (row["duplicates"], row["lost"], row["partial"], row["overwritten_logs"]) == (0, 0, 0, 0)
+    assert row["outcome"] == "clean-error"
+
+
+def test_the_outcome_classes():
+    base = {"first_error": None, "second_error": None, "verify_error": None, "overwritten_logs": 0,
+            "duplicates": 0, "lost": 0, "partial": 0, "unexpected": 0}
+    conflict = "[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the log. Multiple streaming jobs detected for 5."
+    assert crashlab.classify(base) == "both-ran-no-damage-seen"
+    assert crashlab.classify({**base, "second_error": conflict}) == "clean-error"
+    assert crashlab.classify({**base, "second_error": "java.lang.OutOfMemoryError"}) == "other-error"
+    for damage in ({"duplicates": 3}, {"lost": 1}, {"overwritten_logs": 1}, {"verify_error": "unreadable"}):
+        assert crashlab.classify({**base, "second_error": conflict, **damage}) == "silent-damage"
+
+
+@pytest.mark.parametrize("name", ["embedded", "ceph"])
+def test_a_driver_gets_its_keys_on_stdin_and_dies_whole(spark, lab, name):
+    """No secret on the command line of the driver or its JVM (Ceph checks the keys, so a batch
+    committed there proves they arrived); a kill takes the JVM with the driver."""
+    store = lab.get(name)
+    secret = store.credentials.secret_key
+    with crash_lab(spark, store) as (crash, _):
+        driver = crash.driver("conditional", "stateless", f"crash/keys-{uuid.uuid4().hex[:8]}")
+        ready = driver.wait("ready", crashlab.RESTART_LIMIT_S)
+        driver.wait("progress", crashlab.RESTART_LIMIT_S)
+        group = driver.processes()
+        assert driver.pid in group and ready["jvm_pid"] in group, (group, ready)
+        lines = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() for pid in group}
+        assert "org.apache.spark.deploy.SparkSubmit" in lines[ready["jvm_pid"]]
+        assert not [pid for pid, line in lines.items() if secret in line]
+        driver.kill()
+        assert driver.processes() == []
+        assert not Path(f"/proc/{ready['jvm_pid']}").exists() or \
+            Path(f"/proc/{ready['jvm_pid']}/stat").read_text().split(") ")[1][0] == "Z"
+
+
+def test_metrics_over_a_fixed_record(tmp_path):
+    """Every crash metric on rows whose answers are known, read back from disk."""
+    recorder = results.Recorder()
+    cycle = {"series": 0, "strategy": "direct", "workload": "stateless", "crash_point": "random", "seed": 1,
+             "delay_s": 1.0, "landed": True, "wait_s": 1.0, "offsets_at_kill": 3, "committed_at_kill": 2,
+             "first_batch": 3, "error": None, "verified_through": 3, "seconds": 20.0}
+    for i, (ok, ms, requests, dup) in enumerate([(True, 100.0, 10, 0), (True, 200.0, 30, 5), (True, 300.0, 20, 0),
+                                                 (False, float("nan"), None, None)]):
+        recorder.rows["cycles"].append({**cycle, "cycle": i, "restart_ok": ok, "recovery_ms": ms,
+                                        "recovery_requests": requests, "jvm_start_ms": 1000.0 * (i + 1),
+                                        "duplicates": dup, "lost": 0 if ok else None, "partial": 0 if ok else None})
+    recorder.rows["crash_series"].append({"series": 0, "strategy": "direct", "workload": "stateless", "cycles": 4,
+                                          "seed": 1, "rows_per_batch": 100, "prefix": "p", "error": "cycle 3: x",
+                                          "last_batch": 9, "duplicates": 5, "lost": 2, "partial": 1, "unexpected": 0,
+                                          "temp_objects": 0, "orphan_files": 3, "pending_uploads": 1, "objects": 50})
+    record = results.read(recorder.results({"schema_version": results.SCHEMA_VERSION, "store": "t",
+                                            "experiment": "crashes"}).write(tmp_path / "t-crashes"))
+    assert metrics.crash_cycles(record, "direct") == 4
+    assert metrics.restart_failure_rate(record, "direct") == 0.25
+    assert metrics.recovery_percentile(record, "direct", 50) == 200.0  # the failed restart left out
+    assert metrics.recovery_percentile(record, "direct", 95) == pytest.approx(290.0)
+    assert metrics.recovery_requests(record, "direct") == 20.0
+    assert metrics.jvm_start_percentile(record, "direct", 50) == 2500.0
+    assert metrics.duplicated_rows(record, "direct") == 5 and metrics.lost_rows(record, "direct") == 2
+    assert metrics.cycles_not_exactly_once(record, "direct") == 1
+    assert [metrics.leftover_objects(record, "direct", k) for k in metrics.LEFTOVER_KINDS] == [0, 3, 1]
+    assert metrics.crash_cycles(record, "direct", "stateful") == 0
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--workloads", "bogus"], "unknown workload 'bogus'"),
+    (["--points", "sideways"], "unknown crash point 'sideways'"),
+    (["--cycles", "0"], "--cycles must be at least 1"),
+    (["--strategies", "rename,nope"], "unknown strategy 'nope'"),
+    (["--store", "hdfs"], "unknown store 'hdfs'"),
+    (["--workloads", "stateless", "--points", "during-state-upload"], "no crash point of during-state-upload"),
+])
+def test_bad_input_is_one_line(args, says):
+    done = subprocess.run([sys.executable, "-m", "ckptbench", "crashlab", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ckptbench: error: ") and says in lines[0], done.stderr
