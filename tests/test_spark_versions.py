@@ -4,11 +4,15 @@ command in the venv of the Spark version it is asked for. Fast: no Spark starts 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import ckpt_impls
 from ckpt_impls import build, jars
 from ckptbench import cli
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(("version", "package"), [
@@ -53,3 +57,15 @@ def test_a_spark_version_whose_venv_is_missing_is_one_line(monkeypatch, tmp_path
     assert cli.main(["measure", "--spark", other, "--record", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"ckptbench: error: Spark {other} runs in .venv-missing, which is not made: run `make setup-missing`"]
+
+
+def test_the_spark35_venv_pins_what_the_main_one_pins():
+    def pins(name: str) -> dict[str, str]:
+        lines = (ROOT / name).read_text().splitlines()
+        return dict(line.split("==", 1) for line in lines if line.strip() and not line.startswith("#"))
+
+    main, spark35 = pins("requirements.txt"), pins("requirements-spark35.txt")
+    assert spark35["pyspark"].startswith("3.5.")
+    differ = {name: (v, spark35.get(name)) for name, v in main.items()
+              if name not in ("pyspark", "ruff") and spark35.get(name) != v}
+    assert not differ, f"requirements-spark35.txt is behind requirements.txt: {differ}"
