@@ -2,7 +2,7 @@
 
 The settings come from the environment (``ckptbench.runs.Settings``: store, size, bucket, raw
 results directory), which ``python -m ckptbench bench`` sets from its options. The store is not
-an asv parameter but an asv machine (``<host>-<store>``): asv publishes a parameterised result
+an asv parameter but an asv machine (``<host>-<store>-spark<version>``): asv publishes a parameterised result
 only for the parameter values of the latest discovery, so runs on two stores under one
 parameter would hide each other.
 

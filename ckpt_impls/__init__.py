@@ -22,7 +22,10 @@ MANAGER_CLASS_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
 
 # S3A 3.3.1 on pyspark 4.3's Hadoop 3.5: without these it fails on duration strings
-# ("60s") and on SDK v2 credential classes (see shared/notes/environment.md).
+# ("60s") and on SDK v2 credential classes (see shared/notes/environment.md). pyspark 3.5's
+# Hadoop 3.3.4 needs none of them (its defaults are 3.3.1's kind), but they are set there too,
+# so that both Spark versions run the one connector with the same settings; the only value that
+# differs from Hadoop 3.3.4's default is the connect timeout (30 s, Hadoop 3.4+'s, against 5 s).
 _S3A_ON_HADOOP_35 = {
     "fs.s3a.threads.keepalivetime": "60",
     "fs.s3a.connection.establish.timeout": "30000",
@@ -228,9 +231,17 @@ def select(conf, strategy: str) -> None:
         conf.unset(MANAGER_CLASS_CONF)
 
 
-#: Spark's CheckpointFileManager (the trait and its factory) in Spark 4.1+; up to 4.0 it lived in
-#: ``org.apache.spark.sql.execution.streaming``.
-MANAGER_TRAIT = "org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager"
+def manager_trait() -> str:
+    """Spark's CheckpointFileManager (the trait and its factory) in the running Spark: its package
+    moved in 4.1 (``jars.checkpoint_package``)."""
+    return f"{jars.checkpoint_package()}.CheckpointFileManager"
+
+
+def __getattr__(name: str):
+    # MANAGER_TRAIT: manager_trait(), read when asked for (it depends on the running pyspark).
+    if name == "MANAGER_TRAIT":
+        return manager_trait()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def manager(spark, url: str, strategy: str, settings: dict | None = None):
@@ -243,7 +254,7 @@ def manager(spark, url: str, strategy: str, settings: dict | None = None):
     for key, value in (settings or {}).items():
         conf.set(key, str(value))
     factory = jvm
-    for part in MANAGER_TRAIT.split("."):
+    for part in manager_trait().split("."):
         factory = getattr(factory, part)
     return factory.create(jvm.org.apache.hadoop.fs.Path(url), conf)
 

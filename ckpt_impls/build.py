@@ -1,46 +1,77 @@
 """Compile the JVM checkpoint managers against pyspark's own jars (and the S3A jars).
 
-Rebuilds ``build/ckpt-impls.jar`` only when a Java source or the classpath changes:
-the inputs' digest is stored beside the jar.
+One set of Java sources serves every Spark version; each venv builds the jar of its own pyspark,
+``build/ckpt-impls-spark<major.minor>.jar``. The sources import ``CheckpointFileManager`` from its
+package in Spark 4.1+ (``...streaming.checkpointing``); for an older Spark (3.5: ``...streaming``)
+the build compiles copies of the files that import it with that one import rewritten
+(``jars.checkpoint_package``), nothing else. javac then checks the classes against that Spark's own
+trait, so a difference beyond the package fails the build.
+
+Rebuilds a jar only when a Java source or the classpath changes: the inputs' digest is stored
+beside the jar.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from .jars import MANAGERS_JAR, pyspark_jars_dir, s3a_jars
+from .jars import checkpoint_package, managers_jar, pyspark_jars_dir, s3a_jars
 
 SOURCES = Path(__file__).resolve().parent / "java"
+#: The sources import Spark's CheckpointFileManager (and the classes inside it) from its 4.1+ package.
+_SOURCES_PACKAGE = checkpoint_package("4.1")
+_IMPORT = re.compile(rf"^import {re.escape(_SOURCES_PACKAGE)}\.(?=CheckpointFileManager\b)", re.MULTILINE)
 
 
 def build() -> bool:
-    """Build the managers' jar if its inputs changed; True when it compiled."""
+    """Build the running pyspark's managers' jar if its inputs changed; True when it compiled."""
+    jar, package = managers_jar(), checkpoint_package()
     sources = sorted(SOURCES.rglob("*.java"))
     classpath = [f"{pyspark_jars_dir()}/*", *map(str, s3a_jars())]
-    digest = _digest(sources, classpath)
-    stamp = MANAGERS_JAR.with_suffix(".sha256")
-    if MANAGERS_JAR.is_file() and stamp.is_file() and stamp.read_text() == digest:
+    digest = _digest(sources, classpath, package)
+    stamp = jar.with_suffix(".sha256")
+    if jar.is_file() and stamp.is_file() and stamp.read_text() == digest:
         return False
     if shutil.which("javac") is None or shutil.which("jar") is None:
         raise SystemExit("javac/jar not found: install a JDK 17 (Debian: apt-get install openjdk-17-jdk-headless)")
-    MANAGERS_JAR.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as classes:
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        classes = Path(tmp, "classes")
         subprocess.run(
-            ["javac", "-nowarn", "-Xlint:none", "--release", "17", "-cp", ":".join(classpath), "-d", classes,
-             *map(str, sources)],
+            ["javac", "-nowarn", "-Xlint:none", "--release", "17", "-cp", ":".join(classpath), "-d", str(classes),
+             *map(str, _for_package(sources, package, Path(tmp, "src")))],
             check=True,
         )
-        subprocess.run(["jar", "cf", str(MANAGERS_JAR), "-C", classes, "."], check=True)
+        subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True)
     stamp.write_text(digest)
     return True
 
 
-def _digest(sources: list[Path], classpath: list[str]) -> str:
+def _for_package(sources: list[Path], package: str, out: Path) -> list[Path]:
+    """``sources``, those importing CheckpointFileManager copied under ``out`` with its import from
+    ``package``; the others (and all of them where ``package`` is the sources' own) as they are."""
+    chosen = []
+    for src in sources:
+        text = src.read_text()
+        rewritten = _IMPORT.sub(f"import {package}.", text)
+        if rewritten == text:
+            chosen.append(src)
+            continue
+        copy = out / src.relative_to(SOURCES)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(rewritten)
+        chosen.append(copy)
+    return chosen
+
+
+def _digest(sources: list[Path], classpath: list[str], package: str) -> str:
     h = hashlib.sha256()
+    h.update(package.encode())
     for entry in classpath:
         h.update(entry.encode())
     for src in sources:

@@ -1,5 +1,8 @@
 """The jars a SparkSession needs to checkpoint on S3: the S3A connector and our managers.
 
+The managers are built once per Spark version (``build/ckpt-impls-spark<major.minor>.jar``, see
+``ckpt_impls.build``); the running pyspark picks its own. The S3A jars are shared.
+
 pyspark ships no object-store filesystem. Users on a real cluster name their own
 hadoop-aws + AWS SDK jars in ``CKPT_S3A_JARS`` (comma-separated paths); otherwise the
 set-up extracts hadoop-aws 3.3.1 and the AWS SDK v1 bundle from the ``sagemaker_pyspark``
@@ -20,7 +23,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
 BUNDLED_DIR = BUILD / "jars"
-MANAGERS_JAR = BUILD / "ckpt-impls.jar"
 USER_JARS_ENV = "CKPT_S3A_JARS"
 
 _SDIST = "sagemaker_pyspark==1.4.5"
@@ -40,6 +42,34 @@ def pyspark_jars_dir() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
+def spark_version() -> str:
+    """The running pyspark's ``major.minor`` ("4.3", "3.5")."""
+    import pyspark
+
+    return ".".join(pyspark.__version__.split(".")[:2])
+
+
+def checkpoint_package(version: str | None = None) -> str:
+    """The package of Spark's ``CheckpointFileManager`` (the trait and its factory) in Spark ``version``
+    (default: the running one): ``...streaming.checkpointing`` from 4.1 on (SPARK-52787), before
+    that ``...streaming``. The one place that knows."""
+    major, minor = (int(n) for n in (version or spark_version()).split(".")[:2])
+    base = "org.apache.spark.sql.execution.streaming"
+    return f"{base}.checkpointing" if (major, minor) >= (4, 1) else base
+
+
+def managers_jar(version: str | None = None) -> Path:
+    """Our managers compiled for Spark ``version`` (default: the running one)."""
+    return BUILD / f"ckpt-impls-spark{version or spark_version()}.jar"
+
+
+def __getattr__(name: str):
+    # MANAGERS_JAR, a name callers already use: the running pyspark's jar, found when asked for.
+    if name == "MANAGERS_JAR":
+        return managers_jar()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def s3a_jars() -> list[Path]:
     """The S3A connector jars to load: the user's (CKPT_S3A_JARS) or the bundled fallback."""
     named = os.environ.get(USER_JARS_ENV, "").strip()
@@ -57,9 +87,10 @@ def s3a_jars() -> list[Path]:
 
 def spark_jars() -> list[Path]:
     """Everything the checkpoint strategies need on Spark's classpath."""
-    if not MANAGERS_JAR.is_file():
-        raise JarsMissing(f"{MANAGERS_JAR} is not built: run `make setup`")
-    return [MANAGERS_JAR, *s3a_jars()]
+    jar = managers_jar()
+    if not jar.is_file():
+        raise JarsMissing(f"{jar} is not built: run `make setup` (Spark 4.3) or `make setup-spark35` (Spark 3.5)")
+    return [jar, *s3a_jars()]
 
 
 def _version(jars: list[Path], name: str) -> str:
@@ -72,13 +103,14 @@ def _version(jars: list[Path], name: str) -> str:
 
 
 def versions() -> dict[str, str]:
-    """What runs the checkpoints, read from the jars that are loaded: Spark, the Hadoop client it
-    bundles, the S3A connector (hadoop-aws) and the AWS SDK it is built on."""
+    """What runs the checkpoints, read from the jars that are loaded: Spark, the Scala and Hadoop
+    client it bundles, the S3A connector (hadoop-aws) and the AWS SDK it is built on."""
     import pyspark
 
     bundled, connector = sorted(pyspark_jars_dir().glob("*.jar")), s3a_jars()
     sdk_v1, sdk_v2 = _version(connector, "aws-java-sdk-bundle"), _version(connector, "bundle")
-    return {"spark": pyspark.__version__, "hadoop": _version(bundled, "hadoop-client-api"),
+    return {"spark": pyspark.__version__, "scala": _version(bundled, "scala-library"),
+            "hadoop": _version(bundled, "hadoop-client-api"),
             "hadoop_aws": _version(connector, "hadoop-aws"),
             "aws_sdk": f"v1 {sdk_v1}" if sdk_v1 != "unknown" else f"v2 {sdk_v2}"}
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import ckpt_impls
 import infra
+from ckpt_impls import jars
 from ckpt_impls.jars import JarsMissing
 
 from .crashlab import DEFAULT_POINTS
@@ -27,6 +28,11 @@ from .runs import PLANS, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
+#: The Spark versions measure and bench run on (--spark), each in a venv of its own: (venv, the make
+#: target that makes it). The first is the default.
+SPARK_VENVS = {"4.3": (ROOT / ".venv", "setup"), "3.5": (ROOT / ".venv-spark35", "setup-spark35")}
+#: Set in a command that re-ran itself under another venv, so that it never does so twice.
+_REEXEC_ENV = "CKPT_SPARK_REEXEC"
 
 
 class UsageError(Exception):
@@ -48,6 +54,30 @@ def _names(text: str, valid, kind: str) -> list[str]:
     return names
 
 
+def results_root() -> Path:
+    """Where a command writes by default: ``results/`` on the default Spark, ``results-spark<v>/`` on
+    another, so that two Spark versions' raw records and reports never replace each other."""
+    version = jars.spark_version()
+    return RESULTS if version == next(iter(SPARK_VENVS)) else ROOT / f"results-spark{version}"
+
+
+def _under_spark(args, argv: list[str]) -> None:
+    """Re-run this command with the python of the venv of the Spark version ``--spark`` asks for,
+    unless it already runs that Spark (and with its own python then: the venv decides the Spark)."""
+    wanted = getattr(args, "spark", None)
+    if wanted is None or wanted == jars.spark_version():
+        return
+    venv, target = SPARK_VENVS[wanted]
+    python = venv / "bin" / "python"
+    if os.environ.get(_REEXEC_ENV):
+        raise UsageError(f"{python} runs pyspark {jars.spark_version()}, not {wanted}: "
+                         f"remake it (rm -r {venv.name}; make {target})")
+    if not python.is_file():
+        raise UsageError(f"Spark {wanted} runs in {venv.name}, which is not made: run `make {target}`")
+    sys.stdout.flush()
+    os.execve(python, [str(python), "-m", "ckptbench", *argv], {**os.environ, _REEXEC_ENV: wanted})
+
+
 def cmd_strategies(args) -> None:
     print(ckpt_impls.describe())
 
@@ -66,14 +96,15 @@ def cmd_measure(args) -> None:
     strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     if args.batches < 20 and not args.allow_few_batches:
         raise UsageError("--batches below 20 gives unstable percentiles; pass --allow-few-batches to insist")
-    raw = RESULTS / "raw"
+    out = results_root()
+    raw = out / "raw"
     records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, args.master, raw)
     text = measure.table(records)
     print(text)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    (RESULTS / f"measure-{stamp}.md").write_text(text + "\n")
+    (out / f"measure-{stamp}.md").write_text(text + "\n")
     written = [str(results.directory(raw, r.environment["store"], "measure").relative_to(ROOT)) for r in records]
-    print(f"\nwritten: results/measure-{stamp}.md; records: {', '.join(written)} "
+    print(f"\nwritten: {out.relative_to(ROOT)}/measure-{stamp}.md; records: {', '.join(written)} "
           f"(python -m ckptbench measure --record DIR prints a record's table again)")
 
 
@@ -109,10 +140,10 @@ def cmd_bench(args) -> None:
               "(Ceph RGW, the default where it can start, gives real ones)")
     else:
         print(f"store: {store}, a real store")
-    results = Path(args.results).resolve() if args.results else RESULTS
+    results = Path(args.results).resolve() if args.results else results_root()
     config = _asv_config(results)
-    # asv keys results by machine: one per store keeps each store's results a series of its own.
-    machine = f"{socket.gethostname()}-{store}"
+    # asv keys results by machine: one per store and Spark version keeps each a series of its own.
+    machine = f"{socket.gethostname()}-{store}-spark{jars.spark_version()}"
     env = {**os.environ, **runs.Settings(store, args.size, args.bucket, results / "raw").env()}
     asv = [sys.executable, "-m", "asv"]
     print(f"running the {args.size} suite (the README gives measured run times)", flush=True)
@@ -240,6 +271,11 @@ def cmd_crashlab(args) -> None:
           f"(seed {args.seed}; the same tables are in results/report/index.html after a bench run)")
 
 
+SPARK_HELP = (f"the Spark version to run on: {', '.join(SPARK_VENVS)} (default: the running pyspark's); the "
+              "command re-runs itself in that version's venv. Results go to results/ on "
+              f"{next(iter(SPARK_VENVS))}, to results-spark<version>/ on another")
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="ckptbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -257,6 +293,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     m.add_argument("--record", nargs="+", metavar="DIR",
                    help="print the table of recorded results (results/raw/<store>-measure) instead of measuring")
+    m.add_argument("--spark", choices=list(SPARK_VENVS), help=SPARK_HELP)
     m.set_defaults(run=cmd_measure)
     b = sub.add_parser("bench", help="run the asv suite and publish it (HTML, report and plots under results/)")
     b.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where "
@@ -266,6 +303,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
     b.add_argument("--bench", help="only benchmarks matching this regular expression (asv run --bench)")
     b.add_argument("--results", help="results directory (default: results/ in the repository)")
+    b.add_argument("--spark", choices=list(SPARK_VENVS), help=SPARK_HELP)
     b.set_defaults(run=cmd_bench)
     c = sub.add_parser("cost", help="what the measured requests would cost on AWS S3 (a projection)")
     c.add_argument("--trigger", default="10s", help="the query's trigger interval (default 10s)")
@@ -319,9 +357,11 @@ def _stop_on_sigterm(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
+        _under_spark(args, argv)
         args.run(args)
     except (UsageError, infra.StoreUnavailable, ckpt_impls.UnknownStrategy, JarsMissing) as e:
         print(f"ckptbench: error: {e}", file=sys.stderr)

@@ -3,7 +3,7 @@
 ``python -m ckptbench drift A B``, where A and B are results directories written by
 ``python -m ckptbench bench --results DIR`` (or asv result files). Run the same commit twice and
 this says how much of a difference between two commits is noise; it says so when A and B ran on
-different stores (asv machines), sizes or commits. A value's move is
+different stores or Spark versions (asv machines), sizes or commits. A value's move is
 ``|a - b| / mean(|a|, |b|)`` (0 when both are 0); values that failed or are NaN in either run
 are left out.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -53,11 +54,13 @@ def values(path: Path) -> dict[str, float]:
 
 
 def provenance(path: Path) -> dict[str, str]:
-    """What a result file was run on: the asv machine (``<host>-<store>``), the commit and, where
-    the raw measurements lie beside it (``bench --results DIR``), the run's size."""
+    """What a result file was run on: the asv machine (``<host>-<store>-spark<version>``, or
+    ``<host>-<store>`` before Spark versions were named), the commit and, where the raw measurements
+    lie beside it (``bench --results DIR``), the run's size."""
     data = json.loads(path.read_text())
     machine = data["params"]["machine"]
-    raw = results.directory(path.parent.parent.parent / "raw", machine.rsplit("-", 1)[-1], "streaming")
+    store = re.sub(r"-spark[\d.]+$", "", machine).rsplit("-", 1)[-1]
+    raw = results.directory(path.parent.parent.parent / "raw", store, "streaming")
     try:
         size = json.loads((raw / "environment.json").read_text())["size"]
     except (OSError, ValueError, KeyError):

@@ -3,6 +3,7 @@ package ckptbench.checkpoint;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 
+// Spark 4.1+'s package: ckpt_impls/build.py rewrites this import for an older Spark (3.5: ...execution.streaming).
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.CancellableFSDataOutputStream;
 
 /**

@@ -1,0 +1,71 @@
+"""Two Spark versions from one set of Java sources: the package of CheckpointFileManager is the one
+difference (``ckpt_impls.jars.checkpoint_package``), rewritten by the build; the CLI re-runs a
+command in the venv of the Spark version it is asked for. Fast: no Spark starts here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import ckpt_impls
+from ckpt_impls import build, jars
+from ckptbench import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(("version", "package"), [
+    ("3.5", "org.apache.spark.sql.execution.streaming"),
+    ("4.0", "org.apache.spark.sql.execution.streaming"),
+    ("4.1", "org.apache.spark.sql.execution.streaming.checkpointing"),
+    ("4.3", "org.apache.spark.sql.execution.streaming.checkpointing"),
+])
+def test_checkpoint_package_moved_in_4_1(version, package):
+    assert jars.checkpoint_package(version) == package
+
+
+def test_the_running_spark_decides_the_trait_and_the_jar():
+    version, trait = jars.spark_version(), ckpt_impls.MANAGER_TRAIT
+    assert trait == f"{jars.checkpoint_package(version)}.CheckpointFileManager"
+    assert jars.managers_jar().name == f"ckpt-impls-spark{version}.jar"
+    assert jars.versions()["spark"].startswith(version + ".")
+
+
+def test_build_rewrites_only_the_import_of_checkpoint_file_manager(tmp_path):
+    sources = sorted(build.SOURCES.rglob("*.java"))
+    importing = {s for s in sources if "checkpointing.CheckpointFileManager" in s.read_text()}
+    assert importing, "no source imports CheckpointFileManager: the rewrite has nothing to do"
+    own = build._for_package(sources, jars.checkpoint_package("4.1"), tmp_path / "own")
+    assert own == sources
+    older = build._for_package(sources, jars.checkpoint_package("3.5"), tmp_path / "old")
+    for original, compiled in zip(sources, older, strict=True):
+        if original not in importing:
+            assert compiled == original
+            continue
+        before, after = original.read_text().splitlines(), compiled.read_text().splitlines()
+        changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+        assert changed and all(
+            a.startswith("import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager")
+            and b == a.replace(".streaming.checkpointing.", ".streaming.") for a, b in changed)
+
+
+def test_a_spark_version_whose_venv_is_missing_is_one_line(monkeypatch, tmp_path, capsys):
+    other = next(v for v in cli.SPARK_VENVS if v != jars.spark_version())
+    monkeypatch.setitem(cli.SPARK_VENVS, other, (tmp_path / ".venv-missing", "setup-missing"))
+    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)  # main's SIGTERM handler stays out of pytest
+    assert cli.main(["measure", "--spark", other, "--record", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"ckptbench: error: Spark {other} runs in .venv-missing, which is not made: run `make setup-missing`"]
+
+
+def test_the_spark35_venv_pins_what_the_main_one_pins():
+    def pins(name: str) -> dict[str, str]:
+        lines = (ROOT / name).read_text().splitlines()
+        return dict(line.split("==", 1) for line in lines if line.strip() and not line.startswith("#"))
+
+    main, spark35 = pins("requirements.txt"), pins("requirements-spark35.txt")
+    assert spark35["pyspark"].startswith("3.5.")
+    differ = {name: (v, spark35.get(name)) for name, v in main.items()
+              if name not in ("pyspark", "ruff") and spark35.get(name) != v}
+    assert not differ, f"requirements-spark35.txt is behind requirements.txt: {differ}"
