@@ -18,6 +18,8 @@ import com.amazonaws.handlers.HandlerAfterAttemptContext;
 import com.amazonaws.handlers.HandlerBeforeAttemptContext;
 import com.amazonaws.handlers.HandlerContextKey;
 import com.amazonaws.handlers.RequestHandler2;
+import com.amazonaws.http.HttpResponse;
+import com.amazonaws.http.timers.client.SdkInterruptedException;
 import com.amazonaws.services.s3.model.DeleteObjectsRequest;
 
 /**
@@ -34,8 +36,10 @@ import com.amazonaws.services.s3.model.DeleteObjectsRequest;
  * an error response or an I/O error) derives the record from the request as it was sent (signed
  * headers, query parameters, resource path) and appends it. The operation and subject follow the
  * metering proxy's rules ({@link S3Ops}; the key: for a LIST its {@code prefix}, for a bulk
- * DELETE its first key). Status: the response's, or the service error's, or 0 when no response
- * came (an I/O error). Bytes sent: {@code x-amz-decoded-content-length} (an aws-chunked upload's
+ * DELETE its first key). Status: the response's, or the service error's, or that of a response
+ * head that came before the attempt failed (noted in {@code beforeUnmarshalling}: an interrupt
+ * while the body was read), or 0 when no response came (an I/O error; such an attempt may or
+ * may not have reached the store). Bytes sent: {@code x-amz-decoded-content-length} (an aws-chunked upload's
  * payload) or else {@code Content-Length}, 0 without either; bytes received: the response's
  * declared {@code Content-Length} (0 for a HEAD, -1 when not known: an error, or no length).
  * The duration is the client's: from the attempt's start (before a retry's back-off pause and
@@ -43,17 +47,25 @@ import com.amazonaws.services.s3.model.DeleteObjectsRequest;
  *
  * <p>Cheap by design: no logging, no locks; a failure to understand a request loses that record
  * (counted as dropped), never the request.
+ *
+ * <p>Limit: the SDK runs a client's handlers in order and stops at the first one after which it
+ * finds the thread interrupted. Global handlers come last, so on an interrupted thread (a query
+ * being stopped) a handler registered before this one would keep it from seeing that attempt.
+ * S3A 3.3.1 registers none; S3A 3.3.2+ adds its audit handlers there.
  */
 public final class S3RequestMeter extends RequestHandler2 {
 
   private static final HandlerContextKey<Long> STARTED = new HandlerContextKey<>("ckptbench.metering.started");
+  /** The status of a response head this attempt got, noted before the SDK reads its body. */
+  private static final HandlerContextKey<Integer> ANSWERED = new HandlerContextKey<>("ckptbench.metering.answered");
 
   /** {@code getBucketName()} of each request class that has one (null: it has none). */
   private static final ClassValue<MethodHandle> BUCKET_GETTER = new ClassValue<MethodHandle>() {
     @Override
     protected MethodHandle computeValue(Class<?> type) {
       try {
-        return MethodHandles.publicLookup().findVirtual(type, "getBucketName", MethodType.methodType(String.class));
+        return MethodHandles.publicLookup().findVirtual(type, "getBucketName", MethodType.methodType(String.class))
+            .asType(MethodType.methodType(String.class, Object.class));
       } catch (ReflectiveOperationException | RuntimeException e) {
         return null;
       }
@@ -69,6 +81,14 @@ public final class S3RequestMeter extends RequestHandler2 {
   }
 
   @Override
+  public HttpResponse beforeUnmarshalling(Request<?> request, HttpResponse response) {
+    if (response != null && request.getHandlerContext(STARTED) != null) {
+      request.addHandlerContext(ANSWERED, response.getStatusCode());
+    }
+    return response;
+  }
+
+  @Override
   public void afterAttempt(HandlerAfterAttemptContext context) {
     Request<?> request = context.getRequest();
     Long started = request.getHandlerContext(STARTED);
@@ -76,10 +96,12 @@ public final class S3RequestMeter extends RequestHandler2 {
       return; // recording was off when this attempt began
     }
     long nanos = System.nanoTime() - started;
+    Integer answered = request.getHandlerContext(ANSWERED);
     request.addHandlerContext(STARTED, null); // a retry's beforeAttempt sets its own
+    request.addHandlerContext(ANSWERED, null);
     try {
       if (S3RequestLog.isEnabled()) {
-        S3RequestLog.add(record(request, context.getResponse(), context.getException(), nanos));
+        S3RequestLog.add(record(request, context.getResponse(), context.getException(), answered, nanos));
       }
     } catch (RuntimeException e) {
       S3RequestLog.lost();
@@ -88,7 +110,8 @@ public final class S3RequestMeter extends RequestHandler2 {
     }
   }
 
-  static S3RequestLog.Record record(Request<?> request, Response<?> response, Exception exception, long nanos) {
+  static S3RequestLog.Record record(Request<?> request, Response<?> response, Exception exception, Integer answered,
+      long nanos) {
     Instant now = Instant.now();
     long durationMicros = nanos / 1000;
     long startMicros = now.getEpochSecond() * 1_000_000L + now.getNano() / 1000 - durationMicros;
@@ -103,7 +126,8 @@ public final class S3RequestMeter extends RequestHandler2 {
     String named = bucketName(request.getOriginalRequest());
     URI endpoint = request.getEndpoint();
     String host = endpoint == null ? null : endpoint.getHost();
-    if (named != null && host != null && host.startsWith(named + ".")) {
+    if (named != null && host != null && host.length() > named.length() && host.startsWith(named)
+        && host.charAt(named.length()) == '.') {
       bucket = named; // virtual-hosted style: the path is the key
       key = path;
     } else {
@@ -136,13 +160,19 @@ public final class S3RequestMeter extends RequestHandler2 {
 
     int status;
     long bytesOut;
+    if (response == null && exception instanceof SdkInterruptedException) {
+      response = ((SdkInterruptedException) exception).getResponse(); // interrupted after a response
+    }
     if (response != null && response.getHttpResponse() != null) {
       status = response.getHttpResponse().getStatusCode();
       List<String> lengths = response.getHttpResponse().getHeaderValues("Content-Length");
       String length = lengths == null || lengths.isEmpty() ? null : lengths.get(0);
       bytesOut = method.equals("HEAD") || status == 204 ? 0 : length == null ? -1 : parseLong(length, -1);
     } else {
-      status = exception instanceof AmazonServiceException ? ((AmazonServiceException) exception).getStatusCode() : 0;
+      // A service error's status; else that of a response head that came before the attempt
+      // failed (an interrupt while reading the body); else 0: no response.
+      status = exception instanceof AmazonServiceException ? ((AmazonServiceException) exception).getStatusCode()
+          : answered != null ? answered : 0;
       bytesOut = method.equals("HEAD") ? 0 : -1;
     }
     return new S3RequestLog.Record(startMicros, durationMicros, method, op, status, bytesIn, bytesOut, bucket, subject);
@@ -157,7 +187,7 @@ public final class S3RequestMeter extends RequestHandler2 {
       return null;
     }
     try {
-      return (String) getter.invoke(original);
+      return (String) getter.invokeExact((Object) original);
     } catch (Throwable e) {
       return null;
     }
