@@ -81,6 +81,8 @@ class JvmRequests:
         self.local = master == "local" or master.startswith("local[")
         self._events: list[JvmEvent] = []
         self._forgotten = 0
+        #: Requests drained so far per JVM that made them (executor id, or ``driver``).
+        self.origins: Counter[str] = Counter()
 
     @property
     def enabled(self) -> bool:
@@ -111,7 +113,9 @@ class JvmRequests:
             time.sleep(0.01)
 
     def _pull(self) -> None:
-        self._events += parse(self._log.drain())
+        events = parse(self._log.drain())
+        self.origins.update(e.origin for e in events)
+        self._events += events
 
     def mark(self) -> int:
         """A position in the event stream, for ``events_since``."""
