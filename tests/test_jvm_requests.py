@@ -246,5 +246,19 @@ def test_executors_in_their_own_jvms_ship_their_counts_to_the_driver():
         assert checked["dropped"] == 0
 
 
-def test_counting_conf_switches_the_plugin_off():
+class _Store:
+    credentials, endpoint = None, "http://127.0.0.1:9"
+
+    def s3a_options(self) -> dict:
+        return {}
+
+
+def test_configure_adds_the_plugin_once_beside_the_users(tmp_path, monkeypatch):
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setattr(jars, "spark_jars", lambda: [tmp_path / "x.jar"])
+    builder = SparkSession.builder.config("spark.plugins", "com.example.TheirPlugin")
+    for bucket in ("one", "two"):  # once per store
+        builder = ckpt_impls.configure(builder, "rename", _Store(), bucket)
+    assert builder._options["spark.plugins"] == f"com.example.TheirPlugin,{ckpt_impls.REQUESTS_PLUGIN}"
     assert jvm_requests.counting_conf(False) == {ckpt_impls.REQUESTS_ENABLED_CONF: "false"}
