@@ -75,6 +75,15 @@ public final class S3RequestLog {
     enabled = true;
   }
 
+  /**
+   * Stop recording and forget every record not drained yet: a new application in a JVM that ran
+   * another (PySpark keeps its JVM across sessions) starts from nothing.
+   */
+  public static void reset() {
+    enabled = false;
+    drain();
+  }
+
   /** Stop or resume recording; what was recorded stays until drained. */
   public static void setEnabled(boolean on) {
     enabled = on;

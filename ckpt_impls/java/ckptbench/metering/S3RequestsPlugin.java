@@ -52,6 +52,7 @@ public final class S3RequestsPlugin implements SparkPlugin {
     return new DriverPlugin() {
       @Override
       public Map<String, String> init(SparkContext sc, PluginContext ctx) {
+        S3RequestLog.reset();
         if (enabled(ctx.conf())) {
           S3RequestLog.enable(capacity(ctx.conf()), "driver");
         }
@@ -65,6 +66,11 @@ public final class S3RequestsPlugin implements SparkPlugin {
           S3RequestLog.received(chunk, S3RequestLog.lineCount(chunk));
         }
         return null;
+      }
+
+      @Override
+      public void shutdown() {
+        S3RequestLog.setEnabled(false); // what is left stays drainable
       }
     };
   }
