@@ -23,11 +23,7 @@ from collections import Counter
 import pandas as pd
 
 import ckpt_impls
-
-try:  # the S3 request vocabulary moves out of the proxy into infra.s3ops
-    from infra.s3ops import Event, area_of
-except ImportError:  # pragma: no cover - until that move is merged
-    from infra.proxy import Event, area_of
+from infra.s3ops import Event, area_of
 
 from .results import Run
 

@@ -27,11 +27,7 @@ import pytest
 import ckpt_impls
 from ckpt_impls import build, jars
 from ckptbench import jvm_requests, metrics, results, runs
-
-try:
-    from infra.s3ops import Event, classify
-except ImportError:  # until the vocabulary moves out of the proxy
-    from infra.proxy import Event, classify
+from infra.s3ops import Event, classify
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
 CROSS_CHECK_STORES = ("embedded", "ceph")

@@ -4,7 +4,7 @@ import java.util.Collection;
 import java.util.Set;
 
 /**
- * The S3 operation of a request, in the metering proxy's vocabulary ({@code infra/proxy.py}:
+ * The S3 operation of a request, in the metering proxy's vocabulary ({@code infra/s3ops.py}:
  * {@code OPS}, {@code _op}), decided from what goes over the wire: HTTP method, whether the
  * path names a bucket and a key, the query parameter names and whether the request carries
  * {@code x-amz-copy-source}. Rule for rule the proxy's, so both sources name one request alike;
