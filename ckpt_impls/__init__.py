@@ -18,6 +18,11 @@ import re
 from . import jars
 
 MANAGER_CLASS_CONF = "spark.sql.streaming.checkpointFileManagerClass"
+#: The Spark plugin that counts S3 requests inside Spark's JVMs, driver and executors
+#: (``ckpt_impls/java/ckptbench/metering``; read the counts with ``ckptbench.jvm_requests``).
+REQUESTS_PLUGIN = "ckptbench.metering.S3RequestsPlugin"
+#: "false" switches that counting off for a session (the SDK handler stays registered, idle).
+REQUESTS_ENABLED_CONF = "spark.ckptbench.requests.enabled"
 #: Spark's rename temp files: ``.<name>.<uuid>.tmp`` beside the target.
 TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
 
@@ -196,11 +201,17 @@ def session_conf(strategy: str, store, bucket: str) -> dict[str, str]:
 def configure(builder, strategy: str, store, bucket: str):
     """Wire ``strategy`` and ``s3a://bucket`` on ``store`` into a SparkSession builder.
 
-    Adds the jars, the manager class and the S3A settings (``session_conf``); call it once per
-    store to reach several. After ``getOrCreate()``, call ``set_credentials`` for each store.
+    Adds the jars, the manager class and the S3A settings (``session_conf``), and the lab's
+    request-counting plugin (``REQUESTS_PLUGIN``, after any plugin the builder already names; off
+    with ``REQUESTS_ENABLED_CONF=false``; not in ``session_conf``, which ``deploy`` prints for jobs
+    whose counts nobody reads); call it once per store to reach several. After ``getOrCreate()``,
+    call ``set_credentials`` for each store.
     """
     for key, value in session_conf(strategy, store, bucket).items():
         builder = builder.config(key, value)
+    plugins = [p for p in builder._options.get("spark.plugins", "").split(",") if p]
+    if REQUESTS_PLUGIN not in plugins:
+        builder = builder.config("spark.plugins", ",".join([*plugins, REQUESTS_PLUGIN]))
     return builder
 
 

@@ -1,4 +1,5 @@
-"""Compile the JVM checkpoint managers against pyspark's own jars (and the S3A jars).
+"""Compile the JVM checkpoint managers (and the S3 request meter) against pyspark's own jars (and the
+S3A jars), with the resources of ``RESOURCES``.
 
 One set of Java sources serves every Spark version; each venv builds the jar of its own pyspark,
 ``build/ckpt-impls-spark<major.minor>.jar``. The sources import ``CheckpointFileManager`` from its
@@ -7,8 +8,8 @@ the build compiles copies of the files that import it with that one import rewri
 (``jars.checkpoint_package``), nothing else. javac then checks the classes against that Spark's own
 trait, so a difference beyond the package fails the build.
 
-Rebuilds a jar only when a Java source or the classpath changes: the inputs' digest is stored
-beside the jar.
+Rebuilds a jar only when a Java source, a resource or the classpath changes: the inputs' digest is
+stored beside the jar.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ SOURCES = Path(__file__).resolve().parent / "java"
 #: The sources import Spark's CheckpointFileManager (and the classes inside it) from its 4.1+ package.
 _SOURCES_PACKAGE = checkpoint_package("4.1")
 _IMPORT = re.compile(rf"^import {re.escape(_SOURCES_PACKAGE)}\.(?=CheckpointFileManager\b)", re.MULTILINE)
+#: Files packaged as they are, at their path under here: the AWS SDK's global request handler
+#: list (``com/amazonaws/global/handlers/request.handler2s``) that registers the JVM's S3
+#: request meter for every SDK client.
+RESOURCES = Path(__file__).resolve().parent / "resources"
 
 
 def build() -> bool:
@@ -33,7 +38,8 @@ def build() -> bool:
     jar, package = managers_jar(), checkpoint_package()
     sources = sorted(SOURCES.rglob("*.java"))
     classpath = [f"{pyspark_jars_dir()}/*", *map(str, s3a_jars())]
-    digest = _digest(sources, classpath, package)
+    resources = sorted(p for p in RESOURCES.rglob("*") if p.is_file())
+    digest = _digest(sources + resources, classpath, package)
     stamp = jar.with_suffix(".sha256")
     if jar.is_file() and stamp.is_file() and stamp.read_text() == digest:
         return False
@@ -47,6 +53,10 @@ def build() -> bool:
              *map(str, _for_package(sources, package, Path(tmp, "src")))],
             check=True,
         )
+        for resource in resources:
+            target = classes / resource.relative_to(RESOURCES)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(resource, target)
         subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True)
     stamp.write_text(digest)
     return True
@@ -75,6 +85,6 @@ def _digest(sources: list[Path], classpath: list[str], package: str) -> str:
     for entry in classpath:
         h.update(entry.encode())
     for src in sources:
-        h.update(str(src.relative_to(SOURCES)).encode())
+        h.update(str(src.relative_to(SOURCES.parent)).encode())
         h.update(src.read_bytes())
     return h.hexdigest()

@@ -13,7 +13,10 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
   operators' commit time.
 - ``requests``: one row per S3 request of a run, ``batch_id`` the batch whose window it started
   in (NA: between batches, such as state store maintenance), with the operation, checkpoint
-  area, key, status, payload bytes and the store-side latency.
+  area, key, status, payload bytes and the latency; ``source`` says who counted it: ``proxy``
+  (the metering proxy; its latency is store-side) or ``jvm`` (inside Spark's JVMs,
+  ``ckptbench.jvm_requests``; client-side latency, one row per HTTP attempt). A run usually has
+  both, each a full count on its own: never add them up (``Run`` shows one source at a time).
 - ``samples``: requests timed without Spark (the store's floor, COPY against size, the metering
   proxy's paired overhead): ``experiment``, ``op``, ``route`` (``proxy``: timed by the proxy;
   ``direct``/``proxied``: client-timed, in pairs at equal ``seq``), object ``size``, ``ms``.
@@ -46,7 +49,7 @@ from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: requests.source (a version 1 record is read as all "proxy")
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
@@ -58,7 +61,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "batches": ("run", "batch_id", "phase", "timestamp", *DURATIONS, "state_commit_ms", "state_rows",
                 "input_rows"),
     "requests": ("run", "batch_id", "start", "ms", "method", "op", "area", "bucket", "key", "status",
-                 "bytes_in", "bytes_out"),
+                 "bytes_in", "bytes_out", "source"),
     "samples": ("experiment", "op", "route", "size", "seq", "ms"),
     "compactions": ("history", "log", "batch", "number", "ms", "requests", "bytes", "entries", "garbage_staged"),
     "cycles": ("series", "strategy", "workload", "cycle", "crash_point", "seed", "delay_s", "landed", "wait_s",
@@ -134,8 +137,9 @@ class Results:
     def __setstate__(self, state):
         self.__dict__.update(state)
 
-    def run(self, strategy: str, workload: str, keys: int | None = None) -> Run:
-        """The run of ``strategy`` x ``workload`` (with ``keys`` keys: by default the plan's first);
+    def run(self, strategy: str, workload: str, keys: int | None = None, source: str | None = None) -> Run:
+        """The run of ``strategy`` x ``workload`` (with ``keys`` keys: by default the plan's first),
+        its requests as ``source`` counted them (by default the proxy where it did, else the JVM);
         raises ``RunFailed`` with its reason if it failed, ``KeyError`` if there is none."""
         keys = self.environment["plan"]["keys"][0] if keys is None else keys
         runs = self.runs
@@ -145,7 +149,7 @@ class Results:
         row = match.iloc[-1]
         if isinstance(row.error, str):
             raise RunFailed(f"{strategy} x {workload} failed: {row.error}")
-        return Run(self, int(row.run))
+        return Run(self, int(row.run), source)
 
     def strategies(self) -> list[str]:
         """The strategies of the runs, in the order they ran."""
@@ -166,11 +170,16 @@ class Results:
 def read(directory: Path) -> Results:
     """The record written to ``directory`` by ``Results.write``."""
     env = json.loads((directory / "environment.json").read_text())
-    if env.get("schema_version") != SCHEMA_VERSION:
+    version = env.get("schema_version")
+    if version not in (1, SCHEMA_VERSION):
         raise SchemaMismatch(f"{directory} has results schema {env.get('schema_version')}, this ckptbench reads "
                              f"{SCHEMA_VERSION}: rerun the benchmark, or read it with the commit that wrote it "
                              f"({env.get('commit', 'unknown')[:8]})")
     tables = {path.stem: pd.read_parquet(path) for path in directory.glob("*.parquet") if path.stem in TABLES}
+    if version == 1:  # before requests.source, every request was the metering proxy's
+        if "requests" in tables:
+            tables["requests"]["source"] = "proxy"
+        env = {**env, "schema_version": SCHEMA_VERSION}
     return Results(env, tables)
 
 
@@ -191,13 +200,38 @@ def directory(raw: Path, store: str, experiment: str) -> Path:
     return raw / f"{store}-{experiment}"
 
 
+#: Who counted a request (``requests.source``), in the order ``Run`` prefers them.
+SOURCES = ("proxy", "jvm")
+
+
 @dataclasses.dataclass(frozen=True)
 class Run:
     """One run's rows of each table. Warm-up is left out of ``batches`` and ``requests`` here, the
-    one place that decides it; ``warmup`` holds those batches."""
+    one place that decides it; ``warmup`` holds those batches.
+
+    Requests are one source's (``request_source``): ``source`` if given, else the first of
+    ``SOURCES`` that counted this run. Two sources counting the same requests never add up here,
+    so no figure can count a request twice."""
 
     results: Results
     run: int
+    source: str | None = None
+
+    @property
+    def sources(self) -> list[str]:
+        """The sources that counted this run's requests, in ``SOURCES`` order."""
+        seen = set(self._of("requests").source)
+        return [s for s in SOURCES if s in seen]
+
+    @property
+    def request_source(self) -> str:
+        if self.source is not None:
+            return self.source
+        return next(iter(self.sources), SOURCES[0])
+
+    def _requests(self) -> pd.DataFrame:
+        requests = self._of("requests")
+        return requests[requests.source == self.request_source]
 
     def _of(self, table: str) -> pd.DataFrame:
         frame = getattr(self.results, table)
@@ -220,14 +254,14 @@ class Run:
 
     @property
     def requests(self) -> pd.DataFrame:
-        """The requests of the measured batches."""
-        requests = self._of("requests")
+        """The requests of the measured batches (one source's)."""
+        requests = self._requests()
         return requests[requests.batch_id.isin(self.batches.batch_id)]
 
     @property
     def outside(self) -> pd.DataFrame:
-        """The requests that started between batches."""
-        requests = self._of("requests")
+        """The requests that started between batches (one source's)."""
+        requests = self._requests()
         return requests[requests.batch_id.isna()]
 
     @property
@@ -262,9 +296,12 @@ class Recorder:
                 "state_rows": float(sum(op["numRowsTotal"] for op in operators)) if operators else float("nan"),
                 "input_rows": p.get("numInputRows", 0)})
 
-    def add_requests(self, run: int, events, progresses: list[dict]) -> None:
-        """``events`` (requests, as the metering proxy records them), each attributed to the batch of
-        ``progresses`` whose window it started in, or to none."""
+    def add_requests(self, run: int, events, progresses: list[dict], source: str = "proxy") -> None:
+        """``events`` (requests, as the metering proxy records them, or as ``source`` did in the
+        proxy's ``Event`` form), each attributed to the batch of ``progresses`` whose window it
+        started in, or to none."""
+        if source not in SOURCES:
+            raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
         windows = [(p["batchId"], *batch_window(p)) for p in progresses]
         for e in events:
             # Progress timestamps have millisecond resolution; back-to-back windows do not overlap.
@@ -272,7 +309,7 @@ class Recorder:
             self.rows["requests"].append({
                 "run": run, "batch_id": batch, "start": e.start, "ms": e.duration * 1000, "method": e.method,
                 "op": e.op, "area": e.area, "bucket": e.bucket, "key": e.key, "status": e.status,
-                "bytes_in": e.bytes_in, "bytes_out": e.bytes_out})
+                "bytes_in": e.bytes_in, "bytes_out": e.bytes_out, "source": source})
 
     def add_samples(self, experiment: str, op: str, ms: list[float], route: str = "proxy", size: int = 1024) -> None:
         self.rows["samples"] += [{"experiment": experiment, "op": op, "route": route, "size": size, "seq": i,

@@ -29,7 +29,7 @@ import ckpt_impls
 import infra
 from infra.metered import MeteredStore
 
-from . import progress, results, workloads
+from . import jvm_requests, progress, results, workloads
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -313,10 +313,15 @@ class DriverMemory:
 
 
 class Lab:
-    """One metered store and one SparkSession on it, for running queries one after another."""
+    """One store and one SparkSession on it, for running queries one after another. Requests are
+    counted inside Spark's JVMs (``jvm_requests``) and, when ``store`` is a ``MeteredStore``, by its
+    metering proxy too: each run records both, under their ``source``."""
 
     def __init__(self, spark, store: MeteredStore, bucket: str, plan: Plan) -> None:
         self.spark, self.store, self.bucket, self.plan = spark, store, bucket, plan
+        self.proxy = getattr(store, "proxy", None)
+        self.inner = getattr(store, "inner", store)  # the store itself, for the harness's own calls
+        self.jvm = jvm_requests.of(spark)
 
     def start(self, workload: str, base: str, keys: int):
         """Start ``workload`` with everything under ``base`` (an s3a:// URL); a started query."""
@@ -345,7 +350,8 @@ class Lab:
             bar.set_postfix_str(f"{strategy} x {workload}, {keys:,} keys")
         ckpt_impls.use(self.spark, strategy)
         memory = DriverMemory(self.spark)
-        mark = self.store.proxy.mark()
+        mark = self.proxy.mark() if self.proxy else None
+        jvm_mark = self.jvm.mark()
         on_batch = bar.update if bar else None
         try:
             query = self.start(workload, f"s3a://{self.bucket}/{prefix}", keys)
@@ -362,15 +368,24 @@ class Lab:
                 recorder.fail_run(run, str(e))
             return
         finally:
-            # A request elsewhere (an earlier query's state store maintenance) is not this query's.
-            events = [e for e in self.store.proxy.events_since(mark) if e.key.startswith(prefix + "/")]
-            temps = [k for k in self.store.inner.list_keys(self.bucket, prefix + "/") if ckpt_impls.TEMP_FILE.search(k)]
-            self.store.inner.empty_bucket(self.bucket, prefix + "/")  # an in-memory store would fill up
+            # A request elsewhere (an earlier query's state store maintenance) is not this query's; one
+            # still running after stop() (an interrupted upload finishing) counts once it ended,
+            # and only if it began before the cut, in both sources alike.
+            mine, cut = prefix + "/", self.jvm.settle()
+            events = [e for e in self.proxy.events_since(mark) if e.key.startswith(mine) and e.start < cut
+                      ] if self.proxy else []
+            jvm_events = [e for e in self.jvm.events_since(jvm_mark)
+                          if e.bucket == self.bucket and e.key.startswith(mine) and e.start < cut]
+            self.jvm.reset()  # drained into this run; nothing else reads them
+            temps = [k for k in self.inner.list_keys(self.bucket, mine) if ckpt_impls.TEMP_FILE.search(k)]
+            self.inner.empty_bucket(self.bucket, mine)  # an in-memory store would fill up
         if recorder:
             recorder.rows["runs"][run].update(peak_rss_mib=peak, temp_objects=len(temps))
             recorder.add_batches(run, "warmup", warm)
             recorder.add_batches(run, "measured", measured)
-            recorder.add_requests(run, events, warm + measured)
+            if self.proxy:
+                recorder.add_requests(run, events, warm + measured)
+            recorder.add_requests(run, jvm_events, warm + measured, source="jvm")
 
 
 @contextlib.contextmanager

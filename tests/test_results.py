@@ -126,7 +126,7 @@ def test_a_record_reads_back_as_written_and_refuses_another_schema(record, tmp_p
     assert list(results.read_all(tmp_path)) == ["test"]
     env = json.loads((tmp_path / "rec" / "environment.json").read_text())
     (tmp_path / "rec" / "environment.json").write_text(json.dumps({**env, "schema_version": 0}))
-    with pytest.raises(results.SchemaMismatch, match="schema 0, this ckptbench reads 1: rerun"):
+    with pytest.raises(results.SchemaMismatch, match=f"schema 0, this ckptbench reads {results.SCHEMA_VERSION}: rerun"):
         results.read(tmp_path / "rec")
     assert results.read_all(tmp_path) == {}  # another schema's record is skipped, not misread
 

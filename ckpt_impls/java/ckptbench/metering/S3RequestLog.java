@@ -1,0 +1,195 @@
+package ckptbench.metering;
+
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The S3 requests this JVM made (one record per HTTP attempt, recorded by {@link S3RequestMeter})
+ * and, on the driver, the records executors shipped to it ({@link S3RequestsPlugin}).
+ *
+ * <p>Off until {@link #enable} (the plugin calls it from {@code spark.ckptbench.requests.*}), so
+ * a JVM that merely has this jar on its classpath records nothing. Appending is lock-free (a
+ * {@link ConcurrentLinkedQueue} and a counter) and bounded: past {@code capacity} records not yet
+ * drained, further ones are dropped and counted ({@link #dropped}), never blocking a request.
+ *
+ * <p>Wire format, one line per record, tab-separated (a key's tab, newline and backslash escaped
+ * as {@code \t}, {@code \n}, {@code \\}): start (epoch microseconds), duration (microseconds),
+ * method, op, status, bytes sent, bytes received, bucket, key, origin (the executor id, or
+ * {@code driver}). {@code ckptbench/jvm_requests.py} reads it.
+ */
+public final class S3RequestLog {
+
+  /** Records of this JVM's own requests not yet drained or shipped. */
+  private static final ConcurrentLinkedQueue<Record> LOCAL = new ConcurrentLinkedQueue<>();
+  private static final AtomicInteger LOCAL_SIZE = new AtomicInteger();
+  /** On the driver: chunks of encoded records shipped by executors, not yet drained. */
+  private static final ConcurrentLinkedQueue<String> RECEIVED = new ConcurrentLinkedQueue<>();
+  private static final AtomicInteger RECEIVED_SIZE = new AtomicInteger();
+  private static final AtomicLong DROPPED = new AtomicLong();
+  private static final AtomicLong RECORDED = new AtomicLong();
+  /** Attempts begun while recording that have not ended yet. */
+  private static final AtomicInteger IN_FLIGHT = new AtomicInteger();
+
+  private static volatile boolean enabled;
+  private static volatile int capacity = 200_000;
+  /** The id this JVM's records carry once encoded: {@code driver} or the executor's id. */
+  private static volatile String origin = "driver";
+
+  private S3RequestLog() {
+  }
+
+  /** One HTTP attempt. */
+  static final class Record {
+    final long startMicros;
+    final long durationMicros;
+    final String method;
+    final String op;
+    final int status;
+    final long bytesIn;
+    final long bytesOut;
+    final String bucket;
+    final String key;
+
+    Record(long startMicros, long durationMicros, String method, String op, int status, long bytesIn,
+        long bytesOut, String bucket, String key) {
+      this.startMicros = startMicros;
+      this.durationMicros = durationMicros;
+      this.method = method;
+      this.op = op;
+      this.status = status;
+      this.bytesIn = bytesIn;
+      this.bytesOut = bytesOut;
+      this.bucket = bucket;
+      this.key = key;
+    }
+  }
+
+  /** Start recording (up to {@code capacity} undrained records); {@code origin} names this JVM. */
+  public static void enable(int capacity, String origin) {
+    if (capacity < 1) {
+      throw new IllegalArgumentException("capacity must be at least 1, got " + capacity);
+    }
+    S3RequestLog.capacity = capacity;
+    S3RequestLog.origin = origin;
+    enabled = true;
+  }
+
+  /**
+   * Stop recording and forget every record not drained yet: a new application in a JVM that ran
+   * another (PySpark keeps its JVM across sessions) starts from nothing.
+   */
+  public static void reset() {
+    enabled = false;
+    drain();
+  }
+
+  /** Stop or resume recording; what was recorded stays until drained. */
+  public static void setEnabled(boolean on) {
+    enabled = on;
+  }
+
+  public static boolean isEnabled() {
+    return enabled;
+  }
+
+  /**
+   * Attempts in this JVM begun while recording and not ended yet: once it reads 0, every attempt
+   * that began before is in the log (a caller can then cut both its sources at that moment).
+   */
+  public static int inFlight() {
+    return IN_FLIGHT.get();
+  }
+
+  static void began() {
+    IN_FLIGHT.incrementAndGet();
+  }
+
+  static void ended() {
+    IN_FLIGHT.decrementAndGet();
+  }
+
+  /** Records lost to a full buffer since this JVM started. */
+  public static long dropped() {
+    return DROPPED.get();
+  }
+
+  /** Records appended since this JVM started (drained or not, dropped ones excluded). */
+  public static long recorded() {
+    return RECORDED.get();
+  }
+
+  /** A request that could not be recorded (not understood): counted as dropped. */
+  static void lost() {
+    DROPPED.incrementAndGet();
+  }
+
+  /** {@code n} records that could not be delivered: counted as dropped. */
+  static void lost(int n) {
+    DROPPED.addAndGet(n);
+  }
+
+  static void add(Record record) {
+    if (LOCAL_SIZE.incrementAndGet() > capacity) {
+      LOCAL_SIZE.decrementAndGet();
+      DROPPED.incrementAndGet();
+      return;
+    }
+    LOCAL.offer(record);
+    RECORDED.incrementAndGet();
+  }
+
+  /** Executors' records arriving on the driver: {@code lines} records encoded in {@code chunk}. */
+  static void received(String chunk, int lines) {
+    if (RECEIVED_SIZE.addAndGet(lines) > capacity) {
+      RECEIVED_SIZE.addAndGet(-lines);
+      DROPPED.addAndGet(lines);
+      return;
+    }
+    RECEIVED.offer(chunk);
+  }
+
+  /** Takes this JVM's own records, encoded (with {@code origin}); {@code ""} when there are none. */
+  static String drainLocal(int[] count) {
+    StringBuilder out = new StringBuilder();
+    String from = escape(origin);
+    int n = 0;
+    for (Record r; (r = LOCAL.poll()) != null; n++) {
+      LOCAL_SIZE.decrementAndGet();
+      out.append(r.startMicros).append('\t').append(r.durationMicros).append('\t').append(r.method)
+          .append('\t').append(r.op).append('\t').append(r.status).append('\t').append(r.bytesIn)
+          .append('\t').append(r.bytesOut).append('\t').append(escape(r.bucket)).append('\t')
+          .append(escape(r.key)).append('\t').append(from).append('\n');
+    }
+    count[0] = n;
+    return out.toString();
+  }
+
+  /**
+   * Every record collected here, encoded, and forgets them: on the driver its own requests and
+   * what executors shipped (in local mode the executor is this JVM, so each request once).
+   */
+  public static String drain() {
+    StringBuilder out = new StringBuilder(drainLocal(new int[1]));
+    for (String chunk; (chunk = RECEIVED.poll()) != null; ) {
+      RECEIVED_SIZE.addAndGet(-lineCount(chunk));
+      out.append(chunk);
+    }
+    return out.toString();
+  }
+
+  static int lineCount(String chunk) {
+    int n = 0;
+    for (int i = chunk.indexOf('\n'); i >= 0; i = chunk.indexOf('\n', i + 1)) {
+      n++;
+    }
+    return n;
+  }
+
+  static String escape(String s) {
+    if (s.indexOf('\t') < 0 && s.indexOf('\n') < 0 && s.indexOf('\\') < 0) {
+      return s;
+    }
+    return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n");
+  }
+}

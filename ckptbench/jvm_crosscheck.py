@@ -1,0 +1,61 @@
+"""Cross-check the JVM's S3 request counts against the metering proxy's, on any Spark master that
+runs on this machine (the proxy listens on the loopback): ``local[N]``, or ``local-cluster[...]``
+with executors in JVMs of their own, whose counts reach the driver through the plugin.
+
+``python -m ckptbench.jvm_crosscheck --store embedded --master 'local-cluster[1,1,1024]'`` runs the
+stateful workload through each strategy and prints, as JSON, per strategy: the requests each
+source counted, where they disagree (``jvm_requests.disagreements``) and which JVMs reported them.
+Exit status 1 when the sources disagree or a run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+
+import ckpt_impls
+
+from . import jvm_requests, results, runs
+
+WARMUP, BATCHES, KEYS = 1, 3, 5
+
+
+def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> dict:
+    settings = runs.Settings(store=store, size="smallest", bucket=None, raw=results.ROOT / "results" / "raw")
+    out = {}
+    with runs.started_store(settings) as (metered, bucket), \
+            runs.lab(metered, bucket, settings.plan, strategies[0], master=master) as lab:
+        for strategy in strategies:
+            recorder = results.Recorder()
+            before = lab.jvm.origins.copy()
+            lab.run(recorder, strategy, "stateful", KEYS, WARMUP, batches)
+            record = recorder.results({})
+            error = record.runs.error.iloc[0]
+            if isinstance(error, str):
+                out[strategy] = {"error": error}
+                continue
+            run = record.run(strategy, "stateful", KEYS)
+            counted = {source: int((record.requests.source == source).sum()) for source in results.SOURCES}
+            out[strategy] = {"requests": counted,
+                             "disagreements": jvm_requests.disagreements(run).to_dict("records"),
+                             "origins": dict(lab.jvm.origins - before), "dropped": lab.jvm.dropped()}
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ckptbench.jvm_crosscheck", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", default="embedded")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    parser.add_argument("--batches", type=int, default=BATCHES)
+    args = parser.parse_args(argv)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the JSON's alone
+        out = cross_check(args.store, args.strategies.split(","), args.master, args.batches)
+    print(json.dumps(out, indent=1, default=str))
+    return int(any("error" in r or r["disagreements"] for r in out.values()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

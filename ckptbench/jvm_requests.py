@@ -1,0 +1,203 @@
+"""S3 requests counted inside Spark's JVMs, driver and executors, read from Python.
+
+``ckpt_impls.configure`` installs the plugin ``ckpt_impls.REQUESTS_PLUGIN``: an AWS SDK v1
+``RequestHandler2`` in every Spark JVM records one line per HTTP attempt (retries included), executors
+ship theirs to the driver, and ``JvmRequests`` drains the driver's collection through py4j into the
+same ``Event`` rows the metering proxy makes (the area from the key by the proxy's own ``area_of``),
+so ``results.Recorder.add_requests`` files both alike, each under its ``source`` ("proxy", "jvm").
+
+What the JVM side sees that the proxy cannot: executors on other machines, HTTPS endpoints, stores
+with no proxy in front. What it cannot see: requests made outside the AWS SDK v1 (boto3 from
+Python, an SDK v2 client). Its clock is the client's: an event's ``start`` is when the SDK began the
+attempt, its duration runs to the attempt's end (the proxy's is store-side), and ``bytes_out`` is the
+response's declared length (-1: not known, such as an error's body).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections import Counter
+
+import pandas as pd
+
+import ckpt_impls
+from infra.s3ops import Event, area_of
+
+from .results import Run
+
+#: The JVM class that holds the records (``ckpt_impls/java/ckptbench/metering/S3RequestLog.java``).
+LOG_CLASS = "ckptbench.metering.S3RequestLog"
+#: How often executors ship their records to the driver (the plugin's default ``flushMs``).
+FLUSH_S = 0.2
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JvmEvent(Event):
+    """An ``Event`` as recorded inside a JVM; ``origin`` is the executor id, or ``driver``."""
+
+    origin: str = "driver"
+
+
+_ESCAPED = re.compile(r"\\(.)", re.DOTALL)
+_UNESCAPE = {"t": "\t", "n": "\n"}
+
+
+def _unescape(field: str) -> str:
+    """A field as ``S3RequestLog.escape`` wrote it: ``\\t``, ``\\n`` and ``\\\\`` back to tab, newline, backslash."""
+    return _ESCAPED.sub(lambda m: _UNESCAPE.get(m.group(1), m.group(1)), field) if "\\" in field else field
+
+
+def parse(text: str) -> list[JvmEvent]:
+    """The records of ``S3RequestLog.drain()``'s text, in completion order."""
+    events = []
+    for line in text.split("\n"):
+        if not line:
+            continue
+        start_us, duration_us, method, op, status, bytes_in, bytes_out, bucket, key, origin = line.split("\t")
+        start, key = int(start_us) / 1e6, _unescape(key)
+        events.append(JvmEvent(start, start + int(duration_us) / 1e6, method, op, area_of(key), _unescape(bucket),
+                               key, int(status), int(bytes_in), int(bytes_out), _unescape(origin)))
+    events.sort(key=lambda e: e.end)
+    return events
+
+
+class JvmRequests:
+    """The JVM-side counts of one SparkSession, with the metering proxy's ``mark``/``events_since``
+    interface. Get it with ``of(spark)``: draining is destructive, so each session has one."""
+
+    def __init__(self, spark) -> None:
+        log = spark._jvm
+        for part in LOG_CLASS.split("."):
+            log = getattr(log, part)
+        self._log = log
+        master = spark.sparkContext.master
+        #: Local mode: the executor is the driver's JVM, so nothing arrives late.
+        self.local = master == "local" or master.startswith("local[")
+        self._events: list[JvmEvent] = []
+        self._forgotten = 0
+        #: Requests drained so far per JVM that made them (executor id, or ``driver``).
+        self.origins: Counter[str] = Counter()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the driver JVM records (the plugin is installed and not switched off)."""
+        return bool(self._log.isEnabled())
+
+    def set_enabled(self, on: bool) -> None:
+        """Switch recording on or off in the driver JVM (in local mode: every request of the session)."""
+        self._log.setEnabled(bool(on))
+
+    def dropped(self) -> int:
+        """Records the driver's JVM lost (its buffer full, a request not understood, a shipment lost)."""
+        return int(self._log.dropped())
+
+    def settle(self, timeout: float = 10.0) -> float:
+        """Wait until no S3 request is in flight in the driver's JVM (at most ``timeout`` seconds)
+        and return that moment (epoch seconds): every request the JVM began before it has ended,
+        so it is in this log and, if it went through a metering proxy, in the proxy's too (the
+        proxy records a request before relaying its response's last bytes). Cutting both sources
+        at it makes them comparable: a query's stragglers (an upload still running after
+        ``stop()``) land in both or in neither. Off local mode, executors' requests are not
+        waited for."""
+        deadline = time.time() + timeout
+        while True:
+            now = time.time()
+            if self._log.inFlight() <= 0 or now > deadline:
+                return now
+            time.sleep(0.01)
+
+    def _pull(self) -> None:
+        events = parse(self._log.drain())
+        self.origins.update(e.origin for e in events)
+        self._events += events
+
+    def mark(self) -> int:
+        """A position in the event stream, for ``events_since``."""
+        self._pull()
+        return self._forgotten + len(self._events)
+
+    def events_since(self, mark: int) -> list[JvmEvent]:
+        """The events recorded after ``mark()`` returned ``mark``. Off local mode, first waits for
+        the executors' next shipments."""
+        if not self.local:
+            time.sleep(3 * FLUSH_S)
+        self._pull()
+        return self._events[max(0, mark - self._forgotten):]
+
+    def reset(self) -> None:
+        """Forget every event so far; earlier marks stay usable."""
+        self._pull()
+        self._forgotten += len(self._events)
+        self._events = []
+
+
+_SESSIONS: dict[str, JvmRequests] = {}
+
+
+def of(spark) -> JvmRequests:
+    """The ``JvmRequests`` of ``spark``'s SparkContext (one per application)."""
+    app = spark.sparkContext.applicationId
+    if app not in _SESSIONS:
+        _SESSIONS[app] = JvmRequests(spark)
+    return _SESSIONS[app]
+
+
+def counting_conf(on: bool) -> dict[str, str]:
+    """Spark settings that start a session with JVM counting on or off."""
+    return {ckpt_impls.REQUESTS_ENABLED_CONF: str(bool(on)).lower()}
+
+
+# -- the two sources side by side ---------------------------------------------------------------
+
+#: What ``disagreements`` compares by default: each request's operation, checkpoint area, key,
+#: status and payload bytes, as a multiset per batch.
+FIELDS = ("op", "area", "key", "status", "bytes_in")
+
+
+def disagreements(run: Run, fields=FIELDS, batches: str = "all", exact: bool = False) -> pd.DataFrame:
+    """Where the proxy's and the JVM's records of ``run`` differ: per batch (``batches``: "all",
+    warm-up included, or "measured"; NA: between batches), each combination of ``fields`` that one
+    source saw a different number of times than the other, with both counts. Empty: they agree.
+
+    An attempt the JVM saw end with no response (status 0: an I/O error, an interrupt) may or may
+    not have reached the store, and if it did the store may have answered it: the proxy then
+    counts it with the store's status, or with 0, or not at all. Unless ``exact``, such attempts
+    are matched as a bound: among the requests alike in every field but status, the proxy must
+    have at least the JVM's count of each answered status and, beyond those, no more requests
+    than the JVM's unanswered attempts (those rows are left out when the bound holds)."""
+    frame = run.results.requests
+    frame = frame[frame.run == run.run]
+    if batches == "measured":
+        frame = frame[frame.batch_id.isin(run.batches.batch_id) | frame.batch_id.isna()]
+    counts = {}
+    for source in ("proxy", "jvm"):
+        rows_of = frame[frame.source == source][["batch_id", *fields]].itertuples(index=False)
+        counts[source] = Counter((None if pd.isna(b) else int(b), *rest) for b, *rest in rows_of)
+    keys = set(counts["proxy"]) | set(counts["jvm"])
+    if not exact and "status" in fields:
+        at = 1 + list(fields).index("status")
+        groups: dict[tuple, list[tuple]] = {}
+        for key in keys:
+            groups.setdefault(key[:at] + key[at + 1:], []).append(key)
+        for group in groups.values():
+            unanswered = sum(counts["jvm"][k] for k in group if k[at] == 0)
+            answered = [k for k in group if k[at] != 0]
+            surplus = sum(counts["proxy"][k] for k in group) - sum(counts["jvm"][k] for k in answered)
+            if unanswered and all(counts["proxy"][k] >= counts["jvm"][k] for k in answered) \
+                    and 0 <= surplus <= unanswered:
+                keys -= set(group)
+    rows = []
+    for key in sorted(keys, key=lambda k: (k[0] is None, k[0] or 0, str(k[1:]))):
+        proxy, jvm = counts["proxy"][key], counts["jvm"][key]
+        if proxy != jvm:
+            rows.append({"batch_id": key[0], **dict(zip(fields, key[1:], strict=True)), "proxy": proxy, "jvm": jvm})
+    return pd.DataFrame(rows, columns=["batch_id", *fields, "proxy", "jvm"])
+
+
+def counts_by_op(run: Run, source: str) -> pd.DataFrame:
+    """Requests per batch (rows, all batches) and operation (columns) as ``source`` recorded them."""
+    frame = run.results.requests
+    frame = frame[(frame.run == run.run) & (frame.source == source)]
+    return frame.groupby(["batch_id", "op"]).size().unstack(fill_value=0)

@@ -1,0 +1,260 @@
+"""S3 requests counted inside Spark's JVMs agree with the metering proxy's count, request for request.
+
+The cross-check runs the stateful workload through each strategy to each store behind the
+metering proxy (``runs.Lab``, as the suite runs it) and requires both sources to have seen, in
+every batch (warm-up included) and between batches, the same multiset of requests: operation,
+checkpoint area, key, status and payload bytes (``jvm_requests.disagreements``). No operation is
+exempt: none has needed a bound so far. What keeps them comparable: ``Lab.run`` cuts both sources
+at the moment no request is in flight in the JVM after the query stopped (``JvmRequests.settle``),
+so an upload still finishing after ``stop()`` counts in both or in neither.
+
+A run whose JVM counting is switched off after its first measured batch shows the check failing.
+The rest needs no Spark: the JVM's operation rule against the proxy's on every combination that
+decides one, the drained text's parsing, and one source per figure in the results model.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import ckpt_impls
+from ckpt_impls import build, jars
+from ckptbench import jvm_requests, metrics, results, runs
+from infra.s3ops import Event, classify
+
+WARMUP, BATCHES, KEYS = 1, 3, 5
+CROSS_CHECK_STORES = ("embedded", "ceph")
+
+
+# -- without Spark ------------------------------------------------------------------------------
+
+METHODS = ("GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS")
+#: Every query parameter the proxy's rule looks at, one it does not know, and a listing's.
+PARAMS = ("uploadId", "partNumber", "uploads", "delete", "prefix", "list-type", "acl", "location")
+
+
+def test_the_jvm_names_each_request_as_the_proxy_does():
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH")
+    build.build()
+    cases, lines = [], []
+    for method, has_bucket, has_key, copy in itertools.product(METHODS, (True, False), (True, False), (True, False)):
+        for n in range(len(PARAMS) + 1):
+            for params in itertools.combinations(PARAMS, n):
+                path = "/" + ("b" if has_bucket else "") + ("/k" if has_bucket and has_key else "")
+                headers = {"x-amz-copy-source": "/b/src"} if copy else {}
+                cases.append(((method, path, params, copy), classify(method, path, "&".join(f"{p}=" for p in params),
+                                                                    headers)))
+                lines.append("\t".join([method, str(int(has_bucket)), str(int(has_bucket and has_key)),
+                                        ",".join(params), str(int(copy))]))
+    out = subprocess.run(["java", "-cp", str(jars.MANAGERS_JAR), "ckptbench.metering.S3Ops"],
+                         input="\n".join(lines) + "\n", capture_output=True, text=True, check=True).stdout.split()
+    assert len(out) == len(cases)
+    differ = [(case, proxy, jvm) for (case, proxy), jvm in zip(cases, out, strict=True) if proxy != jvm]
+    assert not differ, differ[:10]
+    assert {op for _, op in cases} == {"GET", "HEAD", "LIST", "PUT", "COPY", "DELETE", "BULK_DELETE", "MPU_INIT",
+                                       "MPU_PART", "MPU_COMPLETE", "MPU_ABORT", "BUCKET", "OTHER"}
+
+
+def test_drained_records_become_proxy_events():
+    text = ("1800000000123456\t2500\tPUT\tPUT\t200\t17\t0\tb\tp/checkpoint/offsets/3\tdriver\n"
+            "1800000000000000\t1000\tGET\tLIST\t200\t0\t-1\tb\tp/a\\tb\\\\c\\nd/state/\t3\n")
+    first, second = jvm_requests.parse(text)  # in completion order: the LIST ended first
+    assert isinstance(first, Event)
+    assert (first.start, first.duration, first.op, first.area, first.bucket, first.key, first.status, first.bytes_in,
+            first.bytes_out, first.origin) == (1_800_000_000.0, pytest.approx(0.001, abs=1e-6), "LIST", "state", "b",
+                                               "p/a\tb\\c\nd/state/", 200, 0, -1, "3")
+    assert (second.start, second.op, second.area, second.bytes_in) == (pytest.approx(1_800_000_000.123456), "PUT",
+                                                                        "offsets", 17)
+    assert jvm_requests.parse("") == []
+
+
+def _event(start: float, op: str, key: str) -> Event:
+    return Event(start, start + 0.002, "PUT", op, "offsets", "b", key, 200, 10, 0)
+
+
+@pytest.fixture
+def both_sources() -> results.Results:
+    """One run counted by both sources (the JVM saw one retried PUT the proxy saw once), one by the
+    JVM alone."""
+    recorder = results.Recorder()
+    progress = [{"batchId": b, "timestamp": f"2027-01-15T08:00:0{b}.000Z", "numInputRows": 1,
+                 "durationMs": {"walCommit": 5.0, "triggerExecution": 500.0}} for b in (0, 1, 2)]
+    t0 = results.batch_window(progress[0])[0]
+    both = recorder.add_run("direct", "stateful", 10, "p")
+    jvm_only = recorder.add_run("conditional", "stateful", 10, "q")
+    for run in (both, jvm_only):
+        recorder.add_batches(run, "warmup", progress[:1])
+        recorder.add_batches(run, "measured", progress[1:])
+    proxy = [_event(t0 + b + 0.1, "PUT", f"p/offsets/{b}") for b in (0, 1, 2)]
+    recorder.add_requests(both, proxy, progress)
+    recorder.add_requests(both, [*proxy, _event(t0 + 1.2, "PUT", "p/offsets/1")], progress, source="jvm")
+    recorder.add_requests(jvm_only, proxy[1:], progress, source="jvm")
+    return recorder.results({"plan": {"keys": [10]}})
+
+
+def test_a_figure_counts_one_source_never_both(both_sources):
+    run = both_sources.run("direct", "stateful")
+    assert run.sources == ["proxy", "jvm"] and run.request_source == "proxy"
+    assert metrics.requests_per_batch(run) == 1.0  # the proxy's; summing both would say 2.5
+    assert metrics.requests_per_batch(both_sources.run("direct", "stateful", source="jvm")) == 1.5
+    alone = both_sources.run("conditional", "stateful")
+    assert alone.sources == ["jvm"] and metrics.requests_per_batch(alone) == 1.0
+    differ = jvm_requests.disagreements(run)
+    assert differ[["batch_id", "op", "key", "proxy", "jvm"]].values.tolist() == [[1, "PUT", "p/offsets/1", 1, 2]]
+    with pytest.raises(ValueError, match="source must be one of proxy, jvm"):
+        results.Recorder().add_requests(0, [], [], source="both")
+
+
+def _sources(proxy_statuses: list[int], jvm_statuses: list[int]) -> results.Run:
+    """A run whose one batch has LISTs of one prefix with these statuses, as each source saw them."""
+    recorder = results.Recorder()
+    progress = [{"batchId": 0, "timestamp": "2027-01-15T08:00:00.000Z", "durationMs": {"triggerExecution": 900.0}}]
+    t0 = results.batch_window(progress[0])[0]
+    run = recorder.add_run("rename", "stateful", 10, "p")
+    recorder.add_batches(run, "measured", progress)
+    for source, statuses in (("proxy", proxy_statuses), ("jvm", jvm_statuses)):
+        events = [Event(t0 + 0.1, t0 + 0.2, "GET", "LIST", "offsets", "b", "p/offsets/", s, 0, 0) for s in statuses]
+        recorder.add_requests(run, events, progress, source=source)
+    return recorder.results({}).run("rename", "stateful", 10)
+
+
+@pytest.mark.parametrize(("proxy", "jvm", "agree"), [
+    ([200, 200], [200, 0], True),  # the unanswered attempt reached the store, which answered
+    ([200], [0], True),
+    ([0], [0], True),  # reached the store, no answer came back
+    ([], [0], True),  # never reached the store
+    ([200, 200, 200], [200, 0], False),  # one unanswered attempt cannot explain two more requests
+    ([200], [200, 200], False),
+    ([404], [200, 0], False),  # an answered status the proxy never saw
+    ([200, 200], [200], False),
+])
+def test_an_attempt_the_jvm_saw_unanswered_is_matched_as_a_bound(proxy, jvm, agree):
+    run = _sources(proxy, jvm)
+    assert jvm_requests.disagreements(run).empty == agree
+    assert jvm_requests.disagreements(run, exact=True).empty == (sorted(proxy) == sorted(jvm))
+
+
+def test_a_record_of_schema_1_reads_as_the_proxys(both_sources, tmp_path):
+    directory = both_sources.write(tmp_path / "old")
+    frame = both_sources.requests
+    frame[frame.source == "proxy"].drop(columns="source").to_parquet(directory / "requests.parquet", index=False)
+    (directory / "environment.json").write_text('{"schema_version": 1, "plan": {"keys": [10]}}')
+    back = results.read(directory)
+    assert set(back.requests.source) == {"proxy"}
+    assert metrics.requests_per_batch(back.run("direct", "stateful")) == 1.0
+
+
+# -- with Spark, on real servers ----------------------------------------------------------------
+
+def test_our_handler_is_global_in_the_sdk_beside_the_bundle(spark):
+    """The SDK finds our jar's handler list although its own bundle jar is on the classpath too."""
+    jvm = spark._jvm
+    handlers = jvm.com.amazonaws.handlers.HandlerChainFactory().getGlobalHandlers()
+    assert [h.getClass().getName() for h in handlers] == ["ckptbench.metering.S3RequestMeter"]
+    assert jvm_requests.of(spark).enabled
+
+
+def assert_agree(run: results.Run) -> None:
+    differ = jvm_requests.disagreements(run)
+    assert differ.empty, f"{run.info.strategy}: the sources disagree:\n{differ.to_string()}"
+
+
+def run_both(spark, metered, strategy: str, bar=None) -> results.Run:
+    proxied, bucket = metered
+    recorder = results.Recorder()
+    runs.Lab(spark, proxied, bucket, runs.PLANS["smallest"]).run(recorder, strategy, "stateful", KEYS, WARMUP,
+                                                                 BATCHES, bar)
+    return recorder.results({}).run(strategy, "stateful", KEYS)
+
+
+@pytest.mark.parametrize("store", CROSS_CHECK_STORES, indirect=True)
+def test_jvm_and_proxy_count_the_same_requests_per_batch(spark, metered, strategy):
+    meter = jvm_requests.of(spark)
+    dropped = meter.dropped()
+    run = run_both(spark, metered, strategy)
+    assert run.sources == ["proxy", "jvm"]
+    jvm = run.results.requests[run.results.requests.source == "jvm"]
+    assert len(jvm.batch_id.dropna().unique()) == WARMUP + BATCHES
+    # Local mode: the executor (writing the state files) is the driver's JVM, which ships nothing
+    # to itself: a request counted twice would show here as a disagreement.
+    assert_agree(run)
+    assert meter.dropped() == dropped
+
+
+class _SwitchOff:
+    """A progress bar for ``Lab.run`` that switches JVM counting off after ``after`` batches."""
+
+    def __init__(self, meter: jvm_requests.JvmRequests, after: int) -> None:
+        self.meter, self.after, self.batches = meter, after, 0
+
+    def set_postfix_str(self, _: str) -> None:
+        pass
+
+    def update(self, n: int = 1) -> None:
+        self.batches += n
+        if self.batches >= self.after:
+            self.meter.set_enabled(False)
+
+
+@pytest.mark.parametrize("store", ["embedded"], indirect=True)
+def test_the_check_fails_when_the_jvm_stops_counting_mid_run(spark, metered):
+    meter = jvm_requests.of(spark)
+    try:
+        run = run_both(spark, metered, "direct", bar=_SwitchOff(meter, WARMUP + 1))
+    finally:
+        meter.set_enabled(True)
+    with pytest.raises(AssertionError, match="the sources disagree"):
+        assert_agree(run)
+    differ = jvm_requests.disagreements(run)
+    assert (differ.jvm < differ.proxy).all()  # requests the JVM no longer saw
+    missed = set(differ.batch_id.dropna())
+    assert WARMUP + BATCHES - 1 in missed  # the last batch: counting was off
+    assert not missed & set(range(WARMUP + 1))  # the batches before the switch: still counted
+
+
+@pytest.mark.slow
+def test_executors_in_their_own_jvms_ship_their_counts_to_the_driver():
+    """``local-cluster``: a Spark master and an executor JVM of their own on this machine (the
+    proxy on the loopback still sees every request), so the executor's counts (the state store's
+    files, which tasks write) reach the driver only through the plugin. A child process, as one
+    Python process holds one SparkContext."""
+    root = str(results.ROOT)
+    child = subprocess.run(
+        [sys.executable, "-m", "ckptbench.jvm_crosscheck", "--store", "embedded", "--master", "local-cluster[1,1,1024]",
+         "--strategies", "conditional,rename"],
+        capture_output=True, text=True, timeout=900, cwd=root,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])})
+    assert child.returncode in (0, 1), child.stderr[-3000:]
+    out = json.loads(child.stdout)
+    for strategy, checked in out.items():
+        assert "error" not in checked, checked
+        assert checked["disagreements"] == [], (strategy, checked["disagreements"])
+        assert checked["requests"]["jvm"] == checked["requests"]["proxy"] > 0
+        assert set(checked["origins"]) - {"driver"}, f"{strategy}: no executor shipped a count: {checked['origins']}"
+        assert checked["dropped"] == 0
+
+
+class _Store:
+    credentials, endpoint = None, "http://127.0.0.1:9"
+
+    def s3a_options(self) -> dict:
+        return {}
+
+
+def test_configure_adds_the_plugin_once_beside_the_users(tmp_path, monkeypatch):
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setattr(jars, "spark_jars", lambda: [tmp_path / "x.jar"])
+    builder = SparkSession.builder.config("spark.plugins", "com.example.TheirPlugin")
+    for bucket in ("one", "two"):  # once per store
+        builder = ckpt_impls.configure(builder, "rename", _Store(), bucket)
+    assert builder._options["spark.plugins"] == f"com.example.TheirPlugin,{ckpt_impls.REQUESTS_PLUGIN}"
+    assert jvm_requests.counting_conf(False) == {ckpt_impls.REQUESTS_ENABLED_CONF: "false"}
