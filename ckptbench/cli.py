@@ -146,7 +146,7 @@ def cmd_bench(args) -> None:
     machine = f"{socket.gethostname()}-{store}-spark{jars.spark_version()}"
     env = {**os.environ, **runs.Settings(store, args.size, args.bucket, results / "raw").env()}
     asv = [sys.executable, "-m", "asv"]
-    print(f"running the {args.size} suite (the README gives measured run times)", flush=True)
+    print(f"running the {args.size} suite", flush=True)
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(config)],
                    check=True, env=env, stdout=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp, progress.shown(Path(tmp, "progress")):
