@@ -42,6 +42,9 @@ def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> 
             out[strategy] = {"requests": counted,
                              "disagreements": jvm_requests.disagreements(run).to_dict("records"),
                              "moved": jvm_requests.moved(run).to_dict("records"),
+                             "exact_disagreements": len(jvm_requests.disagreements(run, exact=True)),
+                             "unanswered_jvm_attempts": int(((record.requests.source == "jvm")
+                                                             & (record.requests.status == 0)).sum()),
                              "origins": dict(lab.jvm.origins - before), "dropped": lab.jvm.dropped()}
     return out
 
