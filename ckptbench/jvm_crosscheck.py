@@ -4,7 +4,8 @@ with executors in JVMs of their own, whose counts reach the driver through the p
 
 ``python -m ckptbench.jvm_crosscheck --store embedded --master 'local-cluster[1,1,1024]'`` runs the
 stateful workload through each strategy and prints, as JSON, per strategy: the requests each
-source counted, where they disagree (``jvm_requests.disagreements``) and which JVMs reported them.
+source counted, where they disagree (``jvm_requests.disagreements``), the requests they filed under
+different batches (``jvm_requests.moved``) and which JVMs reported them.
 Exit status 1 when the sources disagree or a run failed.
 """
 
@@ -40,6 +41,10 @@ def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> 
             counted = {source: int((record.requests.source == source).sum()) for source in results.SOURCES}
             out[strategy] = {"requests": counted,
                              "disagreements": jvm_requests.disagreements(run).to_dict("records"),
+                             "moved": jvm_requests.moved(run).to_dict("records"),
+                             "exact_disagreements": len(jvm_requests.disagreements(run, exact=True)),
+                             "unanswered_jvm_attempts": int(((record.requests.source == "jvm")
+                                                             & (record.requests.status == 0)).sum()),
                              "origins": dict(lab.jvm.origins - before), "dropped": lab.jvm.dropped()}
     return out
 

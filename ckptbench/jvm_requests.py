@@ -151,49 +151,87 @@ def counting_conf(on: bool) -> dict[str, str]:
 
 # -- the two sources side by side ---------------------------------------------------------------
 
-#: What ``disagreements`` compares by default: each request's operation, checkpoint area, key,
-#: status and payload bytes, as a multiset per batch.
+#: What makes two records the same request, besides their time: operation, checkpoint area, key,
+#: status and payload bytes.
 FIELDS = ("op", "area", "key", "status", "bytes_in")
+#: Clock slack between the proxy's and the JVM's timestamps (both the machine's wall clock).
+SLACK_S = 0.002
 
 
-def disagreements(run: Run, fields=FIELDS, batches: str = "all", exact: bool = False) -> pd.DataFrame:
-    """Where the proxy's and the JVM's records of ``run`` differ: per batch (``batches``: "all",
-    warm-up included, or "measured"; NA: between batches), each combination of ``fields`` that one
-    source saw a different number of times than the other, with both counts. Empty: they agree.
-
-    An attempt the JVM saw end with no response (status 0: an I/O error, an interrupt) may or may
-    not have reached the store, and if it did the store may have answered it: the proxy then
-    counts it with the store's status, or with 0, or not at all. Unless ``exact``, such attempts
-    are matched as a bound: among the requests alike in every field but status, the proxy must
-    have at least the JVM's count of each answered status and, beyond those, no more requests
-    than the JVM's unanswered attempts (those rows are left out when the bound holds)."""
+def _records(run: Run, source: str, fields) -> list[tuple]:
     frame = run.results.requests
-    frame = frame[frame.run == run.run]
-    if batches == "measured":
-        frame = frame[frame.batch_id.isin(run.batches.batch_id) | frame.batch_id.isna()]
-    counts = {}
-    for source in ("proxy", "jvm"):
-        rows_of = frame[frame.source == source][["batch_id", *fields]].itertuples(index=False)
-        counts[source] = Counter((None if pd.isna(b) else int(b), *rest) for b, *rest in rows_of)
-    keys = set(counts["proxy"]) | set(counts["jvm"])
-    if not exact and "status" in fields:
-        at = 1 + list(fields).index("status")
-        groups: dict[tuple, list[tuple]] = {}
-        for key in keys:
-            groups.setdefault(key[:at] + key[at + 1:], []).append(key)
-        for group in groups.values():
-            unanswered = sum(counts["jvm"][k] for k in group if k[at] == 0)
-            answered = [k for k in group if k[at] != 0]
-            surplus = sum(counts["proxy"][k] for k in group) - sum(counts["jvm"][k] for k in answered)
-            if unanswered and all(counts["proxy"][k] >= counts["jvm"][k] for k in answered) \
-                    and 0 <= surplus <= unanswered:
-                keys -= set(group)
+    frame = frame[(frame.run == run.run) & (frame.source == source)]
+    return [(None if pd.isna(b) else int(b), start, start + ms / 1000, tuple(rest))
+            for b, start, ms, *rest in frame[["batch_id", "start", "ms", *fields]].itertuples(index=False)]
+
+
+def match(run: Run, fields=FIELDS) -> tuple[list[tuple], list[tuple], list[tuple]]:
+    """Pair each request the proxy saw with the attempt the JVM recorded for it: same ``fields``,
+    and the proxy's start (the request head arriving) within the JVM's attempt (its start to its
+    end, give or take ``SLACK_S``). An attempt the JVM saw end with no response (status 0: an I/O
+    error, an interrupt) may or may not have reached the store, and if it did the store may have
+    answered it: it pairs with a proxy record alike in every field but status, or with none.
+
+    Returns ``(pairs, proxy_only, jvm_only)``: pairs as ``(jvm record, proxy record)``, records as
+    ``(batch_id, start, end, field values)``; ``jvm_only`` leaves out the unanswered attempts that
+    paired with nothing."""
+    proxy, jvm = _records(run, "proxy", fields), _records(run, "jvm", fields)
+    at = list(fields).index("status") if "status" in fields else None
+    pairs, left = [], sorted(jvm, key=lambda r: r[1])
+    taken = [False] * len(left)
+
+    def take(p, same) -> bool:
+        for i, j in enumerate(left):
+            if not taken[i] and same(j) and j[1] - SLACK_S <= p[1] <= j[2] + SLACK_S:
+                taken[i] = True
+                pairs.append((j, p))
+                return True
+        return False
+
+    proxy_only = [p for p in sorted(proxy, key=lambda r: r[1]) if not take(p, lambda j, p=p: j[3] == p[3])]
+    if at is not None:  # then the JVM's unanswered attempts, alike in all but status
+        def unanswered_alike(j, p):
+            return j[3][at] == 0 and j[3][:at] + j[3][at + 1:] == p[3][:at] + p[3][at + 1:]
+
+        proxy_only = [p for p in proxy_only if not take(p, lambda j, p=p: unanswered_alike(j, p))]
+    jvm_only = [j for i, j in enumerate(left) if not taken[i] and (at is None or j[3][at] != 0)]
+    return pairs, proxy_only, jvm_only
+
+
+def disagreements(run: Run, fields=FIELDS, exact: bool = False) -> pd.DataFrame:
+    """Where the proxy's and the JVM's records of ``run`` differ: per batch (NA: between batches),
+    each combination of ``fields`` that one source saw a different number of times than the other,
+    with both counts. Empty: they agree.
+
+    By default requests are paired by ``match``, so a request counts in the batch each source
+    filed it under, and agrees if the other source saw it: the proxy's clock starts when the
+    request's head arrives, after the JVM began the attempt (signing, a connection, the proxy
+    process being scheduled), so a request begun in a batch's last instants can fall after that
+    batch's window by the proxy's clock (``moved`` lists them); and an unanswered JVM attempt
+    pairs with the proxy's record of it or with nothing. ``exact``: the two sources' multisets per
+    batch, with neither allowance."""
+    if exact:
+        counts = {source: Counter((r[0], *r[3]) for r in _records(run, source, fields)) for source in ("proxy", "jvm")}
+    else:
+        _, proxy_only, jvm_only = match(run, fields)
+        counts = {"proxy": Counter((r[0], *r[3]) for r in proxy_only),
+                  "jvm": Counter((r[0], *r[3]) for r in jvm_only)}
     rows = []
-    for key in sorted(keys, key=lambda k: (k[0] is None, k[0] or 0, str(k[1:]))):
+    for key in sorted(set(counts["proxy"]) | set(counts["jvm"]), key=lambda k: (k[0] is None, k[0] or 0, str(k[1:]))):
         proxy, jvm = counts["proxy"][key], counts["jvm"][key]
         if proxy != jvm:
             rows.append({"batch_id": key[0], **dict(zip(fields, key[1:], strict=True)), "proxy": proxy, "jvm": jvm})
     return pd.DataFrame(rows, columns=["batch_id", *fields, "proxy", "jvm"])
+
+
+def moved(run: Run, fields=FIELDS) -> pd.DataFrame:
+    """The paired requests the two sources filed under different batches (``jvm_batch``,
+    ``proxy_batch``; NA: between batches), with ``gap_ms``: how much later the proxy's clock
+    started it than the JVM's."""
+    pairs, _, _ = match(run, fields)
+    rows = [{"jvm_batch": j[0], "proxy_batch": p[0], **dict(zip(fields, j[3], strict=True)),
+             "gap_ms": (p[1] - j[1]) * 1000} for j, p in pairs if j[0] != p[0]]
+    return pd.DataFrame(rows, columns=["jvm_batch", "proxy_batch", *fields, "gap_ms"])
 
 
 def counts_by_op(run: Run, source: str) -> pd.DataFrame:
