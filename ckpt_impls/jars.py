@@ -49,13 +49,19 @@ def spark_version() -> str:
     return ".".join(pyspark.__version__.split(".")[:2])
 
 
-def checkpoint_package(version: str | None = None) -> str:
-    """The package of Spark's ``CheckpointFileManager`` (the trait and its factory) in Spark ``version``
-    (default: the running one): ``...streaming.checkpointing`` from 4.1 on (SPARK-52787), before
-    that ``...streaming``. The one place that knows."""
+def streaming_package(area: str, version: str | None = None) -> str:
+    """The package of Spark's streaming classes of ``area`` (``checkpointing``: CheckpointFileManager;
+    ``sinks``: FileStreamSinkLog) in Spark ``version`` (default: the running one). Spark 4.1 split
+    ``org.apache.spark.sql.execution.streaming`` into such sub-packages (SPARK-52787); before that
+    (3.5) they were all in it. The one place that knows; checked against the jars of 3.5.9 and 4.3.0."""
     major, minor = (int(n) for n in (version or spark_version()).split(".")[:2])
     base = "org.apache.spark.sql.execution.streaming"
-    return f"{base}.checkpointing" if (major, minor) >= (4, 1) else base
+    return f"{base}.{area}" if (major, minor) >= (4, 1) else base
+
+
+def checkpoint_package(version: str | None = None) -> str:
+    """The package of Spark's ``CheckpointFileManager`` (the trait and its factory)."""
+    return streaming_package("checkpointing", version)
 
 
 def managers_jar(version: str | None = None) -> Path:

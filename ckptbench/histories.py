@@ -16,7 +16,7 @@ Driven without a streaming query (a 1,000-batch query would take far too long), 
   the batch's requests by operation and key, summed over the proxy's per-request times, are a
   compaction's time; its compact is read back with boto3 for its bytes, live entries and the
   garbage it still lists.
-- Spark: Spark's real ``FileStreamSinkLog`` (``org.apache.spark.sql.execution.streaming.sinks``),
+- Spark: Spark's real ``FileStreamSinkLog`` (``org.apache.spark.sql.execution.streaming.sinks``, 3.5: ``.streaming``),
   built through py4j, gets one small file entry per batch with ``add``, compacting every
   ``spark.sql.streaming.fileSink.log.compactInterval`` (set to the manifest's interval). Its
   compaction time is every request of a compaction batch's ``add`` (read the previous compact
@@ -51,12 +51,11 @@ import time
 import uuid
 
 import ckpt_impls
-from ckpt_impls import manifest_format
+from ckpt_impls import jars, manifest_format
 
 from . import progress, results, runs
 
 MANIFEST_MANAGER = ckpt_impls.get("manifest").manager_class
-SINK_LOG = "org.apache.spark.sql.execution.streaming.sinks"
 SPARK_LOG_STRATEGY = "direct"  # the checkpoint manager Spark's log writes through (see above)
 
 
@@ -156,7 +155,7 @@ def _spark_history(spark, store, bucket: str, shape: Shape, batches: int, bar,
     prefix = f"bench/spark-metadata-history-{batches}-{uuid.uuid4().hex[:8]}"
     ckpt_impls.use(spark, SPARK_LOG_STRATEGY)
     spark.conf.set("spark.sql.streaming.fileSink.log.compactInterval", str(shape.interval))
-    sinks = getattr(jvm, SINK_LOG)
+    sinks = getattr(jvm, jars.streaming_package("sinks"))
     log = sinks.FileStreamSinkLog(sinks.FileStreamSinkLog.VERSION(), spark._jsparkSession,
                                   f"s3a://{bucket}/{prefix}/_spark_metadata", jvm.scala.Option.apply(None))
     proxy = store.proxy

@@ -25,6 +25,11 @@ def test_checkpoint_package_moved_in_4_1(version, package):
     assert jars.checkpoint_package(version) == package
 
 
+def test_the_sink_log_moved_with_it():
+    assert jars.streaming_package("sinks", "3.5") == "org.apache.spark.sql.execution.streaming"
+    assert jars.streaming_package("sinks", "4.3") == "org.apache.spark.sql.execution.streaming.sinks"
+
+
 def test_the_running_spark_decides_the_trait_and_the_jar():
     version, trait = jars.spark_version(), ckpt_impls.MANAGER_TRAIT
     assert trait == f"{jars.checkpoint_package(version)}.CheckpointFileManager"
