@@ -21,6 +21,7 @@ from pathlib import Path
 import ckpt_impls
 import infra
 from ckpt_impls.jars import JarsMissing
+from infra.faults import PROFILES, describe_profiles
 
 from .runs import PLANS, Settings
 
@@ -51,6 +52,10 @@ def cmd_strategies(args) -> None:
     print(ckpt_impls.describe())
 
 
+def cmd_faults(args) -> None:
+    print(describe_profiles())
+
+
 def cmd_measure(args) -> None:
     from . import measure, results
 
@@ -63,10 +68,12 @@ def cmd_measure(args) -> None:
         return
     stores = _names(args.stores, infra.STORES, "store")
     strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    [fault_profile] = _names(args.fault_profile, PROFILES, "fault profile")
     if args.batches < 20 and not args.allow_few_batches:
         raise UsageError("--batches below 20 gives unstable percentiles; pass --allow-few-batches to insist")
     raw = RESULTS / "raw"
-    records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, args.master, raw)
+    records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, args.master, raw,
+                          fault_profile, args.fault_seed)
     text = measure.table(records)
     print(text)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -98,6 +105,7 @@ def cmd_bench(args) -> None:
     store = args.store or os.environ.get(runs.Settings.ENV["store"]) or runs.default_store()
     _names(store, infra.STORES, "store")
     _names(args.size, runs.PLANS, "size")
+    [fault_profile] = _names(args.fault_profile, PROFILES, "fault profile")
     # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
     # wrong keys, a missing bucket), not after asv has spent minutes on it.
     with runs.started_stores([store], args.bucket, say=lambda line: None) as started:
@@ -112,7 +120,10 @@ def cmd_bench(args) -> None:
     config = _asv_config(results)
     # asv keys results by machine: one per store keeps each store's results a series of its own.
     machine = f"{socket.gethostname()}-{store}"
-    env = {**os.environ, **runs.Settings(store, args.size, args.bucket, results / "raw").env()}
+    settings = runs.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed)
+    env = {**os.environ, **settings.env()}
+    if fault_profile != "none":
+        print(f"fault profile: {fault_profile} (seed {args.fault_seed}), injected by the metering proxy")
     asv = [sys.executable, "-m", "asv"]
     print(f"running the {args.size} suite (the README gives measured run times)", flush=True)
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(config)],
@@ -190,10 +201,18 @@ def cmd_drift(args) -> None:
         raise UsageError(str(e)) from None
 
 
+def _fault_options(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--fault-profile", default=default, metavar="NAME",
+                   help=f"faults the metering proxy injects, one of: {', '.join(PROFILES)} (default {default}; "
+                        "`faults` describes them)")
+    p.add_argument("--fault-seed", type=int, default=0, help="seed of the fault profile's randomness (default 0)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="ckptbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("strategies", help="list the checkpoint strategies").set_defaults(run=cmd_strategies)
+    sub.add_parser("faults", help="list the fault profiles the metering proxy can inject").set_defaults(run=cmd_faults)
     m = sub.add_parser("measure", help="walCommit/commitOffsets per strategy x store, beside the store's floor")
     m.add_argument("--stores", default="embedded,ceph",
                    help=f"comma-separated, of: {', '.join(infra.STORES)} (default: embedded,ceph; "
@@ -207,6 +226,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     m.add_argument("--record", nargs="+", metavar="DIR",
                    help="print the table of recorded results (results/raw/<store>-measure) instead of measuring")
+    _fault_options(m, "none")
     m.set_defaults(run=cmd_measure)
     b = sub.add_parser("bench", help="run the asv suite and publish it (HTML, report and plots under results/)")
     b.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where "
@@ -216,6 +236,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
     b.add_argument("--bench", help="only benchmarks matching this regular expression (asv run --bench)")
     b.add_argument("--results", help="results directory (default: results/ in the repository)")
+    _fault_options(b, os.environ.get(Settings.ENV["fault_profile"]) or "none")
     b.set_defaults(run=cmd_bench)
     c = sub.add_parser("cost", help="what the measured requests would cost on AWS S3 (a projection)")
     c.add_argument("--trigger", default="10s", help="the query's trigger interval (default 10s)")

@@ -64,13 +64,16 @@ class SchemaMismatch(ValueError):
 
 
 def environment(store, experiment: str, size: str, plan: dict, **extra) -> dict:
-    """What an experiment ran on: the store, the run size and plan, the commit and the versions of
-    Spark, Hadoop and the S3A connector that ran it (read from the jars that are loaded)."""
+    """What an experiment ran on: the store, the fault profile its metering proxy injected and that
+    profile's seed, the run size and plan, the commit and the versions of Spark, Hadoop and the S3A
+    connector that ran it (read from the jars that are loaded)."""
     from ckpt_impls import jars
 
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     return {"schema_version": SCHEMA_VERSION, "experiment": experiment, "store": store.name,
-            "describe": store.describe(), "emulator": store.emulator, "size": size, "plan": plan,
+            "describe": store.describe(), "emulator": store.emulator,
+            "fault_profile": getattr(store, "fault_profile", "none"), "fault_seed": getattr(store, "seed", 0),
+            "size": size, "plan": plan,
             "commit": commit, "host": socket.gethostname(),
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "versions": jars.versions(), **extra}

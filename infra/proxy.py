@@ -140,9 +140,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 import h11
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials as BotoCredentials
 
 from .faults import (
     Answer,
@@ -294,6 +291,11 @@ class MeteringProxy:
     def probe_size(self, bucket: str, key: str) -> int | None:
         """An object's size, from a HEAD the proxy sends the store itself (not recorded as an
         event); None if the store does not say."""
+        # Imported here: a proxy that never probes keeps botocore's thousands of objects out of its heap.
+        from botocore.auth import S3SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials as BotoCredentials
+
         host, port = self._upstream_addr
         url = f"{self.upstream.rstrip('/')}/{quote(bucket)}/{quote(key, safe='/~')}"
         request = AWSRequest(method="HEAD", url=url)
