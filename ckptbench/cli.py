@@ -8,6 +8,7 @@ what to do, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -182,6 +183,39 @@ def cmd_cost(args) -> None:
                       f"{cost.per_month(dollars, trigger):,.2f} |")
 
 
+def cmd_faultlab(args) -> None:
+    from . import faultlab, results, runs
+
+    if args.record:
+        try:
+            print(faultlab.table(results.read(Path(args.record))))
+        except (OSError, ValueError) as e:
+            raise UsageError(f"not a results record: {e}") from None
+        return
+    store = args.store or os.environ.get(runs.Settings.ENV["store"]) or runs.default_store()
+    _names(store, infra.STORES, "store")
+    plan = faultlab.PLANS[args.size]
+    changes = {}
+    if args.profiles:
+        changes["profiles"] = tuple(_names(args.profiles, PROFILES, "fault profile"))
+    if args.workloads:
+        changes["workloads"] = tuple(_names(args.workloads, ("stateful", "file_sink"), "workload"))
+    if args.batches is not None:
+        if args.batches < 1:
+            raise UsageError(f"--batches must be at least 1, not {args.batches}")
+        changes["batches"] = args.batches
+    if args.seeds is not None:
+        if args.seeds < 1:
+            raise UsageError(f"--seeds must be at least 1, not {args.seeds}")
+        changes["seeds"] = tuple(range(args.seeds))
+    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    settings = runs.Settings(store, args.size, args.bucket, RESULTS / "raw")
+    record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
+    print(faultlab.table(record))
+    print(f"\nrecord: {results.directory(settings.raw, store, 'faults').relative_to(ROOT)} "
+          "(python -m ckptbench faultlab --record DIR prints its table again)")
+
+
 def cmd_report(args) -> None:
     from . import report
 
@@ -243,6 +277,21 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--record", nargs="+", metavar="DIR",
                    help="streaming records (default: every results/raw/*-streaming)")
     c.set_defaults(run=cmd_cost)
+    f = sub.add_parser("faultlab", help="failure rates per strategy under the fault profiles (the failure lab)")
+    f.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where it "
+                                   "can start here, else embedded)")
+    f.add_argument("--size", choices=["smallest", "quick", "full"], default="quick",
+                   help="quick (default: the profiles make bench runs), full (every profile, 3 seeds), smallest")
+    f.add_argument("--profiles", help=f"comma-separated, of: {', '.join(PROFILES)} (default: the size's)")
+    f.add_argument("--workloads", help="comma-separated, of: stateful, file_sink (default: the size's)")
+    f.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    f.add_argument("--batches", type=int, help="batches per run under faults (default: the size's)")
+    f.add_argument("--seeds", type=int,
+                   help="runs per strategy x workload x profile, seeds 0..N-1 (default: the size's)")
+    f.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    f.add_argument("--record", metavar="DIR",
+                   help="print the table of a recorded failure lab (results/raw/<store>-faults)")
+    f.set_defaults(run=cmd_faultlab)
     r = sub.add_parser("report", help="the HTML report (recommendation, tables, figures) from the recorded results")
     r.add_argument("--results", help="results directory (default: results/ in the repository)")
     r.set_defaults(run=cmd_report)

@@ -18,6 +18,12 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
   proxy's paired overhead): ``experiment``, ``op``, ``route`` (``proxy``: timed by the proxy;
   ``direct``/``proxied``: client-timed, in pairs at equal ``seq``), object ``size``, ``ms``.
 - ``compactions``: one row per compaction of a log history (``history`` batches long).
+- ``fault_runs``: one row per run of the failure lab (``ckptbench.faultlab``): the fault
+  ``profile`` and ``seed`` in force, ``batches`` asked and ``batches_done``, ``outcome``
+  (completed, died, stalled), whether a restart without faults ``recovered`` (None: not needed),
+  whether the file sink's output held every row ``exactly_once`` (None: no file sink), seconds.
+- ``injections``: one row per fault the metering proxy injected into a run's requests: the
+  request's ``start``, operation and key, and the ``fault`` label (``infra.faults``).
 
 On disk (``write``/``read``): a directory holding ``environment.json`` (with
 ``schema_version``) and one Parquet file per non-empty table. A reader refuses another schema
@@ -50,6 +56,9 @@ TABLES: dict[str, tuple[str, ...]] = {
                  "bytes_in", "bytes_out"),
     "samples": ("experiment", "op", "route", "size", "seq", "ms"),
     "compactions": ("history", "log", "batch", "number", "ms", "requests", "bytes", "entries", "garbage_staged"),
+    "fault_runs": ("run", "profile", "seed", "batches", "batches_done", "outcome", "recovered", "exactly_once",
+                   "seconds"),
+    "injections": ("run", "start", "op", "key", "fault"),
 }
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +92,9 @@ def _table(name: str, rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(TABLES[name]))
     if name in ("batches", "requests"):
         frame["batch_id"] = frame["batch_id"].astype("Int64")  # NA: a request between batches
+    if name == "fault_runs":
+        for column in ("recovered", "exactly_once"):
+            frame[column] = frame[column].astype("boolean")  # NA: not asked
     return frame
 
 
@@ -250,6 +262,14 @@ class Recorder:
 
     def add_compaction(self, **row) -> None:
         self.rows["compactions"].append(row)
+
+    def add_fault_run(self, run: int, **row) -> None:
+        self.rows["fault_runs"].append({"run": run, **row})
+
+    def add_injections(self, run: int, injections) -> None:
+        """``injections`` (``infra.faults.Injection``s, as the metering proxy keeps them) of ``run``."""
+        self.rows["injections"] += [{"run": run, "start": i.start, "op": i.op, "key": i.key, "fault": i.fault}
+                                    for i in injections]
 
     def results(self, environment: dict) -> Results:
         return Results(environment, {name: _table(name, rows) for name, rows in self.rows.items()})
