@@ -4,14 +4,15 @@ For each seed x workload x fault profile x strategy, one query (the stateful wor
 file sink where the plan has it) runs on a fresh prefix for ``batches`` batches while the
 metering proxy injects the profile's faults (``infra.faults.PROFILES``). A run ends
 ``completed`` (all its batches), ``died`` (the query stopped with an exception: Spark's first
-line is kept) or ``stalled`` (its batches did not come within the time limit). A query that
+line is kept, and the first line of its innermost cause, which says what the store did) or
+``stalled`` (its batches did not come within the time limit). A query that
 died or stalled is restarted from its checkpoint with the faults off, for
 ``recovery_batches`` batches: ``recovered`` says whether it resumed. For the file sink the
 output is then read back through Spark (which trusts ``_spark_metadata``): ``exactly_once``
 says whether it holds every row of whole batches once, none twice and no batch in part.
 
 Recorded (``ckptbench.results``): a ``runs`` row per query (its ``error``), its ``fault_runs``
-row (profile, seed, batches asked and done, outcome, recovered, exactly_once, seconds), its
+row (profile, seed, batches asked and done, outcome, cause, recovered, exactly_once, seconds), its
 progress reports (``batches``), every request under its prefix (``requests``, while the faults
 were in force and during the recovery) and every fault injected into them (``injections``).
 ``ckptbench.metrics`` derives the rates: query deaths per run, failed batches per batch
@@ -77,14 +78,14 @@ def run_one(lab: runs.Lab, recorder: results.Recorder, strategy: str, workload: 
     mark, began = proxy.mark(), time.time()
     proxy.use_profile(profile, seed)
     try:
-        done, outcome, error = _drive(lab, workload, base, plan.keys, plan.batches, bar)
+        done, outcome, error, cause = _drive(lab, workload, base, plan.keys, plan.batches, bar)
     finally:
         proxy.use_profile("none")
     seconds = time.time() - began
     injections = [i for i in proxy.injections() if i.start >= began and i.key.startswith(prefix + "/")]
     recovered = None
     if outcome != "completed":
-        _, recovery, _ = _drive(lab, workload, base, plan.keys, plan.recovery_batches)
+        _, recovery, _, _ = _drive(lab, workload, base, plan.keys, plan.recovery_batches)
         recovered = recovery == "completed"
     exactly_once = _exactly_once(spark, f"{base}/output") if workload == "file_sink" else None
     events = [e for e in proxy.events_since(mark) if e.key.startswith(prefix + "/")]
@@ -92,28 +93,35 @@ def run_one(lab: runs.Lab, recorder: results.Recorder, strategy: str, workload: 
     if error:
         recorder.fail_run(run, error)
     recorder.add_fault_run(run, profile=profile, seed=seed, batches=plan.batches, batches_done=len(done),
-                           outcome=outcome, recovered=recovered, exactly_once=exactly_once, seconds=seconds)
+                           outcome=outcome, cause=cause, recovered=recovered, exactly_once=exactly_once,
+                           seconds=seconds)
     recorder.add_batches(run, "measured", done)
     recorder.add_requests(run, events, done)
     recorder.add_injections(run, injections)
     return run
 
 
-def _drive(lab: runs.Lab, workload: str, base: str, keys: int, batches: int, bar=None) -> tuple[list[dict], str, str]:
+def _drive(lab: runs.Lab, workload: str, base: str, keys: int, batches: int,
+           bar=None) -> tuple[list[dict], str, str, str]:
     """Start ``workload`` on ``base`` and wait for ``batches`` batches: (the progress of the batches
-    done, outcome, error: Spark's first line, or why it stalled, or "")."""
+    done, outcome, error: Spark's first line, or why it stalled, or "", and the innermost cause of a
+    death)."""
     on_batch = bar.update if bar else None
     try:
         query = lab.start(workload, base, keys)
     except Exception as e:  # the checkpoint could not even be set up
         if bar:
             bar.update(batches)
-        return [], "died", first_line(e)
-    outcome, error = "completed", ""
+        java = getattr(e, "java_exception", None)
+        return [], "died", first_line(e), innermost(java) if java is not None else first_line(e)
+    outcome, error, cause = "completed", "", ""
     try:
         workloads.await_batches(query, batches, batch_limit(batches), on_batch)
     except workloads.QueryFailed as e:
         outcome, error = ("died" if query.exception() is not None else "stalled"), str(e)
+        if outcome == "died":
+            # PySpark's copy of the exception has lost its causes; the JVM's has them.
+            cause = innermost(query._jsq.exception().get())
     finally:
         done = sorted(query.recentProgress, key=lambda p: p["batchId"])[:batches]
         try:
@@ -123,7 +131,14 @@ def _drive(lab: runs.Lab, workload: str, base: str, keys: int, batches: int, bar
                 outcome, error = "stalled", f"could not stop: {first_line(e)}"
     if bar and len(done) < batches:
         bar.update(batches - len(done))  # the bar counts batches asked, done or not
-    return done, outcome, error
+    return done, outcome, error, cause
+
+
+def innermost(throwable) -> str:
+    """The first line of the innermost cause of a JVM ``Throwable`` (through py4j)."""
+    while throwable.getCause() is not None and throwable.getCause() != throwable:
+        throwable = throwable.getCause()
+    return str(throwable.toString()).splitlines()[0]
 
 
 def first_line(error: Exception) -> str:
@@ -177,7 +192,8 @@ faultlab.timeout = 4 * 3600
 
 def summary(record: results.Results) -> list[dict]:
     """One row per workload x profile x strategy of a failure-lab record, in the order they ran:
-    runs, deaths, stalls and the rates (``ckptbench.metrics``), and the first death's error."""
+    runs, deaths, stalls and the rates (``ckptbench.metrics``), and what the first run that did not
+    complete died of (its innermost cause, else Spark's error or why it stalled)."""
     from . import metrics
 
     joined = record.runs.merge(record.fault_runs, on="run")
@@ -185,7 +201,8 @@ def summary(record: results.Results) -> list[dict]:
     combinations = zip(joined.workload, joined.profile, joined.strategy, strict=True)
     for workload, profile, strategy in dict.fromkeys(combinations):
         runs_ = metrics.fault_runs(record, strategy, profile, workload)
-        errors = runs_[runs_.outcome != "completed"].error.dropna()
+        deaths = runs_[runs_.outcome != "completed"]
+        causes = [cause or error for cause, error in zip(deaths.cause, deaths.error, strict=True) if cause or error]
         out.append({
             "workload": workload, "profile": profile, "strategy": strategy, "runs": len(runs_),
             "died": int((runs_.outcome == "died").sum()), "stalled": int((runs_.outcome == "stalled").sum()),
@@ -196,12 +213,12 @@ def summary(record: results.Results) -> list[dict]:
             "recovered": f"{int(runs_.recovered.sum())}/{int(runs_.recovered.notna().sum())}",
             "exactly_once_violations": (metrics.exactly_once_violations(record, strategy, profile)
                                         if workload == "file_sink" else None),
-            "error": errors.iloc[0] if len(errors) else ""})
+            "cause": causes[0] if causes else ""})
     return out
 
 
 HEADER = ["workload", "profile", "strategy", "runs", "died", "stalled", "failed batches", "retried / run",
-          "injected / run", "recovered", "exactly-once violations", "first error"]
+          "injected / run", "recovered", "exactly-once violations", "first failure's root cause"]
 
 
 def table_rows(record: results.Results) -> list[list[str]]:
@@ -213,7 +230,7 @@ def table_rows(record: results.Results) -> list[list[str]]:
              f"{fmt(100 * r['failed_batch_rate'], '.0f')}%", fmt(r["retried_per_run"], ".1f"),
              fmt(r["injected_per_run"], ".1f"), r["recovered"] if r["recovered"] != "0/0" else "-",
              "-" if r["exactly_once_violations"] is None else str(r["exactly_once_violations"]),
-             r["error"][:160]] for r in summary(record)]
+             r["cause"][:200]] for r in summary(record)]
 
 
 def table(record: results.Results) -> str:

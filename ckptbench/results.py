@@ -20,7 +20,9 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
 - ``compactions``: one row per compaction of a log history (``history`` batches long).
 - ``fault_runs``: one row per run of the failure lab (``ckptbench.faultlab``): the fault
   ``profile`` and ``seed`` in force, ``batches`` asked and ``batches_done``, ``outcome``
-  (completed, died, stalled), whether a restart without faults ``recovered`` (None: not needed),
+  (completed, died, stalled), the ``cause`` of a death (the first line of the innermost JVM
+  exception; ``runs.error`` has Spark's own), whether a restart without faults ``recovered``
+  (None: not needed),
   whether the file sink's output held every row ``exactly_once`` (None: no file sink), seconds.
 - ``injections``: one row per fault the metering proxy injected into a run's requests: the
   request's ``start``, operation and key, and the ``fault`` label (``infra.faults``).
@@ -56,8 +58,8 @@ TABLES: dict[str, tuple[str, ...]] = {
                  "bytes_in", "bytes_out"),
     "samples": ("experiment", "op", "route", "size", "seq", "ms"),
     "compactions": ("history", "log", "batch", "number", "ms", "requests", "bytes", "entries", "garbage_staged"),
-    "fault_runs": ("run", "profile", "seed", "batches", "batches_done", "outcome", "recovered", "exactly_once",
-                   "seconds"),
+    "fault_runs": ("run", "profile", "seed", "batches", "batches_done", "outcome", "cause", "recovered",
+                   "exactly_once", "seconds"),
     "injections": ("run", "start", "op", "key", "fault"),
 }
 

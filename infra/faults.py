@@ -607,6 +607,9 @@ class Eventual(_Locked):
       most ``budget`` bytes in all, oldest dropped first; an overwrite of a key whose copy was
       not kept reads fresh).
 
+    ``lists=False`` leaves listings alone (the first and third behaviour), ``reads=False`` reads
+    (the second and fourth), so that a failure can be put down to one half.
+
     LIST answers (ListObjects V1 and V2) are rewritten: the XML's ``Contents`` and
     ``CommonPrefixes`` entries are dropped or added, ``KeyCount`` follows; a deleted key is
     added only where it falls inside the page (after ``start-after``/``marker``, and before the
@@ -614,10 +617,13 @@ class Eventual(_Locked):
     before the proxy started or around it (the emulation knows only what it relayed), so use it
     on fresh prefixes."""
 
-    def __init__(self, window: float, keep_bytes: int = 1 << 20, budget: int = 256 << 20) -> None:
+    def __init__(self, window: float, lists: bool = True, reads: bool = True, keep_bytes: int = 1 << 20,
+                 budget: int = 256 << 20) -> None:
         if not window > 0:
             raise ValueError(f"Eventual: window must be > 0 seconds, not {window}")
-        self.window, self.keep_bytes, self.budget = window, keep_bytes, budget
+        if not (lists or reads):
+            raise ValueError("Eventual: give it listings, reads or both to make stale")
+        self.window, self.lists, self.reads, self.keep_bytes, self.budget = window, lists, reads, keep_bytes, budget
         self._known: dict[tuple[str, str], _Object] = {}
         self._probed: set[tuple[str, str]] = set()  # found missing, not yet created
         self._negative: dict[tuple[str, str], float] = {}  # -> 404 until
@@ -628,13 +634,15 @@ class Eventual(_Locked):
         self._init_lock()
 
     def __repr__(self) -> str:
-        return f"Eventual(window={self.window})"
+        return f"Eventual(window={self.window}, lists={self.lists}, reads={self.reads})"
 
     # -- the request-side hook -----------------------------------------------------------------
 
     def decide(self, request: RequestInfo) -> Action | None:
         where, now = (request.bucket, request.key), time.monotonic()
         if request.op in ("GET", "HEAD"):
+            if not self.reads:
+                return None
             with self._lock:
                 if self._negative.get(where, 0) > now:
                     return self._missing(request)
@@ -643,9 +651,9 @@ class Eventual(_Locked):
                     return self._replay(request, stale[0])
             return Forward(on_response=self._observe)
         if request.op == "LIST":
-            return Forward(on_response=self._list)
-        if request.op == "PUT":
-            return Forward(on_response=self._observe, keep_body=self.keep_bytes + 4096)  # + aws-chunked framing
+            return Forward(on_response=self._list) if self.lists else None
+        if request.op == "PUT":  # its body, for stale reads (+ room for aws-chunked framing)
+            return Forward(on_response=self._observe, keep_body=self.keep_bytes + 4096 if self.reads else 0)
         if request.op in ("COPY", "MPU_COMPLETE", "DELETE", "BULK_DELETE"):
             return Forward(on_response=self._observe)
         return None
@@ -736,7 +744,7 @@ class Eventual(_Locked):
                 self._negative[where] = now + self.window
         else:
             obj.created = old.created
-            if old.body is not None:
+            if old.body is not None and self.reads:
                 self._stale[where] = (old, now + self.window)
         self._deleted.pop(where, None)
         self._known[where] = obj
@@ -759,7 +767,7 @@ class Eventual(_Locked):
         self._kept_bytes -= self._kept.pop(where, 0)
         self._stale.pop(where, None)
         self._negative.pop(where, None)
-        if old is not None:
+        if old is not None and self.lists:
             self._deleted[where] = (old, now + self.window)
 
     def _hidden(self, where: tuple[str, str], now: float) -> bool:
@@ -939,6 +947,12 @@ PROFILES: dict[str, Profile] = {
         f"pre-2020 S3 consistency, emulated with a {EVENTUAL_WINDOW:g} s window: new keys unlisted, "
         "probed keys 404, deleted keys listed, overwrites read stale",
         lambda seed: [Eventual(EVENTUAL_WINDOW)]),
+    "eventual-lists": Profile(
+        f"eventual's listings alone ({EVENTUAL_WINDOW:g} s): new keys unlisted, deleted keys listed",
+        lambda seed: [Eventual(EVENTUAL_WINDOW, reads=False)]),
+    "eventual-reads": Profile(
+        f"eventual's reads alone ({EVENTUAL_WINDOW:g} s): probed keys 404, overwrites read stale",
+        lambda seed: [Eventual(EVENTUAL_WINDOW, lists=False)]),
     "aws-projection": Profile(
         f"a projection to AWS S3: latency p50 {AWS_LATENCY_P50 * 1000:.0f} ms / p99 {AWS_LATENCY_P99 * 1000:.0f} ms, "
         f"COPY at {AWS_COPY_BYTES_PER_SECOND / 1e6:g} MB/s",

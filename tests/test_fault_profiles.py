@@ -282,6 +282,21 @@ def test_eventual_overwritten_key_reads_stale_for_the_window(store, proxy, s3, p
     assert [i.fault for i in proxy.injections()] == ["stale-read"] * 3
 
 
+def test_eventual_halves_make_only_their_half_stale(proxy, s3, prefix):
+    proxy.inject(Eventual(WINDOW, reads=False))
+    assert status_of(lambda: s3.head_object(Bucket=BUCKET, Key=f"{prefix}/lists/k")) == 404
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/lists/k", Body=b"x")
+    assert status_of(lambda: s3.head_object(Bucket=BUCKET, Key=f"{prefix}/lists/k")) == 200  # reads are fresh
+    assert listed(s3, f"{prefix}/lists/") == []  # listings lag
+    proxy.clear_faults()
+    proxy.inject(Eventual(WINDOW, lists=False))
+    assert status_of(lambda: s3.head_object(Bucket=BUCKET, Key=f"{prefix}/reads/k")) == 404
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/reads/k", Body=b"x")
+    assert status_of(lambda: s3.head_object(Bucket=BUCKET, Key=f"{prefix}/reads/k")) == 404  # reads lag
+    assert listed(s3, f"{prefix}/reads/") == [f"{prefix}/reads/k"]  # listings are fresh
+    assert [i.fault for i in proxy.injections()] == ["stale-list", "stale-missing"]
+
+
 # -- COPY throughput ---------------------------------------------------------------------------------
 
 def test_copy_throughput_cap_holds_a_copy_for_its_size(store, metered, proxy, s3, prefix):

@@ -31,6 +31,7 @@ def fixed_record() -> results.Results:
         if error:
             recorder.fail_run(run, error)
         recorder.add_fault_run(run, profile="eventual", seed=seed, batches=4, batches_done=done, outcome=outcome,
+                               cause="" if error is None else error.replace("FileNotFound", "java.io.FileNotFound"),
                                recovered=True if outcome == "died" else None, exactly_once=None, seconds=3.0)
         recorder.add_batches(run, "measured", [progress(b, 50.0) for b in range(done)])
     recorder.add_requests(0, [
@@ -79,10 +80,11 @@ def test_summary_table_and_report_section():
     record = fixed_record()
     [rename, direct] = faultlab.summary(record)
     assert (rename["strategy"], rename["runs"], rename["died"], rename["recovered"]) == ("rename", 2, 1, "1/1")
-    assert rename["error"].startswith("FileNotFoundException")
-    assert (direct["died"], direct["error"], direct["recovered"]) == (0, "", "0/0")
+    assert rename["cause"].startswith("java.io.FileNotFoundException")
+    assert (direct["died"], direct["cause"], direct["recovered"]) == (0, "", "0/0")
     table = faultlab.table(record)
-    assert "| stateful | eventual | rename | 2 | 1 | 0 | 38% | 1.0 | 1.5 | 1/1 | - | FileNotFoundException" in table
+    assert ("| stateful | eventual | rename | 2 | 1 | 0 | 38% | 1.0 | 1.5 | 1/1 | - | "
+            "java.io.FileNotFoundException") in table
     section = report._faults("embedded", record)
     assert section.tables[0].header == faultlab.HEADER and len(section.tables[0].rows) == 2
     assert "aws-projection" not in " ".join(section.text)
