@@ -7,7 +7,8 @@ only for the parameter values of the latest discovery, so runs on two stores und
 parameter would hide each other.
 
 Starting Spark costs ~10 s and asv runs every benchmark, for every parameter combination, in a
-process of its own. So each experiment runs once, in ``setup_cache``: asv keys it by the module
+process of its own. So each experiment (streaming, the store alone, log histories, the failure
+lab) runs once, in ``setup_cache``: asv keys it by the module
 and line that define the function, so every class that sets
 ``setup_cache = staticmethod(common.streaming)`` reads the same pickled record of one run per
 ``asv run``. Benchmarks are ``track_*`` over those records (``ckptbench.metrics``), never
@@ -17,7 +18,7 @@ and line that define the function, so every class that sets
 from __future__ import annotations
 
 import ckpt_impls
-from ckptbench import crashlab, histories, runs
+from ckptbench import crashlab, faultlab, histories, runs
 
 SETTINGS = runs.Settings.from_env()
 PLAN = SETTINGS.plan
@@ -42,7 +43,12 @@ def crashes():
     return crashlab.crashes(SETTINGS)
 
 
+def fault_lab():
+    return faultlab.faultlab(SETTINGS)
+
+
 streaming.timeout = runs.streaming.timeout
 store_alone.timeout = runs.store_alone.timeout
 history.timeout = histories.history.timeout
 crashes.timeout = crashlab.crashes.timeout
+fault_lab.timeout = faultlab.faultlab.timeout

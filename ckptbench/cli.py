@@ -8,6 +8,7 @@ what to do, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -22,6 +23,7 @@ import ckpt_impls
 import infra
 from ckpt_impls import jars
 from ckpt_impls.jars import JarsMissing
+from infra.faults import PROFILES, describe_profiles
 
 from .crashlab import DEFAULT_POINTS
 from .runs import PLANS, Settings
@@ -82,6 +84,10 @@ def cmd_strategies(args) -> None:
     print(ckpt_impls.describe())
 
 
+def cmd_faults(args) -> None:
+    print(describe_profiles())
+
+
 def cmd_measure(args) -> None:
     from . import measure, results
 
@@ -94,11 +100,13 @@ def cmd_measure(args) -> None:
         return
     stores = _names(args.stores, infra.STORES, "store")
     strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    [fault_profile] = _names(args.fault_profile, PROFILES, "fault profile")
     if args.batches < 20 and not args.allow_few_batches:
         raise UsageError("--batches below 20 gives unstable percentiles; pass --allow-few-batches to insist")
     out = results_root()
     raw = out / "raw"
-    records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, args.master, raw)
+    records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, args.master, raw,
+                          fault_profile, args.fault_seed)
     text = measure.table(records)
     print(text)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -130,6 +138,7 @@ def cmd_bench(args) -> None:
     store = args.store or os.environ.get(runs.Settings.ENV["store"]) or runs.default_store()
     _names(store, infra.STORES, "store")
     _names(args.size, runs.PLANS, "size")
+    [fault_profile] = _names(args.fault_profile, PROFILES, "fault profile")
     # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
     # wrong keys, a missing bucket), not after asv has spent minutes on it.
     with runs.started_stores([store], args.bucket, say=lambda line: None) as started:
@@ -144,7 +153,10 @@ def cmd_bench(args) -> None:
     config = _asv_config(results)
     # asv keys results by machine: one per store and Spark version keeps each a series of its own.
     machine = f"{socket.gethostname()}-{store}-spark{jars.spark_version()}"
-    env = {**os.environ, **runs.Settings(store, args.size, args.bucket, results / "raw").env()}
+    settings = runs.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed)
+    env = {**os.environ, **settings.env()}
+    if fault_profile != "none":
+        print(f"fault profile: {fault_profile} (seed {args.fault_seed}), injected by the metering proxy")
     asv = [sys.executable, "-m", "asv"]
     print(f"running the {args.size} suite", flush=True)
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(config)],
@@ -201,6 +213,39 @@ def cmd_cost(args) -> None:
                 print(f"| {record.environment['store']} | {strategy} | {workload} | {per_batch:.1f} | "
                       f"{dollars * 1e6:,.2f} | {cost.per_month(per_batch, trigger):,.0f} | "
                       f"{cost.per_month(dollars, trigger):,.2f} |")
+
+
+def cmd_faultlab(args) -> None:
+    from . import faultlab, results, runs
+
+    if args.record:
+        try:
+            print(faultlab.table(results.read(Path(args.record))))
+        except (OSError, ValueError) as e:
+            raise UsageError(f"not a results record: {e}") from None
+        return
+    store = args.store or os.environ.get(runs.Settings.ENV["store"]) or runs.default_store()
+    _names(store, infra.STORES, "store")
+    plan = faultlab.PLANS[args.size]
+    changes = {}
+    if args.profiles:
+        changes["profiles"] = tuple(_names(args.profiles, PROFILES, "fault profile"))
+    if args.workloads:
+        changes["workloads"] = tuple(_names(args.workloads, ("stateful", "file_sink"), "workload"))
+    if args.batches is not None:
+        if args.batches < 1:
+            raise UsageError(f"--batches must be at least 1, not {args.batches}")
+        changes["batches"] = args.batches
+    if args.seeds is not None:
+        if args.seeds < 1:
+            raise UsageError(f"--seeds must be at least 1, not {args.seeds}")
+        changes["seeds"] = tuple(range(args.seeds))
+    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    settings = runs.Settings(store, args.size, args.bucket, RESULTS / "raw")
+    record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
+    print(faultlab.table(record))
+    print(f"\nrecord: {results.directory(settings.raw, store, 'faults').relative_to(ROOT)} "
+          "(python -m ckptbench faultlab --record DIR prints its table again)")
 
 
 def cmd_report(args) -> None:
@@ -276,10 +321,18 @@ SPARK_HELP = (f"the Spark version to run on: {', '.join(SPARK_VENVS)} (default: 
               f"{next(iter(SPARK_VENVS))}, to results-spark<version>/ on another")
 
 
+def _fault_options(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--fault-profile", default=default, metavar="NAME",
+                   help=f"faults the metering proxy injects, one of: {', '.join(PROFILES)} (default {default}; "
+                        "`faults` describes them)")
+    p.add_argument("--fault-seed", type=int, default=0, help="seed of the fault profile's randomness (default 0)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="ckptbench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("strategies", help="list the checkpoint strategies").set_defaults(run=cmd_strategies)
+    sub.add_parser("faults", help="list the fault profiles the metering proxy can inject").set_defaults(run=cmd_faults)
     m = sub.add_parser("measure", help="walCommit/commitOffsets per strategy x store, beside the store's floor")
     m.add_argument("--stores", default="embedded,ceph",
                    help=f"comma-separated, of: {', '.join(infra.STORES)} (default: embedded,ceph; "
@@ -294,6 +347,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--record", nargs="+", metavar="DIR",
                    help="print the table of recorded results (results/raw/<store>-measure) instead of measuring")
     m.add_argument("--spark", choices=list(SPARK_VENVS), help=SPARK_HELP)
+    _fault_options(m, "none")
     m.set_defaults(run=cmd_measure)
     b = sub.add_parser("bench", help="run the asv suite and publish it (HTML, report and plots under results/)")
     b.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where "
@@ -304,12 +358,28 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--bench", help="only benchmarks matching this regular expression (asv run --bench)")
     b.add_argument("--results", help="results directory (default: results/ in the repository)")
     b.add_argument("--spark", choices=list(SPARK_VENVS), help=SPARK_HELP)
+    _fault_options(b, os.environ.get(Settings.ENV["fault_profile"]) or "none")
     b.set_defaults(run=cmd_bench)
     c = sub.add_parser("cost", help="what the measured requests would cost on AWS S3 (a projection)")
     c.add_argument("--trigger", default="10s", help="the query's trigger interval (default 10s)")
     c.add_argument("--record", nargs="+", metavar="DIR",
                    help="streaming records (default: every results/raw/*-streaming)")
     c.set_defaults(run=cmd_cost)
+    f = sub.add_parser("faultlab", help="failure rates per strategy under the fault profiles (the failure lab)")
+    f.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where it "
+                                   "can start here, else embedded)")
+    f.add_argument("--size", choices=["smallest", "quick", "full"], default="quick",
+                   help="quick (default: the profiles make bench runs), full (every profile, 3 seeds), smallest")
+    f.add_argument("--profiles", help=f"comma-separated, of: {', '.join(PROFILES)} (default: the size's)")
+    f.add_argument("--workloads", help="comma-separated, of: stateful, file_sink (default: the size's)")
+    f.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    f.add_argument("--batches", type=int, help="batches per run under faults (default: the size's)")
+    f.add_argument("--seeds", type=int,
+                   help="runs per strategy x workload x profile, seeds 0..N-1 (default: the size's)")
+    f.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    f.add_argument("--record", metavar="DIR",
+                   help="print the table of a recorded failure lab (results/raw/<store>-faults)")
+    f.set_defaults(run=cmd_faultlab)
     r = sub.add_parser("report", help="the HTML report (recommendation, tables, figures) from the recorded results")
     r.add_argument("--results", help="results directory (default: results/ in the repository)")
     r.set_defaults(run=cmd_report)

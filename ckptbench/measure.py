@@ -25,8 +25,10 @@ def plan(batches: int, warmup: int) -> runs.Plan:
 
 
 def run(store_names: list[str], strategies: list[str], batches: int = 20, warmup: int = 5,
-        bucket: str | None = None, master: str = "local[2]", raw=None) -> list[results.Results]:
-    """One record per store that could start (the others are skipped, saying why)."""
+        bucket: str | None = None, master: str = "local[2]", raw=None, fault_profile: str = "none",
+        fault_seed: int = 0) -> list[results.Results]:
+    """One record per store that could start (the others are skipped, saying why), with the metering
+    proxy injecting ``fault_profile``."""
     for name in strategies:
         ckpt_impls.get(name)  # an unknown name fails here, before anything starts
     records = []
@@ -35,7 +37,7 @@ def run(store_names: list[str], strategies: list[str], batches: int = 20, warmup
         if reason:
             print(f"skipping {reason}")
             continue
-        settings = runs.Settings(name, "quick", bucket, raw or runs.Settings.from_env().raw)
+        settings = runs.Settings(name, "quick", bucket, raw or runs.Settings.from_env().raw, fault_profile, fault_seed)
         records.append(runs.streaming(settings, strategies, plan=plan(batches, warmup), experiment="measure",
                                       master=master))
     if not records:

@@ -2,9 +2,9 @@
 recommendation per store x workload and its reasons, the tables behind it and the figures.
 
 Reads the records in ``results/raw`` (``ckptbench.results``: the latest ``streaming``, ``store``,
-``manifest-compaction`` and ``crashes`` record per store); every number comes from ``ckptbench.metrics``, as
-the asv benchmarks' do, so the page and asv's HTML agree; the verdict from ``ckptbench.decide``;
-money from ``ckptbench.cost``, labelled a projection wherever it shows. The page embeds its
+``manifest-compaction``, ``crashes`` and ``faults`` record per store); every number comes from
+``ckptbench.metrics``, as the asv benchmarks' do, so the page and asv's HTML agree; the verdict
+from ``ckptbench.decide``; money from ``ckptbench.cost``, labelled a projection wherever it shows. The page embeds its
 figures (also written as PNG files beside it) and its style, so it opens from a file share or a
 CI artifact with no network; it links to asv's pages (``../html/index.html``) for history.
 Rendered with Jinja2 (``templates/report.html``), which escapes everything it inserts.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import cost, decide, metrics, plots, results, runs
+from . import cost, decide, faultlab, metrics, plots, results, runs
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TRIGGER_S = 10.0  # the trigger interval money per month is shown at
@@ -223,6 +223,24 @@ def _history(name: str, record: results.Results, figures: Path) -> Section:
                 "Compact size and compaction time against batch number, for the longest history.")])
 
 
+def _faults(name: str, record: results.Results) -> Section:
+    plan, profiles = record.environment["plan"], record.environment["profiles"]
+    text = [f"Measured on {_where(record)}.",
+            f"{plan['batches']} batches asked of each query while the metering proxy injected the profile's faults, "
+            f"{len(plan['seeds'])} run(s) (seeds) per strategy x workload x profile; a query that died or stalled was "
+            f"restarted with the faults off for {plan['recovery_batches']} batches.",
+            "Profiles: " + "; ".join(f"{profile}: {description}" for profile, description in profiles.items()) + "."]
+    if "aws-projection" in profiles:
+        text.append("aws-projection is a projection to AWS S3 (latency and COPY throughput from published figures, "
+                    "see infra/faults.py), not a measurement of it.")
+    return Section(f"{name}: failure rates under injected faults", text, [Table(
+        "Per workload x fault profile x strategy", faultlab.HEADER, faultlab.table_rows(record),
+        "died: the query stopped with an exception (its first line is the error); stalled: its batches did not come "
+        "in time; failed batches: asked and not done; retried: requests repeating one answered with nothing or a "
+        "5xx; recovered: restarts (faults off) that resumed; exactly-once: the file sink's output, read through "
+        "_spark_metadata, holds whole batches once.")])
+
+
 def write(out: Path) -> list[Path]:
     """Write ``out/report/index.html`` and its figures from the records in ``out/raw``; returns
     their paths, the page first."""
@@ -242,6 +260,8 @@ def write(out: Path) -> list[Path]:
             sections.append(_store(name, kinds["store"]))
         if "manifest-compaction" in kinds:
             sections.append(_history(name, kinds["manifest-compaction"], figures))
+        if "faults" in kinds:
+            sections.append(_faults(name, kinds["faults"]))
     if copy_plot:
         sections.append(Section("Rename cost on every store", figures=[
             Figure(copy_plot, "Server-side COPY (a rename's cost) and PUT against object size.")]))

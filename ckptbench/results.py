@@ -32,6 +32,14 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
   sink's log does not list (-1: a sink with no log), ``pending_uploads``, all ``objects``).
 - ``two_writers``: one row per run of two drivers on one checkpoint: each one's error (first
   line), the check at rest, log files written twice (``overwritten_logs``) and the ``outcome``.
+- ``fault_runs``: one row per run of the failure lab (``ckptbench.faultlab``): the fault
+  ``profile`` and ``seed`` in force, ``batches`` asked and ``batches_done``, ``outcome``
+  (completed, died, stalled), the ``cause`` of a death (the first line of the innermost JVM
+  exception; ``runs.error`` has Spark's own), whether a restart without faults ``recovered``
+  (None: not needed),
+  whether the file sink's output held every row ``exactly_once`` (None: no file sink), seconds.
+- ``injections``: one row per fault the metering proxy injected into a run's requests: the
+  request's ``start``, operation and key, and the ``fault`` label (``infra.faults``).
 
 On disk (``write``/``read``): a directory holding ``environment.json`` (with
 ``schema_version``) and one Parquet file per non-empty table. A reader refuses another schema
@@ -74,6 +82,9 @@ TABLES: dict[str, tuple[str, ...]] = {
     "two_writers": ("strategy", "workload", "seed", "first_error", "second_error", "second_started",
                     "first_batches", "second_batches", "verify_error", "overwritten_logs", "duplicates", "lost",
                     "partial", "unexpected", "last_batch", "outcome"),
+    "fault_runs": ("run", "profile", "seed", "batches", "batches_done", "outcome", "cause", "recovered",
+                   "exactly_once", "seconds"),
+    "injections": ("run", "start", "op", "key", "fault"),
 }
 #: Integer columns that may be missing (NA): a request between batches, a check that did not run.
 NULLABLE_INTS = {
@@ -96,13 +107,16 @@ class SchemaMismatch(ValueError):
 
 
 def environment(store, experiment: str, size: str, plan: dict, **extra) -> dict:
-    """What an experiment ran on: the store, the run size and plan, the commit and the versions of
-    Spark, Hadoop and the S3A connector that ran it (read from the jars that are loaded)."""
+    """What an experiment ran on: the store, the fault profile its metering proxy injected and that
+    profile's seed, the run size and plan, the commit and the versions of Spark, Hadoop and the S3A
+    connector that ran it (read from the jars that are loaded)."""
     from ckpt_impls import jars
 
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     return {"schema_version": SCHEMA_VERSION, "experiment": experiment, "store": store.name,
-            "describe": store.describe(), "emulator": store.emulator, "size": size, "plan": plan,
+            "describe": store.describe(), "emulator": store.emulator,
+            "fault_profile": getattr(store, "fault_profile", "none"), "fault_seed": getattr(store, "seed", 0),
+            "size": size, "plan": plan,
             "commit": commit, "host": socket.gethostname(),
             "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "versions": jars.versions(), **extra}
@@ -116,6 +130,9 @@ def _table(name: str, rows: list[dict]) -> pd.DataFrame:
         for column in ("error", "first_error", "second_error", "verify_error"):
             if column in frame:  # all None would be written as a null-typed column
                 frame[column] = frame[column].astype("string")
+    if name == "fault_runs":
+        for column in ("recovered", "exactly_once"):
+            frame[column] = frame[column].astype("boolean")  # NA: not asked
     return frame
 
 
@@ -317,6 +334,14 @@ class Recorder:
 
     def add_compaction(self, **row) -> None:
         self.rows["compactions"].append(row)
+
+    def add_fault_run(self, run: int, **row) -> None:
+        self.rows["fault_runs"].append({"run": run, **row})
+
+    def add_injections(self, run: int, injections) -> None:
+        """``injections`` (``infra.faults.Injection``s, as the metering proxy keeps them) of ``run``."""
+        self.rows["injections"] += [{"run": run, "start": i.start, "op": i.op, "key": i.key, "fault": i.fault}
+                                    for i in injections]
 
     def results(self, environment: dict) -> Results:
         return Results(environment, {name: _table(name, rows) for name, rows in self.rows.items()})

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import ckpt_impls
 import infra
+from infra.faults import PROFILES
 from infra.metered import MeteredStore
 
 from . import jvm_requests, progress, results, workloads
@@ -74,27 +75,39 @@ FLOOR_OPS = ("PUT", "HEAD", "COPY", "LIST", "DELETE")
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """What a run measures where: the store, its bucket (None: a fresh one on a local store), the
-    run size, and the directory raw results are written to."""
+    run size, the directory raw results are written to, and the fault profile the metering proxy
+    injects (``infra.faults.PROFILES``) with its seed."""
 
     store: str
     size: str
     bucket: str | None
     raw: Path
+    fault_profile: str = "none"
+    fault_seed: int = 0
 
     #: The environment variables ``from_env`` reads (``python -m ckptbench bench`` sets them).
-    ENV = {"store": "CKPT_STORE", "size": "CKPT_BENCH_SIZE", "bucket": "CKPT_BUCKET", "raw": "CKPT_BENCH_RAW"}
+    ENV = {"store": "CKPT_STORE", "size": "CKPT_BENCH_SIZE", "bucket": "CKPT_BUCKET", "raw": "CKPT_BENCH_RAW",
+           "fault_profile": "CKPT_FAULT_PROFILE", "fault_seed": "CKPT_FAULT_SEED"}
 
     @classmethod
     def from_env(cls) -> Settings:
         size = os.environ.get(cls.ENV["size"]) or "quick"
         if size not in PLANS:
             raise ValueError(f"{cls.ENV['size']} must be one of {', '.join(PLANS)}, not {size!r}")
+        fault_profile = os.environ.get(cls.ENV["fault_profile"]) or "none"
+        if fault_profile not in PROFILES:
+            raise ValueError(f"{cls.ENV['fault_profile']} must be one of {', '.join(PROFILES)}, not {fault_profile!r}")
+        seed = os.environ.get(cls.ENV["fault_seed"]) or "0"
+        if not seed.isdigit():
+            raise ValueError(f"{cls.ENV['fault_seed']} must be a whole number, not {seed!r}")
         return cls(store=os.environ.get(cls.ENV["store"]) or default_store(), size=size,
                    bucket=os.environ.get(cls.ENV["bucket"]) or None,
-                   raw=Path(os.environ.get(cls.ENV["raw"]) or results.ROOT / "results" / "raw"))
+                   raw=Path(os.environ.get(cls.ENV["raw"]) or results.ROOT / "results" / "raw"),
+                   fault_profile=fault_profile, fault_seed=int(seed))
 
     def env(self) -> dict[str, str]:
-        out = {self.ENV["store"]: self.store, self.ENV["size"]: self.size, self.ENV["raw"]: str(self.raw)}
+        out = {self.ENV["store"]: self.store, self.ENV["size"]: self.size, self.ENV["raw"]: str(self.raw),
+               self.ENV["fault_profile"]: self.fault_profile, self.ENV["fault_seed"]: str(self.fault_seed)}
         if self.bucket:
             out[self.ENV["bucket"]] = self.bucket
         return out
@@ -110,9 +123,9 @@ def default_store() -> str:
 
 
 @contextlib.contextmanager
-def started_stores(names: list[str], bucket: str | None, say=print):
-    """Start each named store that can start (saying why for the others), metered, with its bucket:
-    ``{name: (metered store, bucket)}``.
+def started_stores(names: list[str], bucket: str | None, say=print, fault_profile: str = "none", fault_seed: int = 0):
+    """Start each named store that can start (saying why for the others), metered (injecting
+    ``fault_profile``'s faults), with its bucket: ``{name: (metered store, bucket)}``.
 
     Local stores get a fresh bucket named after the store: S3A settings are per bucket name, so
     two stores must never share one.
@@ -132,7 +145,7 @@ def started_stores(names: list[str], bucket: str | None, say=print):
             if bucket is None:
                 inner.create_bucket(target)
             inner.check_bucket(target)
-            started[name] = (stack.enter_context(MeteredStore(inner)), target)
+            started[name] = (stack.enter_context(MeteredStore(inner, fault_profile, fault_seed)), target)
             say(f"store: {started[name][0].describe()}")
         yield started
 
@@ -143,7 +156,8 @@ def started_store(settings: Settings):
     reason = infra.store_class(settings.store).unavailable_reason()
     if reason:
         raise infra.StoreUnavailable(reason)
-    with started_stores([settings.store], settings.bucket) as stores:
+    with started_stores([settings.store], settings.bucket, fault_profile=settings.fault_profile,
+                        fault_seed=settings.fault_seed) as stores:
         yield stores[settings.store]
 
 

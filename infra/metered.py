@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from .faults import profile
 from .proxy_process import ProxyProcess
 from .store import ObjectStore, StoreUnavailable
 
 
 class MeteredStore(ObjectStore):
     """``inner`` (already started) behind a metering proxy: same credentials, bucket and
-    S3A settings, the proxy's endpoint. Stopping it stops the proxy, not ``inner``."""
+    S3A settings, the proxy's endpoint. Stopping it stops the proxy, not ``inner``.
+    ``fault_profile`` and ``seed`` choose the faults it injects (``infra.faults.PROFILES``)."""
 
-    def __init__(self, inner: ObjectStore) -> None:
+    def __init__(self, inner: ObjectStore, fault_profile: str = "none", seed: int = 0) -> None:
+        profile(fault_profile)  # an unknown name fails here, before anything starts
         self.inner = inner
+        self.fault_profile, self.seed = fault_profile, seed
         self.name = inner.name
         self.emulator = inner.emulator
         self.proxy: ProxyProcess | None = None
@@ -20,10 +24,12 @@ class MeteredStore(ObjectStore):
         if not self.inner.endpoint.startswith("http://"):
             raise StoreUnavailable(f"{self.name}: the metering proxy needs a plain http:// endpoint, "
                                    f"not {self.inner.endpoint or 'AWS S3'}")
-        self.proxy = ProxyProcess(self.inner.endpoint).start()
+        self.proxy = ProxyProcess(self.inner.endpoint, self.fault_profile, self.seed).start()
         self.endpoint = self.proxy.endpoint
         self.region = self.inner.region
         self.credentials = self.inner.credentials
+        if self.credentials is not None:  # so that its own HEADs (a COPY's source size) pass the store's checks
+            self.proxy.sign_probes_with(self.credentials.access_key, self.credentials.secret_key, self.region)
 
     def _stop(self) -> None:
         if self.proxy is not None:
@@ -34,4 +40,6 @@ class MeteredStore(ObjectStore):
         return self.inner.s3a_options()
 
     def describe(self) -> str:
-        return self.inner.describe() + ", requests counted by a metering proxy"
+        faults = "" if self.fault_profile == "none" else f", injecting fault profile {self.fault_profile} " \
+                                                          f"(seed {self.seed})"
+        return self.inner.describe() + ", requests counted by a metering proxy" + faults

@@ -67,7 +67,11 @@ What the proxy still does itself, because it is about proxying, not HTTP:
   upload is its ``x-amz-decoded-content-length``, else the body bytes as h11
   decoded them (without chunk framing).
 * Faults: one hook per request, ``FaultRules.decide`` (``infra.faults``), asked
-  once the head has arrived and before anything is forwarded.
+  once the head has arrived and before anything is forwarded, and the response-side hook
+  an action may carry (``Forward.on_response``), called with the store's whole response
+  before any of it is relayed. Each fault applied is kept as an ``Injection``. With no
+  rules in force (profile ``none``) a request takes exactly the path it takes without
+  the fault machinery.
 
 Limits: path-style addressing only (the first path segment is the bucket),
 plain-HTTP upstream only, and the store must accept whatever ``Host`` the client
@@ -123,17 +127,34 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import http.client
+import os
 import queue
 import select
+import signal
 import socket
+import struct
 import threading
 import time
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import h11
 
-from .faults import Answer, Fault, FaultRules, RequestInfo
+from .faults import (
+    Answer,
+    Delay,
+    FaultRules,
+    Forward,
+    Injection,
+    KillGroup,
+    LoseResponse,
+    Observed,
+    Replay,
+    RequestInfo,
+    Reset,
+    profile,
+)
 from .s3ops import BULK_DELETE_CAPTURE, Event, area_of, describe, first_deleted_key
 
 if TYPE_CHECKING:
@@ -154,17 +175,24 @@ def upstream_address(upstream: str) -> tuple[str, int]:
 class MeteringProxy:
     """Forwards HTTP to ``upstream`` (e.g. ``"http://127.0.0.1:9000"``) and records an
     ``Event`` per request. ``start()`` serves on a free loopback port (``endpoint``)
-    from background threads; ``stop()`` closes every connection. Thread-safe."""
+    from background threads; ``stop()`` closes every connection. Thread-safe.
 
-    def __init__(self, upstream: str) -> None:
+    ``fault_profile`` (a name in ``infra.faults.PROFILES``) and ``seed`` put that profile's
+    rules in force from the start; ``use_profile`` changes them later."""
+
+    def __init__(self, upstream: str, fault_profile: str = "none", seed: int = 0) -> None:
         self.upstream = upstream
         self._upstream_addr = upstream_address(upstream)
         self.endpoint = ""
         self._lock = threading.Lock()
         self._events: list[Event] = []
+        self._injections: list[Injection] = []
         self._dropped = 0  # events removed by reset(), so marks stay valid across it
         self._sessions: set[_Session] = set()
         self._faults = FaultRules()
+        self._credentials: tuple[str, str, str] | None = None  # for probe_size's HEAD
+        self.fault_profile, self.seed = "none", seed
+        self.use_profile(fault_profile, seed)
         self._listener: socket.socket | None = None
         self._acceptor: threading.Thread | None = None
         # Worker threads outlive their connections: starting a thread per connection
@@ -229,21 +257,69 @@ class MeteringProxy:
             return self._events[max(0, mark - self._dropped):]
 
     def reset(self) -> None:
-        """Forget every event so far; earlier marks stay usable."""
+        """Forget every event (and injection) so far; earlier marks stay usable."""
         with self._lock:
             self._dropped += len(self._events)
             self._events = []
+            self._injections = []
 
-    def inject(self, fault: Fault) -> None:
-        """Apply ``fault`` to the requests that arrive from now on (see ``infra.faults``)."""
-        self._faults.add(fault)
+    def injections(self) -> list[Injection]:
+        """Every fault applied since start (or the last reset), in the order applied."""
+        with self._lock:
+            return list(self._injections)
+
+    def inject(self, rule) -> None:
+        """Apply ``rule`` (see ``infra.faults``) to the requests that arrive from now on, after
+        the rules already in force."""
+        self._faults.add(rule)
 
     def clear_faults(self) -> None:
         self._faults.clear()
 
+    def use_profile(self, name: str, seed: int = 0) -> None:
+        """Replace the rules in force with fault profile ``name``'s, built afresh with ``seed``."""
+        rules = profile(name)(seed)
+        self._faults.clear()
+        for rule in rules:
+            self._faults.add(rule)
+        self.fault_profile, self.seed = name, seed
+
+    def sign_probes_with(self, access_key: str, secret_key: str, region: str = "us-east-1") -> None:
+        """Credentials for the proxy's own HEADs (``probe_size``); without them it sends them unsigned."""
+        self._credentials = (access_key, secret_key, region)
+
+    def probe_size(self, bucket: str, key: str) -> int | None:
+        """An object's size, from a HEAD the proxy sends the store itself (not recorded as an
+        event); None if the store does not say."""
+        # Imported here: a proxy that never probes keeps botocore's thousands of objects out of its heap.
+        from botocore.auth import S3SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials as BotoCredentials
+
+        host, port = self._upstream_addr
+        url = f"{self.upstream.rstrip('/')}/{quote(bucket)}/{quote(key, safe='/~')}"
+        request = AWSRequest(method="HEAD", url=url)
+        if self._credentials is not None:
+            access, secret, region = self._credentials
+            S3SigV4Auth(BotoCredentials(access, secret), "s3", region).add_auth(request)
+        conn = http.client.HTTPConnection(host, port, timeout=10)
+        try:
+            conn.request("HEAD", url[len(self.upstream.rstrip("/")):], headers=dict(request.headers.items()))
+            response = conn.getresponse()
+            length = response.getheader("Content-Length", "")
+            return int(length) if response.status == 200 and length.isdigit() else None
+        except OSError:
+            return None
+        finally:
+            conn.close()
+
     def _record(self, event: Event) -> None:
         with self._lock:
             self._events.append(event)
+
+    def _injected(self, ex: _Exchange, fault: str) -> None:
+        with self._lock:
+            self._injections.append(Injection(ex.start, ex.op, ex.bucket, ex.key, fault))
 
     # -- serving ---------------------------------------------------------------
 
@@ -290,6 +366,10 @@ class _ResponseCut(ConnectionError):
     """The store's connection broke inside a response already being relayed."""
 
 
+class _ClientReset(Exception):
+    """The proxy reset the client's connection on purpose (an injected fault)."""
+
+
 @dataclasses.dataclass(slots=True)
 class _Exchange:
     """One request's figures, as they become known; ends as one ``Event``."""
@@ -301,6 +381,7 @@ class _Exchange:
     key: str
     decoded_length: str | None  # x-amz-decoded-content-length, if sent
     capture: bytearray | None  # the start of a bulk DELETE's body, for its first key
+    kept: bytearray | None = None  # the request body, for a response hook that asked for it
     status: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
@@ -361,19 +442,43 @@ class _Session:
         ex = _Exchange(start, method, op, bucket, key, headers.get("x-amz-decoded-content-length"),
                        bytearray() if op == "BULK_DELETE" else None)
         try:
-            action = self.proxy._faults.decide(RequestInfo(method, op, bucket, key, headers))
+            info = RequestInfo(method, op, bucket, key, headers, target)
+            action = self.proxy._faults.decide(info)
+            while type(action) is Delay:  # in this request's own thread: other connections go on
+                self.proxy._injected(ex, action.fault)
+                time.sleep(action.seconds)
+                action = action.then
+            if type(action) is Reset or (type(action) is KillGroup and not action.after_applied):
+                if type(action) is KillGroup:
+                    _kill_group(action.pid)
+                self.proxy._injected(ex, action.fault)
+                raise _ClientReset
             answered_continue = self.cconn.they_are_waiting_for_100_continue
             if answered_continue:
                 self._to_client(_CONTINUE)
                 self._flush_client()
-            if isinstance(action, Answer):
+            if type(action) is Answer:
+                self.proxy._injected(ex, action.label)
                 self._read_body(ex, forward=False)
                 path = target.partition("?")[0]
                 self._answer(ex, action.status, action.reason, action.body(path), b"application/xml")
+            elif type(action) is Replay:
+                self.proxy._injected(ex, action.fault)
+                self._read_body(ex, forward=False)
+                self._replay(ex, action)
             else:
-                if action.drop_header is not None or request.http_version != b"1.1":
-                    request = _rebuilt(request, action.drop_header)
-                self._forward(ex, request, answered_continue)
+                if type(action) is Forward and action.drop_header is not None:
+                    self.proxy._injected(ex, f"dropped {action.drop_header}")
+                if (type(action) is Forward and action.drop_header is not None) or request.http_version != b"1.1":
+                    request = _rebuilt(request, action.drop_header if type(action) is Forward else None)
+                if type(action) is Forward and action.on_response is None:
+                    self._forward(ex, request, answered_continue)
+                else:
+                    self._forward_buffered(ex, info, request, answered_continue, action)
+        except _ClientReset:
+            ex.status = 0  # the client got no response
+            self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return False  # serve() closes the socket: with SO_LINGER 0 that sends a RST
         except _UpstreamFailed as e:
             self._close_upstream()
             if self.cconn.their_state is h11.SEND_BODY:
@@ -386,10 +491,13 @@ class _Session:
                 self.proxy._record(ex.event())
         return self.cconn.our_state is h11.DONE and self.cconn.their_state is h11.DONE
 
-    def _forward(self, ex: _Exchange, request: h11.Request, answered_continue: bool) -> None:
+    def _send_request(self, ex: _Exchange, request: h11.Request, answered_continue: bool,
+                      keep_body: int = 0) -> tuple[h11.Response, bool]:
+        """Send ``request`` (its body read off the client on the way) to the store; the store's
+        final response head, and whether a 100 Continue came first."""
         reused = self._ensure_upstream()
         self._to_upstream(request)
-        self._read_body(ex, forward=True)
+        self._read_body(ex, forward=True, keep=keep_body)
         try:
             response, continued = self._response(answered_continue)
         except _UpstreamFailed:
@@ -406,6 +514,11 @@ class _Session:
         if response.http_version != b"1.1":  # h11 sends HTTP/1.1 only
             response = h11.Response(status_code=response.status_code, headers=response.headers,
                                     reason=response.reason)
+        return response, continued
+
+    def _forward(self, ex: _Exchange, request: h11.Request, answered_continue: bool) -> None:
+        """Forward ``request`` and stream the store's response to the client as it arrives."""
+        response, continued = self._send_request(ex, request, answered_continue)
         self._to_client(response)
         while True:
             try:
@@ -420,6 +533,53 @@ class _Session:
                 self._to_client(event)
                 self._flush_client()
                 break
+        self._done_upstream(ex, answered_continue, continued)
+
+    def _forward_buffered(self, ex: _Exchange, info: RequestInfo, request: h11.Request, answered_continue: bool,
+                          action: Forward | LoseResponse | KillGroup) -> None:
+        """Forward ``request``, read the store's whole response, then do what ``action`` says with
+        it: hand it to a response hook (and relay it, or the hook's ``Replay``), or lose it."""
+        keep = action.keep_body if type(action) is Forward else 0
+        forwarded = time.monotonic()
+        response, continued = self._send_request(ex, request, answered_continue, keep)
+        body, trailers = bytearray(), []
+        while True:
+            try:
+                event = self._upstream_event()
+            except _UpstreamFailed as e:
+                raise _ResponseCut(str(e)) from e
+            if type(event) is h11.Data:
+                body += event.data
+            else:  # EndOfMessage
+                trailers = event.headers
+                break
+        self._done_upstream(ex, answered_continue, continued)
+        if type(action) is not Forward:  # the store applied it; the client never hears
+            if type(action) is KillGroup:
+                _kill_group(action.pid)
+            self.proxy._injected(ex, action.fault)
+            raise _ClientReset
+        kept = bytes(ex.kept) if ex.kept is not None and ex.body_done and len(ex.kept) <= keep else None
+        observed = Observed(info, response.status_code,
+                            {name.decode("latin-1"): value.decode("latin-1") for name, value in response.headers},
+                            bytes(body), kept, forwarded, self.proxy.probe_size)
+        replay = action.on_response(observed)
+        for fault in observed.faults:
+            self.proxy._injected(ex, fault)
+        if replay is not None:
+            self.proxy._injected(ex, replay.fault)
+            self._replay(ex, replay)
+            return
+        ex.bytes_out = len(body)
+        self._to_client(response)
+        if body:
+            self._to_client(h11.Data(data=bytes(body)))
+        self._record(ex)
+        self._to_client(h11.EndOfMessage(headers=trailers))
+        self._flush_client()
+
+    def _done_upstream(self, ex: _Exchange, answered_continue: bool, continued: bool) -> None:
+        """Keep the upstream connection for the next request if it is clean, else close it."""
         # A store that answers an ``Expect: 100-continue`` request with a final status and no
         # 100 may not have read the body the proxy sent it anyway: Ceph RGW keeps such a
         # connection and would read that body as the start of the next request.
@@ -430,14 +590,19 @@ class _Session:
         else:
             self._close_upstream()
 
-    def _read_body(self, ex: _Exchange, forward: bool) -> None:
-        """Read the request body off the client, counting it, and send it on if ``forward``."""
+    def _read_body(self, ex: _Exchange, forward: bool, keep: int = 0) -> None:
+        """Read the request body off the client, counting it, and send it on if ``forward``;
+        keep its first ``keep`` bytes and one more (so a longer body shows) in ``ex.kept``."""
+        if keep:
+            ex.kept = bytearray()
         while True:
             event = self._client_event()
             if type(event) is h11.Data:
                 ex.bytes_in += len(event.data)
                 if ex.capture is not None and len(ex.capture) < BULK_DELETE_CAPTURE:
                     ex.capture += event.data
+                if ex.kept is not None and len(ex.kept) <= keep:
+                    ex.kept += event.data[:keep + 1 - len(ex.kept)]
             elif type(event) is not h11.EndOfMessage:
                 raise ConnectionError(f"unexpected {event!r} inside a request")
             if forward:
@@ -467,13 +632,30 @@ class _Session:
 
     def _answer(self, ex: _Exchange, status: int, reason: str, body: bytes, content_type: bytes,
                 close: bool = False) -> None:
-        """Answer the client from the proxy itself."""
+        """Answer the client from the proxy itself (a HEAD's answer without its body, as HTTP
+        has it)."""
         headers = [(b"Content-Type", content_type), (b"Content-Length", b"%d" % len(body))]
         if close:
             headers.append((b"Connection", b"close"))
+        if ex.method == "HEAD":
+            body = b""
         ex.status, ex.bytes_out = status, len(body)
         self._to_client(h11.Response(status_code=status, headers=headers, reason=reason))
-        self._to_client(h11.Data(data=body))
+        if body:
+            self._to_client(h11.Data(data=body))
+        self._record(ex)
+        self._to_client(h11.EndOfMessage())
+        self._flush_client()
+
+    def _replay(self, ex: _Exchange, replay: Replay) -> None:
+        """Answer the client with ``replay``, as the store might have."""
+        headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in replay.headers]
+        if not any(name.lower() == b"content-length" for name, _ in headers):
+            headers.append((b"Content-Length", b"%d" % len(replay.body)))
+        ex.status, ex.bytes_out = replay.status, len(replay.body)
+        self._to_client(h11.Response(status_code=replay.status, headers=headers, reason=replay.reason))
+        if replay.body:
+            self._to_client(h11.Data(data=replay.body))
         self._record(ex)
         self._to_client(h11.EndOfMessage())
         self._flush_client()
@@ -553,6 +735,12 @@ class _Session:
         if self.up is not None:
             self.up.close()
             self.up = self.uconn = None
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` is in; it may be gone already."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(os.getpgid(pid), signal.SIGKILL)
 
 
 def _rebuilt(request: h11.Request, drop_header: str | None) -> h11.Request:

@@ -5,11 +5,13 @@ the benchmark's own bookkeeping, so a request could wait for the lock on its way
 proxy's figures (its overhead, the store's floor) moved with whatever the driver did. In a child
 it waits for nothing but the store.
 
-``ProxyProcess(upstream).start()`` runs ``python -m infra.proxy_process`` with one end of a socket
-pair; the parent calls ``mark``, ``events``, ``events_since``, ``reset``, ``inject`` and
-``clear_faults`` over it (pickled calls and results, one at a time). The child stops when told to,
-or when the parent goes away (its end of the pair closes), so an interrupted run leaves no proxy
-behind. It ignores SIGINT for the same reason: Ctrl-C goes to the parent, which stops it.
+``ProxyProcess(upstream, fault_profile, seed).start()`` runs ``python -m infra.proxy_process`` with
+one end of a socket pair; the parent calls ``mark``, ``events``, ``events_since``, ``reset``,
+``injections``, ``inject``, ``clear_faults``, ``use_profile`` and ``sign_probes_with`` over it
+(pickled calls and results, one at a time; credentials go this way, never on a command line).
+The child stops when told to, or when the parent goes away (its end of the pair closes), so an
+interrupted run leaves no proxy behind. It ignores SIGINT for the same reason: Ctrl-C goes to the
+parent, which stops it.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .faults import Fault
+from .faults import Injection, profile
 from .proxy import MeteringProxy, upstream_address
 from .s3ops import Event
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
-_CALLS = frozenset({"mark", "events", "events_since", "reset", "inject", "clear_faults"})
+_CALLS = frozenset({"mark", "events", "events_since", "reset", "injections", "inject", "clear_faults", "use_profile",
+                    "sign_probes_with"})
 _ROOT = Path(__file__).resolve().parent.parent  # so the child imports this checkout's infra
 
 
@@ -39,9 +42,11 @@ class ProxyProcess:
     """The interface of ``MeteringProxy`` (``start``/``stop``, ``endpoint`` and the event and
     fault calls), served by a ``MeteringProxy`` in a child process. Thread-safe."""
 
-    def __init__(self, upstream: str) -> None:
-        upstream_address(upstream)  # a bad upstream fails here, in the caller, not in the child
+    def __init__(self, upstream: str, fault_profile: str = "none", seed: int = 0) -> None:
+        upstream_address(upstream)  # a bad upstream or profile fails here, in the caller, not in the child
+        profile(fault_profile)
         self.upstream = upstream
+        self.fault_profile, self.seed = fault_profile, seed
         self.endpoint = ""
         self._conn: Connection | None = None
         self._child: subprocess.Popen | None = None
@@ -52,7 +57,8 @@ class ProxyProcess:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
         with theirs:
             self._child = subprocess.Popen(
-                [sys.executable, "-m", "infra.proxy_process", self.upstream, str(theirs.fileno())],
+                [sys.executable, "-m", "infra.proxy_process", self.upstream, str(theirs.fileno()),
+                 self.fault_profile, str(self.seed)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
         self._conn = Connection(ours.detach())
         try:
@@ -113,17 +119,28 @@ class ProxyProcess:
     def reset(self) -> None:
         self._call("reset")
 
-    def inject(self, fault: Fault) -> None:
-        self._call("inject", fault)
+    def injections(self) -> list[Injection]:
+        return self._call("injections")
+
+    def inject(self, rule) -> None:
+        self._call("inject", rule)
 
     def clear_faults(self) -> None:
         self._call("clear_faults")
 
+    def use_profile(self, name: str, seed: int = 0) -> None:
+        profile(name)
+        self._call("use_profile", name, seed)
+        self.fault_profile, self.seed = name, seed
 
-def main(upstream: str, fd: int) -> None:
+    def sign_probes_with(self, access_key: str, secret_key: str, region: str = "us-east-1") -> None:
+        self._call("sign_probes_with", access_key, secret_key, region)
+
+
+def main(upstream: str, fd: int, fault_profile: str, seed: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)
-    with MeteringProxy(upstream) as proxy:
+    with MeteringProxy(upstream, fault_profile, seed) as proxy:
         conn.send(proxy.endpoint)
         while True:
             try:
@@ -142,4 +159,4 @@ def main(upstream: str, fd: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))

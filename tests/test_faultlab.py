@@ -1,0 +1,148 @@
+"""The failure lab (``ckptbench.faultlab``): its rates on fixed records, its table in the report,
+bad input on the command line, and real runs: queries on moto and Ceph RGW under fault
+profiles, through the metering proxy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from test_bad_input import ckptbench, one_error_line
+
+from ckptbench import faultlab, metrics, report, results, runs
+from conftest import T0, progress
+from infra.faults import Injection
+from infra.s3ops import Event
+
+
+def _event(at: float, method: str, op: str, key: str, status: int) -> Event:
+    return Event(T0 + at, T0 + at + 0.002, method, op, "offsets", "b", key, status, 0, 0)
+
+
+def fixed_record() -> results.Results:
+    """Two strategies under one profile: rename died at its second batch of four in one of its
+    two runs; direct completed both; injections and requests at known times."""
+    recorder = results.Recorder()
+    outcomes = [("rename", 0, 1, "died", "FileNotFoundException: No such file or directory: s3a://b/ck/commits/.0.tmp"),
+                ("rename", 1, 4, "completed", None), ("direct", 0, 4, "completed", None),
+                ("direct", 1, 4, "completed", None)]
+    for strategy, seed, done, outcome, error in outcomes:
+        run = recorder.add_run(strategy, "stateful", 100, f"faults/{strategy}-{seed}")
+        if error:
+            recorder.fail_run(run, error)
+        recorder.add_fault_run(run, profile="eventual", seed=seed, batches=4, batches_done=done, outcome=outcome,
+                               cause="" if error is None else error.replace("FileNotFound", "java.io.FileNotFound"),
+                               recovered=True if outcome == "died" else None, exactly_once=None, seconds=3.0)
+        recorder.add_batches(run, "measured", [progress(b, 50.0) for b in range(done)])
+    recorder.add_requests(0, [
+        _event(0.01, "PUT", "PUT", "ck/offsets/0", 0),  # a lost response ...
+        _event(0.02, "PUT", "PUT", "ck/offsets/0", 412),  # ... and its retry
+        _event(0.03, "HEAD", "HEAD", "ck/commits/0", 404),
+        _event(0.04, "HEAD", "HEAD", "ck/commits/0", 200),  # after a 404: not a retry
+        _event(0.05, "GET", "GET", "ck/offsets/0", 503),
+        _event(0.06, "HEAD", "HEAD", "ck/offsets/0", 200),  # another method: not a retry
+        _event(0.07, "GET", "GET", "ck/offsets/0", 200)], [progress(0, 50.0)])  # a retry
+    recorder.add_requests(2, [_event(0.01, "PUT", "PUT", "ck/offsets/0", 500),
+                              _event(0.02, "PUT", "PUT", "ck/offsets/1", 200)], [progress(0, 50.0)])
+    recorder.add_injections(0, [Injection(T0 + 0.01, "PUT", "b", "ck/offsets/0", "stale-list")] * 3)
+    recorder.add_injections(2, [Injection(T0 + 0.01, "PUT", "b", "ck/offsets/0", "stale-missing")])
+    env = {"schema_version": results.SCHEMA_VERSION, "experiment": "faults", "store": "embedded",
+           "describe": "embedded (emulator)", "emulator": True, "size": "quick", "commit": "0" * 40,
+           "created": "2026-11-24T00:00:00+00:00", "versions": {"spark": "4.3.0"},
+           "plan": {"batches": 4, "seeds": [0, 1], "recovery_batches": 2},
+           "profiles": {"eventual": "pre-2020 S3 consistency"}}
+    return recorder.results(env)
+
+
+def test_rates_on_a_fixed_record(tmp_path):
+    record = results.read(fixed_record().write(tmp_path / "faults"))  # as written and read back
+    assert metrics.death_rate(record, "rename", "eventual") == 0.5
+    assert metrics.death_rate(record, "direct", "eventual") == 0.0
+    assert metrics.failed_batch_rate(record, "rename", "eventual") == 3 / 8
+    assert metrics.failed_batch_rate(record, "direct", "eventual") == 0.0
+    assert metrics.retried_per_run(record, "rename", "eventual") == 2 / 2  # the 412 and the GET, over 2 runs
+    assert metrics.retried_per_run(record, "direct", "eventual") == 0.0  # offsets/1 is another key
+    assert metrics.injected_per_run(record, "rename", "eventual") == 3 / 2
+    assert metrics.injected_per_run(record, "direct", "eventual") == 1 / 2
+    assert record.fault_runs.recovered.isna().sum() == 3
+    with pytest.raises(KeyError, match="no failure-lab run of manifest under eventual"):
+        metrics.death_rate(record, "manifest", "eventual")
+
+
+def test_retried_counts_what_follows_a_failure_only():
+    requests = fixed_record().requests
+    flags = metrics.retried(requests)
+    assert list(requests[flags].status) == [412, 200]
+    assert list(requests[flags].method) == ["PUT", "GET"]
+
+
+def test_summary_table_and_report_section():
+    record = fixed_record()
+    [rename, direct] = faultlab.summary(record)
+    assert (rename["strategy"], rename["runs"], rename["died"], rename["recovered"]) == ("rename", 2, 1, "1/1")
+    assert rename["cause"].startswith("java.io.FileNotFoundException")
+    assert (direct["died"], direct["cause"], direct["recovered"]) == (0, "", "0/0")
+    table = faultlab.table(record)
+    assert ("| stateful | eventual | rename | 2 | 1 | 0 | 38% | 1.0 | 1.5 | 1/1 | - | "
+            "java.io.FileNotFoundException") in table
+    section = report._faults("embedded", record)
+    assert section.tables[0].header == faultlab.HEADER and len(section.tables[0].rows) == 2
+    assert "aws-projection" not in " ".join(section.text)
+
+
+@pytest.mark.parametrize("args", [
+    ("bench", "--fault-profile", "bogus"),
+    ("measure", "--fault-profile", "bogus"),
+    ("faultlab", "--profiles", "none,bogus"),
+])
+def test_an_unknown_profile_is_one_line_naming_the_valid_ones(args):
+    line = one_error_line(ckptbench(*args))
+    assert "unknown fault profile 'bogus'; valid fault profiles: none, latency-fixed" in line
+
+
+def test_an_unknown_profile_in_the_environment_is_refused(monkeypatch):
+    monkeypatch.setenv(runs.Settings.ENV["fault_profile"], "bogus")
+    with pytest.raises(ValueError, match="CKPT_FAULT_PROFILE must be one of none, latency-fixed"):
+        runs.Settings.from_env()
+    line = one_error_line(ckptbench("bench", env={runs.Settings.ENV["fault_profile"]: "bogus"}))
+    assert "unknown fault profile 'bogus'" in line
+
+
+# -- real runs ---------------------------------------------------------------------------------------
+
+LAB_STORES = ("embedded", "ceph")
+
+
+@pytest.fixture(params=LAB_STORES)
+def lab_store(request, lab):
+    return lab.get(request.param)
+
+
+@pytest.mark.slow
+def test_runs_under_profiles_are_recorded(spark, metered_stores, lab_store):
+    """Every strategy, the file sink, under ``none`` and ``lost-response``:
+    each run recorded with its outcome; with no faults every query completes, injects nothing
+    and the file sink holds every row once; the lost responses are injected and retried."""
+    store, bucket = metered_stores(lab_store)
+    plan = faultlab.FaultPlan(("none", "lost-response"), ("file_sink",), 4, (0,), 100)
+    lab = runs.Lab(spark, store, bucket, runs.PLANS["smallest"])
+    recorder = results.Recorder()
+    for workload in plan.workloads:
+        for profile in plan.profiles:
+            for strategy in ("rename", "direct", "conditional", "manifest"):
+                faultlab.run_one(lab, recorder, strategy, workload, profile, 0, plan)
+    record = recorder.results({"plan": {"keys": [100]}})
+    for strategy in ("rename", "direct", "conditional", "manifest"):
+        clean = metrics.fault_runs(record, strategy, "none")
+        assert list(clean.outcome) == ["completed"] and list(clean.batches_done) == [4]
+        assert metrics.injected_per_run(record, strategy, "none") == 0
+        assert metrics.retried_per_run(record, strategy, "none") == 0
+        assert list(clean.exactly_once.dropna()) == [True]
+        lossy = metrics.fault_runs(record, strategy, "lost-response")
+        assert set(lossy.outcome) <= set(faultlab.OUTCOMES)
+        assert all(isinstance(error, str) for error in lossy[lossy.outcome != "completed"].error)
+    lost = record.injections[record.injections.fault == "lost-response"]
+    assert len(lost) > 0 and set(lost.op) <= {"PUT", "COPY", "DELETE", "BULK_DELETE", "MPU_INIT", "MPU_PART",
+                                                "MPU_COMPLETE", "MPU_ABORT"}
+    assert metrics.retried(record.requests).sum() >= len(lost) / 2  # the SDK retries what it lost
+    assert not math.isnan(metrics.failed_batch_rate(record, "rename", "lost-response"))
