@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 import uuid
 
 import pytest
@@ -134,6 +135,28 @@ class CheckpointFiles:
         assert stored - temps == expected
         if not chosen.leaves_temp_files:
             assert not temps, f"{self.strategy} left temp objects: {temps}"
+
+
+def race(files: CheckpointFiles, rel: str) -> dict[int, str]:
+    """Two writers close a create of ``rel`` (overwrite=false) at once: writer -> "won" or the
+    Java exception class it failed with."""
+    streams = [files.create(rel, False, f"writer-{w}".encode()) for w in (0, 1)]
+    barrier, outcome = threading.Barrier(2), {}
+
+    def close(w: int) -> None:
+        barrier.wait()
+        try:
+            streams[w].close()
+            outcome[w] = "won"
+        except Py4JJavaError as e:
+            outcome[w] = java_class(e)
+
+    threads = [threading.Thread(target=close, args=(w,)) for w in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return outcome
 
 
 class Lab:

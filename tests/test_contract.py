@@ -7,13 +7,11 @@ bucket is checked with boto3 over the whole prefix.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
-from conftest import CheckpointFiles, java_class
+from conftest import CheckpointFiles, java_class, race
 
 
 @pytest.fixture
@@ -95,22 +93,7 @@ def test_two_concurrent_creates_exactly_one_wins(spark, strategy, store, prefix)
     fm.mkdirs("race")
     for i in range(10):
         rel = f"race/{i}"
-        streams = [fm.create(rel, False, f"writer-{w}".encode()) for w in (0, 1)]
-        barrier, outcome = threading.Barrier(2), {}
-
-        def close(w: int, streams=streams, barrier=barrier, outcome=outcome) -> None:
-            barrier.wait()
-            try:
-                streams[w].close()
-                outcome[w] = "won"
-            except Py4JJavaError as e:
-                outcome[w] = java_class(e)
-
-        threads = [threading.Thread(target=close, args=(w,)) for w in (0, 1)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        outcome = race(fm, rel)
         winners = [w for w, result in outcome.items() if result == "won"]
         assert len(winners) == 1, f"{rel}: {outcome}"
         loser = 1 - winners[0]

@@ -23,7 +23,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
-from conftest import CheckpointFiles, java_class
+from conftest import CheckpointFiles, java_class, race
 
 WRITE_ID = "ckptbench-write-id"
 _HEAD_END = b"\r\n\r\n"
@@ -274,28 +274,6 @@ def test_conditional_on_a_store_without_write_ids_refuses_its_own_write(spark, s
     assert files.read("offsets/0") == b"batch 0"
 
 
-def _race(files: CheckpointFiles, rel: str) -> dict[int, str]:
-    """Two writers close a create of ``rel`` (overwrite=false) at once: writer -> "won" or the
-    Java exception class it failed with."""
-    streams = [files.create(rel, False, f"writer-{w}".encode()) for w in (0, 1)]
-    barrier, outcome = threading.Barrier(2), {}
-
-    def close(w: int) -> None:
-        barrier.wait()
-        try:
-            streams[w].close()
-            outcome[w] = "won"
-        except Py4JJavaError as e:
-            outcome[w] = java_class(e)
-
-    threads = [threading.Thread(target=close, args=(w,)) for w in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return outcome
-
-
 def test_two_writers_one_answer_lost_exactly_one_wins(spark, store, lossy):
     """A lost answer in a real race: the loser's 412 names the winner's write, not its own.
 
@@ -311,7 +289,7 @@ def test_two_writers_one_answer_lost_exactly_one_wins(spark, store, lossy):
     for i in range(5):
         rel = f"race/{i}"
         relay.lose_response(f"PUT /{bucket}/ck/{rel} ")
-        outcome = _race(files, rel)
+        outcome = race(files, rel)
         winners = [w for w, result in outcome.items() if result == "won"]
         assert len(winners) == 1, f"{rel}: {outcome}"
         assert outcome[1 - winners[0]] == "org.apache.hadoop.fs.FileAlreadyExistsException"
