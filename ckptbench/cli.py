@@ -356,7 +356,8 @@ def parser() -> argparse.ArgumentParser:
                    help="quick (default), full, or smallest (every benchmark once, tiny; for CI)")
     b.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
     b.add_argument("--bench", help="only benchmarks matching this regular expression (asv run --bench)")
-    b.add_argument("--results", help="results directory (default: results/ in the repository)")
+    b.add_argument("--results", help="results directory (default: results/ in the repository; results-spark<v>/ "
+                                     "on another Spark than the default)")
     b.add_argument("--spark", choices=list(SPARK_VENVS), help=SPARK_HELP)
     _fault_options(b, os.environ.get(Settings.ENV["fault_profile"]) or "none")
     b.set_defaults(run=cmd_bench)
