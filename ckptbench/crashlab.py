@@ -60,7 +60,7 @@ from pathlib import Path
 
 import ckpt_impls
 from infra.net import ending_with_us, proc_stat
-from infra.proxy import Event
+from infra.s3ops import Event
 
 from . import progress, results
 from .driver import Config, StoreSpec

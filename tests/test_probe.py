@@ -21,8 +21,8 @@ from test_bad_input import one_error_line
 import ckpt_impls
 from ckptbench import probe
 from ckptbench.cli import RESULTS
+from infra.faults import Fault
 from infra.metered import MeteredStore
-from infra.proxy import Fault
 
 KiB, MiB = 1024, 1024 * 1024
 
