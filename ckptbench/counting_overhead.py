@@ -4,18 +4,18 @@ Two measurements, both in ``experiment(settings)``:
 
 - Spark's walCommit (writing ``offsets/N``, timed by Spark in the JVM) with counting on and off,
   in one SparkSession, on the store directly (no metering proxy: where the JVM count is meant to
-  serve). Counting is switched on or off at random, batch by batch, inside each stateful query
-  (in the driver JVM, which in local mode makes every request, as each batch's progress is
-  posted; a trigger of ``TRIGGER`` leaves a quiet machine's query idle between batches, so the
-  switch lands there), and queries alternate which arm goes first, so drift in a shared machine's
-  load, which moved walCommit's p50 by a factor of 2 between runs here, reaches both arms alike:
-  a first design, alternating whole runs, measured +17% for rename and -5% for conditional on
-  Ceph RGW, noise against a handler that costs about a microsecond a request (and the first run
-  of each pair was slower by ~11 ms). Which arm a batch was in is read from
-  the data, not from the switch's timing: counted if the JVM recorded all of its ``offsets/``
-  requests (as many as any batch of the run), not counted if none, else (switched during its
-  walCommit) left out. ``overhead_pct``: walCommit p50 of the counted batches over that of the
-  others, pooled over the runs, minus 1, in percent; ``overhead_interval`` a bootstrap interval.
+  serve). Counting is switched batch by batch inside each query, in a random order within blocks
+  of two batches (``_Alternate``; in the driver JVM, which in local mode makes every request, as
+  each batch's progress is posted; a trigger of ``TRIGGER`` leaves a quiet machine's query idle
+  between batches, so the switch lands there), so that drift in a shared machine's load, which
+  moved walCommit's p50 by a factor of 2 between runs here, reaches both arms alike. A first
+  design, alternating whole runs, measured +17% for rename and -5% for conditional on Ceph RGW:
+  noise (the first run of each pair was also slower, by ~11 ms) against a handler that costs
+  about a microsecond a request. Which arm a batch was in is read from the data, not from the
+  switch's timing: counted if the JVM recorded all of its ``offsets/`` requests (as many as any
+  batch of the query), not counted if none, else (switched during its walCommit) left out.
+  ``overhead_pct``: walCommit p50 of the counted batches over that of the others, every query
+  pooled, minus 1, in percent; ``overhead_interval`` a bootstrap interval of it.
 - The handler alone (``MeterCost.java``, its own JVM, no store): nanoseconds per HTTP attempt
   counted, and with counting off. Times walCommit's own requests (those in ``offsets/`` of a
   counted batch), it bounds from above what counting adds to walCommit, without the machine's
@@ -42,8 +42,11 @@ from . import jvm_requests, metrics, progress, results, runs, workloads
 #: The strategies measured: the most requests per walCommit (rename: a temp file, its COPY and
 #: DELETE, S3A's existence checks) and the fewest (conditional: one PUT), the two ends.
 STRATEGIES = ("rename", "conditional")
-#: Queries per strategy, by run size (each of the plan's warm-up + measured batches).
+#: Queries per strategy, by run size (each of the plan's warm-up batches and at least
+#: ``MIN_BATCHES`` measured ones).
 QUERIES = {"smallest": 2, "quick": 6, "full": 8}
+#: Enough measured batches per query that both arms have some, even in the smallest run.
+MIN_BATCHES = 10
 KEYS = 100
 #: Long enough that a batch ends well before the next trigger: the switch lands between batches.
 TRIGGER = "1 second"
@@ -60,13 +63,14 @@ class _SpacedLab(runs.Lab):
 
 
 class _Alternate(StreamingQueryListener):
-    """Switches counting on or off at random (a fair coin, seeded) as each batch's progress is
-    posted: Spark's listener bus calls it back as the batch ends, sooner than polling the query
-    would. At random rather than in turn, so that nothing periodic in the batches (their parity,
-    the switch landing one batch late) lines up with one arm."""
+    """Switches counting on or off at random as each batch's progress is posted (Spark's listener
+    bus calls it back as the batch ends, sooner than polling the query would): in blocks of two
+    batches, one of each arm in a random order (seeded), so the arms stay balanced. At random
+    rather than in turn, so that nothing periodic in the batches (their parity, the switch
+    landing one batch late) lines up with one arm."""
 
     def __init__(self, meter: jvm_requests.JvmRequests, seed: int = 0) -> None:
-        self.meter, self.rng = meter, random.Random(seed)
+        self.meter, self.rng, self.block = meter, random.Random(seed), []
 
     def set(self, on: bool) -> None:
         self.meter.set_enabled(on)
@@ -75,7 +79,9 @@ class _Alternate(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event) -> None:
-        self.set(self.rng.random() < 0.5)
+        if not self.block:
+            self.block = self.rng.sample([True, False], 2)
+        self.set(self.block.pop())
 
     def onQueryIdle(self, event) -> None:
         pass
@@ -168,7 +174,8 @@ def experiment(settings: runs.Settings, strategies=STRATEGIES, queries: int | No
             meter = jvm_requests.of(lab.spark)
             if not meter.enabled:
                 raise RuntimeError(f"JVM request counting is off in this session ({ckpt_impls.REQUESTS_ENABLED_CONF})")
-            per_query = plan.warmup + plan.batches
+            batches = max(plan.batches, MIN_BATCHES)
+            per_query = plan.warmup + batches
             bar = progress.Recorder("JVM counting overhead",
                                     len(strategies) * (plan.jvm_warmup + queries * per_query), "batch")
             alternate = _Alternate(meter)
@@ -180,7 +187,7 @@ def experiment(settings: runs.Settings, strategies=STRATEGIES, queries: int | No
                     for i in range(queries):
                         bar.set_postfix_str(f"{strategy}: query {i + 1}/{queries}")
                         alternate.set(i % 2 == 0)
-                        lab.run(recorder, strategy, "stateful", KEYS, plan.warmup, plan.batches, bar)
+                        lab.run(recorder, strategy, "stateful", KEYS, plan.warmup, batches, bar)
                     lab.spark.streams.removeListener(alternate)
             finally:
                 meter.set_enabled(True)
