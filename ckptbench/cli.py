@@ -216,7 +216,7 @@ def cmd_cost(args) -> None:
 
 
 def cmd_faultlab(args) -> None:
-    from . import faultlab, results, runs
+    from . import faultlab, progress, results, runs
 
     if args.record:
         try:
@@ -242,7 +242,9 @@ def cmd_faultlab(args) -> None:
         changes["seeds"] = tuple(range(args.seeds))
     strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     settings = runs.Settings(store, args.size, args.bucket, RESULTS / "raw")
-    record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
+    with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp, progress.shown(Path(tmp, "progress")):
+        os.environ[progress.ENV] = str(Path(tmp, "progress"))  # the lab's bar, shown on stderr
+        record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
     print(faultlab.table(record))
     print(f"\nrecord: {results.directory(settings.raw, store, 'faults').relative_to(ROOT)} "
           "(python -m ckptbench faultlab --record DIR prints its table again)")

@@ -20,18 +20,20 @@ def _event(at: float, method: str, op: str, key: str, status: int) -> Event:
 
 
 def fixed_record() -> results.Results:
-    """Two strategies under one profile: rename died at its second batch of four in one of its
-    two runs; direct completed both; injections and requests at known times."""
+    """Three strategies under one profile: rename died at its second batch of four in one of its
+    two runs; direct completed both; conditional's one run stalled after two; injections and
+    requests at known times."""
     recorder = results.Recorder()
     outcomes = [("rename", 0, 1, "died", "FileNotFoundException: No such file or directory: s3a://b/ck/commits/.0.tmp"),
                 ("rename", 1, 4, "completed", None), ("direct", 0, 4, "completed", None),
-                ("direct", 1, 4, "completed", None)]
+                ("direct", 1, 4, "completed", None),
+                ("conditional", 0, 2, "stalled", "only 2 of 4 batches within 300s")]
     for strategy, seed, done, outcome, error in outcomes:
         run = recorder.add_run(strategy, "stateful", 100, f"faults/{strategy}-{seed}")
         if error:
             recorder.fail_run(run, error)
         recorder.add_fault_run(run, profile="eventual", seed=seed, batches=4, batches_done=done, outcome=outcome,
-                               cause="" if error is None else error.replace("FileNotFound", "java.io.FileNotFound"),
+                               cause="" if outcome != "died" else error.replace("FileNotFound", "java.io.FileNotFound"),
                                recovered=True if outcome == "died" else None, exactly_once=None, seconds=3.0)
         recorder.add_batches(run, "measured", [progress(b, 50.0) for b in range(done)])
     recorder.add_requests(0, [
@@ -60,11 +62,13 @@ def test_rates_on_a_fixed_record(tmp_path):
     assert metrics.death_rate(record, "direct", "eventual") == 0.0
     assert metrics.failed_batch_rate(record, "rename", "eventual") == 3 / 8
     assert metrics.failed_batch_rate(record, "direct", "eventual") == 0.0
+    assert metrics.death_rate(record, "conditional", "eventual") == 0.0  # a stall is not a death
+    assert metrics.failed_batch_rate(record, "conditional", "eventual") == 0.5
     assert metrics.retried_per_run(record, "rename", "eventual") == 2 / 2  # the 412 and the GET, over 2 runs
     assert metrics.retried_per_run(record, "direct", "eventual") == 0.0  # offsets/1 is another key
     assert metrics.injected_per_run(record, "rename", "eventual") == 3 / 2
     assert metrics.injected_per_run(record, "direct", "eventual") == 1 / 2
-    assert record.fault_runs.recovered.isna().sum() == 3
+    assert record.fault_runs.recovered.isna().sum() == 4
     with pytest.raises(KeyError, match="no failure-lab run of manifest under eventual"):
         metrics.death_rate(record, "manifest", "eventual")
 
@@ -78,15 +82,17 @@ def test_retried_counts_what_follows_a_failure_only():
 
 def test_summary_table_and_report_section():
     record = fixed_record()
-    [rename, direct] = faultlab.summary(record)
+    [rename, direct, conditional] = faultlab.summary(record)
     assert (rename["strategy"], rename["runs"], rename["died"], rename["recovered"]) == ("rename", 2, 1, "1/1")
     assert rename["cause"].startswith("java.io.FileNotFoundException")
     assert (direct["died"], direct["cause"], direct["recovered"]) == (0, "", "0/0")
+    assert (conditional["died"], conditional["stalled"]) == (0, 1)
+    assert conditional["cause"] == "only 2 of 4 batches within 300s"
     table = faultlab.table(record)
     assert ("| stateful | eventual | rename | 2 | 1 | 0 | 38% | 1.0 | 1.5 | 1/1 | - | "
             "java.io.FileNotFoundException") in table
     section = report._faults("embedded", record)
-    assert section.tables[0].header == faultlab.HEADER and len(section.tables[0].rows) == 2
+    assert section.tables[0].header == faultlab.HEADER and len(section.tables[0].rows) == 3
     assert "aws-projection" not in " ".join(section.text)
 
 
