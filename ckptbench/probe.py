@@ -41,7 +41,7 @@ RACE_KEYS = 20
 CONSISTENCY_KEYS = 5
 PREFIX_ROOT = "ckptbench-probe/"
 #: The writer tag the conditional strategies put on each PUT (S3ObjectStore.WRITER in the JVM).
-WRITER_META = "ckptbench-writer"
+WRITER_META = "ckptbench-write-id"  # the name S3ObjectStore gives its write ids
 
 
 class CheckFailed(Exception):

@@ -152,7 +152,7 @@ def test_spark_submit_with_the_printed_flags_checkpoints_through_the_strategy(bu
     assert not [k for k in objects if ckpt_impls.TEMP_FILE.search(k)]
     if strategy == "conditional":  # each file is one conditional PUT, tagged with its writer
         for key in ("ck/offsets/0", "ck/commits/0", "ck/metadata"):
-            assert "ckptbench-writer" in s3.head_object(Bucket=name, Key=key)["Metadata"], key
+            assert "ckptbench-write-id" in s3.head_object(Bucket=name, Key=key)["Metadata"], key
     else:  # files are entries of per-directory manifests, not objects at their paths
         assert "ck/offsets/0" not in objects and "ck/commits/0" not in objects
         records = sorted(k for k in objects if k.startswith(manifest_format.prefix("ck/offsets") + "r/"))
