@@ -51,7 +51,10 @@ outcome was the same in all three seeds; window 5 s):
   commit (``ManifestFileCommitProtocol.commitTask``) calls ``getFileStatus`` on each data file it
   has just written, whose key S3A's ``create()`` had probed: outside the checkpoint manager. Under
   ``eventual-lists`` it dies with ``rename`` and ``direct`` (a directory probed by LIST:
-  ``checkpoint/offsets``, ``output/_spark_metadata``), not with ``conditional`` or ``manifest``.
+  ``checkpoint/offsets``, ``output/_spark_metadata``) and, given 10 batches (``--size full``),
+  with ``conditional`` at batch 9, the first compaction of ``_spark_metadata``, which lists the
+  log's batch files and finds the new ones missing (``BATCH_METADATA_NOT_FOUND``); ``manifest``,
+  whose listings come from its manifest, survives.
 * Every query that died resumed when restarted with the faults off, and no file sink's output
   broke exactly-once.
 """
