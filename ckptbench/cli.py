@@ -372,7 +372,7 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where it "
                                    "can start here, else embedded)")
     f.add_argument("--size", choices=["smallest", "quick", "full"], default="quick",
-                   help="quick (default: the profiles make bench runs), full (every profile, 3 seeds), smallest")
+                   help="quick (default: the profiles make bench runs), full (every profile, 2 seeds), smallest")
     f.add_argument("--profiles", help=f"comma-separated, of: {', '.join(PROFILES)} (default: the size's)")
     f.add_argument("--workloads", help="comma-separated, of: stateful, file_sink (default: the size's)")
     f.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))

@@ -97,8 +97,9 @@ def test_fixed_latency_delays_only_its_ops(proxy, s3, prefix):
     heads = [e.duration for e in events if e.op == "HEAD"]
     gets = [e.duration for e in events if e.op == "GET"]
     assert len(heads) == len(gets) == 5
-    assert all(0.080 <= d < 0.080 + 0.15 for d in heads), heads  # the proxy's clock: delay + the store
-    assert all(d < 0.060 for d in gets), gets
+    assert min(heads) >= 0.080, heads  # the proxy's clock: the delay, then the store
+    assert statistics.median(heads) < 0.080 + 0.050, heads
+    assert statistics.median(gets) < 0.040, gets  # not delayed (a loaded machine may slow one now and then)
     assert sum(i.fault == "latency" for i in proxy.injections()) == 5
 
 
@@ -203,9 +204,9 @@ def test_throttle_answers_slowdown_over_budget_per_prefix(proxy, s3, prefix):
     assert a[:5] == [200] * 5 and a[5:].count(503) >= 4, a  # ten in well under half a second
     assert b == [200] * 5, b  # another prefix has its own budget
     assert status_of(lambda: s3.get_object(Bucket=BUCKET, Key=f"{prefix}/a/k")) == 200  # not a HEAD
-    time.sleep(1.1)  # two tokens back
-    again = [status_of(lambda: s3.head_object(Bucket=BUCKET, Key=f"{prefix}/a/k")) for _ in range(3)]
-    assert again[:2] == [200, 200] and again[2] == 503, again
+    time.sleep(1.1)  # two tokens back, at least (more if the requests above were slow), five at most
+    again = [status_of(lambda: s3.head_object(Bucket=BUCKET, Key=f"{prefix}/a/k")) for _ in range(7)]
+    assert again[:2] == [200, 200] and 503 in again, again
     assert {i.fault for i in proxy.injections()} == {"throttle"}
 
 
