@@ -18,31 +18,18 @@ CEPH_PACKAGES = ["radosgw", "ceph-mon", "ceph-osd", "ceph-common"]
 CHROMIUM_PACKAGES = ["chromium"]
 
 
-def install_ceph() -> None:
-    """apt-get Ceph's Debian packages when running as root and they are missing."""
-    if all(shutil.which(b) for b in ("radosgw", "ceph-mon", "ceph-osd", "radosgw-admin")):
+def apt_install(what: str, packages: list[str], commands: list[str], without: str) -> None:
+    """apt-get Debian's ``packages`` for ``what`` when any of ``commands`` is missing and we run as
+    root; otherwise say what goes ``without`` them."""
+    if all(shutil.which(c) for c in commands):
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        print("ceph: not installed and not root with apt-get; Ceph RGW runs will be skipped")
+        print(f"{what}: not installed and not root with apt-get; {without}")
         return
-    print("ceph: installing Debian packages " + " ".join(CEPH_PACKAGES), flush=True)
+    print(f"{what}: installing Debian packages " + " ".join(packages), flush=True)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *CEPH_PACKAGES],
-                   check=True, env=env, stdout=subprocess.DEVNULL)
-
-
-def install_chromium() -> None:
-    """apt-get Debian's Chromium (tests/test_pages.py opens the published pages in it) when root and missing."""
-    if shutil.which("chromium"):
-        return
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        print("chromium: not installed and not root with apt-get; the published pages' browser test will be skipped")
-        return
-    print("chromium: installing Debian package " + " ".join(CHROMIUM_PACKAGES), flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *CHROMIUM_PACKAGES],
+    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
                    check=True, env=env, stdout=subprocess.DEVNULL)
 
 
@@ -50,9 +37,11 @@ def main() -> None:
     jars.fetch_bundled()
     if build.build():
         print(f"built {jars.MANAGERS_JAR}")
-    install_ceph()
+    apt_install("ceph", CEPH_PACKAGES, ["radosgw", "ceph-mon", "ceph-osd", "radosgw-admin"],
+                "Ceph RGW runs will be skipped")
     publish.install()
-    install_chromium()
+    # tests/test_pages.py opens the published pages in Chromium
+    apt_install("chromium", CHROMIUM_PACKAGES, ["chromium"], "the published pages' browser test will be skipped")
 
 
 if __name__ == "__main__":
