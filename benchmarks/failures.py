@@ -77,7 +77,7 @@ class TwoWriters:
     ``clean-error``: one query failed on the other's file, output exactly-once; ``silent-damage``:
     output not exactly-once (or unreadable) or a log file written twice."""
 
-    params = [common.STRATEGIES, list(common.CRASH_PLAN.two_writers)]
+    params = [common.TWO_WRITER_STRATEGIES, list(common.CRASH_PLAN.two_writers)]
     param_names = ["strategy", "workload"]
     setup_cache = staticmethod(common.crashes)
 

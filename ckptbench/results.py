@@ -21,8 +21,8 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
 - ``cycles``: one row per crash cycle of the crash lab (``ckptbench.crashlab``): the driver killed
   at ``crash_point`` (``landed``: the point was reached, not the wait limit), the last batch in
   ``offsets/`` and in ``commits/`` then, the restart (``jvm_start_ms``: spawn to SparkSession up;
-  ``recovery_ms``/``recovery_requests``: the restarted query's start to its first stored
-  ``commits/N``), and the check after it: ``duplicates``, ``lost`` rows, ``partial`` batches of
+  ``recovery_ms``/``recovery_requests``/``recovery_store_ms``: the restarted query's start to its
+  first stored ``commits/N``, the requests in that window and their summed store-side time), and the check after it: ``duplicates``, ``lost`` rows, ``partial`` batches of
   the committed ``0..verified_through``.
 - ``crash_series``: one row per strategy x workload series of cycles: the check at rest after its
   clean stop and what was left under its prefix (``temp_objects``, sink ``orphan_files`` the
@@ -63,14 +63,14 @@ TABLES: dict[str, tuple[str, ...]] = {
     "compactions": ("history", "log", "batch", "number", "ms", "requests", "bytes", "entries", "garbage_staged"),
     "cycles": ("series", "strategy", "workload", "cycle", "crash_point", "seed", "delay_s", "landed", "wait_s",
                "offsets_at_kill", "committed_at_kill", "first_batch", "jvm_start_ms", "recovery_ms",
-               "recovery_requests", "restart_ok", "error", "duplicates", "lost", "partial", "verified_through",
+               "recovery_requests", "recovery_store_ms", "restart_ok", "error", "duplicates", "lost", "partial", "verified_through",
                "seconds"),
     "crash_series": ("series", "strategy", "workload", "cycles", "seed", "rows_per_batch", "prefix", "error",
                      "last_batch", "duplicates", "lost", "partial", "unexpected", "temp_objects", "orphan_files",
-                     "pending_uploads", "objects"),
+                     "pending_uploads", "objects", "seconds"),
     "two_writers": ("strategy", "workload", "seed", "first_error", "second_error", "second_started",
                     "first_batches", "second_batches", "verify_error", "overwritten_logs", "duplicates", "lost",
-                    "partial", "unexpected", "last_batch", "outcome"),
+                    "partial", "unexpected", "last_batch", "outcome", "seconds"),
 }
 #: Integer columns that may be missing (NA): a request between batches, a check that did not run.
 NULLABLE_INTS = {
