@@ -55,8 +55,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import ckpt_impls
 from infra.net import ending_with_us, proc_stat
@@ -266,10 +266,8 @@ class Driver:
         """Ask for a clean stop (``stop`` on stdin); kill the group if it takes longer than ``timeout``."""
         if self.alive():
             self.ask_to_stop()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
         self.kill()
 
 
@@ -328,7 +326,8 @@ class Verdict:
         return not (self.duplicates or self.lost or self.partial or self.unexpected)
 
 
-def output_counts(spark, strategy: str, workload: Workload, output: str, rows_per_batch: int) -> dict[int, tuple[int, int]]:
+def output_counts(spark, strategy: str, workload: Workload, output: str,
+                  rows_per_batch: int) -> dict[int, tuple[int, int]]:
     """``{batch: (rows, distinct values)}`` of the sink's output read through Spark (one scan,
     counted here: a Spark aggregation would add two shuffle stages to every check)."""
     from pyspark.errors import AnalysisException
@@ -352,7 +351,7 @@ def output_counts(spark, strategy: str, workload: Workload, output: str, rows_pe
         else:
             spark.conf.set(IGNORE_MISSING, before)
     values: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
-    for b, value in zip(table.column("batch").to_pylist(), table.column("value").to_pylist()):
+    for b, value in zip(table.column("batch").to_pylist(), table.column("value").to_pylist(), strict=False):
         values[b][value] += 1
     return {b: (sum(c.values()), len(c)) for b, c in values.items()}
 
@@ -488,7 +487,7 @@ class Lab:
             if driver.alive():
                 driver.kill()
 
-    def __enter__(self) -> "Lab":
+    def __enter__(self) -> Lab:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -576,8 +575,9 @@ class Lab:
                              "delay_s": delay if point.random_delay else float("nan"), "landed": landed,
                              "wait_s": waited, "offsets_at_kill": offsets, "committed_at_kill": committed,
                              "first_batch": None, "jvm_start_ms": float("nan"), "recovery_ms": float("nan"),
-                             "recovery_requests": None, "recovery_store_ms": float("nan"), "restart_ok": False, "error": None, "duplicates": None,
-                             "lost": None, "partial": None, "verified_through": None, "seconds": float("nan")}
+                             "recovery_requests": None, "recovery_store_ms": float("nan"), "restart_ok": False,
+                             "error": None, "duplicates": None, "lost": None, "partial": None,
+                             "verified_through": None, "seconds": float("nan")}
                 self.recorder.rows["cycles"].append(cycle_row)
                 row["cycles"] += 1
                 try:
@@ -672,7 +672,7 @@ class Lab:
             verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
             row.update(duplicates=verdict.duplicates, lost=verdict.lost, partial=verdict.partial,
                        unexpected=verdict.unexpected, last_batch=verdict.last)
-        except Exception as e:  # noqa: BLE001 (an output Spark cannot read is damage, recorded as such)
+        except Exception as e:
             row.update(duplicates=None, lost=None, partial=None, unexpected=None, last_batch=None,
                        verify_error=_one_line(str(e)))
         row["outcome"] = classify(row)
@@ -720,7 +720,8 @@ def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_
     from ckpt_impls import manifest_format
 
     s3, twice = store.client(), 0
-    for directory in (f"{prefix}/checkpoint/offsets", f"{prefix}/checkpoint/commits", f"{prefix}/output/_spark_metadata"):
+    logs = (f"{prefix}/checkpoint/offsets", f"{prefix}/checkpoint/commits", f"{prefix}/output/_spark_metadata")
+    for directory in logs:
         live: set[str] = set()
         keys = sorted(store.list_keys(bucket, manifest_format.prefix(directory) + "r/"))
         for key in keys:

@@ -115,7 +115,7 @@ def crash_table(record: results.Results) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     pairs = record.crash_series[["strategy", "workload"]].drop_duplicates().itertuples(index=False)
     for strategy, workload in pairs:
-        def m(metric, *args, spec=".0f"):
+        def m(metric, *args, spec=".0f", strategy=strategy, workload=workload):
             return _fmt(_value(metric, record, strategy, *args, workload), spec)
 
         left = " / ".join(m(metrics.leftover_objects, kind) for kind in metrics.LEFTOVER_KINDS)

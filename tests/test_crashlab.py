@@ -110,7 +110,8 @@ def test_a_damaged_output_is_caught(spark, lab):
 
         # A copy of another data file, listed in the sink's log for batch 0 as well.
         copy_key = f"{prefix}/output/part-copy-{uuid.uuid4().hex}.snappy.parquet"
-        s3.copy_object(Bucket=bucket, Key=copy_key, CopySource={"Bucket": bucket, "Key": twice.split(f"{bucket}/", 1)[1]})
+        source = twice.split(f"{bucket}/", 1)[1]
+        s3.copy_object(Bucket=bucket, Key=copy_key, CopySource={"Bucket": bucket, "Key": source})
         log_key = f"{prefix}/output/_spark_metadata/0"
         text = s3.get_object(Bucket=bucket, Key=log_key)["Body"].read().decode()
         entry = json.loads(text.splitlines()[1])
