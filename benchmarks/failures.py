@@ -29,6 +29,10 @@ class CrashCycles:
     def track_cycles(self, results, strategy, workload):
         return metrics.crash_cycles(results, strategy, workload)
 
+    def track_kills_inside_a_batch(self, results, strategy, workload):
+        """Cycles whose kill left offsets/N without commits/N, so the restart re-ran batch N."""
+        return metrics.kills_inside_a_batch(results, strategy, workload)
+
     def track_restart_failure_rate(self, results, strategy, workload):
         return metrics.restart_failure_rate(results, strategy, workload)
 
@@ -64,7 +68,7 @@ class CrashCycles:
     def track_pending_uploads_left(self, results, strategy, workload):
         return metrics.leftover_objects(results, strategy, "pending_uploads", workload)
 
-    track_cycles.unit = track_cycles_not_exactly_once.unit = "cycles"
+    track_cycles.unit = track_cycles_not_exactly_once.unit = track_kills_inside_a_batch.unit = "cycles"
     track_restart_failure_rate.unit = "share of cycles"
     track_duplicated_rows.unit = track_lost_rows.unit = "rows"
     track_recovery_p50_ms.unit = track_recovery_p95_ms.unit = track_jvm_start_p50_ms.unit = "ms"

@@ -275,6 +275,13 @@ def lost_rows(results: Results, strategy: str, workload: str | None = None) -> f
     return _series_sum(results, strategy, "lost", workload)
 
 
+def kills_inside_a_batch(results: Results, strategy: str, workload: str | None = None) -> float:
+    """Cycles whose kill left ``offsets/N`` without ``commits/N`` (the restart re-runs batch N):
+    the kills that test a replay, as opposed to those between batches."""
+    cycles = _of(results.cycles, strategy, workload)
+    return float((cycles.offsets_at_kill.astype(float) > cycles.committed_at_kill.astype(float)).sum())
+
+
 def cycles_not_exactly_once(results: Results, strategy: str, workload: str | None = None) -> float:
     """Cycles whose check after the restart found duplicated or lost rows or a partly visible batch."""
     cycles = _of(results.cycles, strategy, workload)

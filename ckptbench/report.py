@@ -109,7 +109,7 @@ def _manifest_section(record: results.Results) -> list[str]:
 def crash_table(record: results.Results) -> list[str]:
     """The crash lab's failure table (markdown), one row per strategy x workload, then the
     two-writer runs; the CLI's ``crashlab`` prints it too."""
-    lines = ["| strategy | workload | cycles | restart failures | duplicated rows | lost rows | "
+    lines = ["| strategy | workload | cycles (killed inside a batch) | restart failures | duplicated rows | lost rows | "
              "cycles not exactly-once | recovery p50 / p95 (ms) | recovery requests p50 | JVM start p50 (ms) | "
              "left: temp / orphan data / pending MPU |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -120,7 +120,7 @@ def crash_table(record: results.Results) -> list[str]:
 
         left = " / ".join(m(metrics.leftover_objects, kind) for kind in metrics.LEFTOVER_KINDS)
         lines.append(
-            f"| {strategy} | {workload} | {m(metrics.crash_cycles)} | "
+            f"| {strategy} | {workload} | {m(metrics.crash_cycles)} ({m(metrics.kills_inside_a_batch)}) | "
             f"{m(metrics.restart_failure_rate, spec='.0%')} | {m(metrics.duplicated_rows)} | "
             f"{m(metrics.lost_rows)} | {m(metrics.cycles_not_exactly_once)} | "
             f"{m(metrics.recovery_percentile, 50)} / {m(metrics.recovery_percentile, 95)} | "

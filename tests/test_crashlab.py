@@ -232,6 +232,7 @@ def test_metrics_over_a_fixed_record(tmp_path):
     assert metrics.jvm_start_percentile(record, "direct", 50) == 2500.0
     assert metrics.duplicated_rows(record, "direct") == 5 and metrics.lost_rows(record, "direct") == 2
     assert metrics.cycles_not_exactly_once(record, "direct") == 1
+    assert metrics.kills_inside_a_batch(record, "direct") == 4  # offsets 3, commits 2 in every row
     assert [metrics.leftover_objects(record, "direct", k) for k in metrics.LEFTOVER_KINDS] == [0, 3, 1]
     assert metrics.crash_cycles(record, "direct", "stateful") == 0
 
