@@ -426,18 +426,21 @@ class CrashPlan:
     workloads: tuple[str, ...]
     two_writers: tuple[str, ...]  # workloads of the two-writer runs
     two_writer_strategies: tuple[str, ...] | None = None  # None: every strategy measured
+    #: The first driver's batches before the second starts; 0: both start together.
+    two_writer_starts: tuple[int, ...] = (3,)
     rows_per_batch: int = 100
 
-    def two_writer_runs(self, strategies: list[str]) -> list[tuple[str, str]]:
+    def two_writer_runs(self, strategies: list[str]) -> list[tuple[str, str, int]]:
         chosen = [s for s in strategies if self.two_writer_strategies is None or s in self.two_writer_strategies]
-        return [(strategy, workload) for workload in self.two_writers for strategy in chosen]
+        return [(strategy, workload, start) for start in self.two_writer_starts for workload in self.two_writers
+                for strategy in chosen]
 
 
 PLANS = {
     # CI: every benchmark once. One two-writer run: each costs two JVM starts.
     "smallest": CrashPlan(1, ("stateless",), ("stateless",), ("conditional",)),
     "quick": CrashPlan(2, ("stateless",), ("stateless",)),
-    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS),
+    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS, two_writer_starts=(3, 0)),
 }
 #: Wall time per crash cycle, per series beyond its cycles (the first driver's start, the clean
 #: stop, the checks at rest) and per two-writer run, in seconds: medians of the quick size on Ceph
@@ -618,26 +621,32 @@ class Lab:
     def two_writers(self, strategy: str, workload: str = "stateless", head_start: int = 3,
                     overlap_s: float = 5.0, bar=None) -> dict:
         """A second driver on the checkpoint and output a first is still running on (a zombie
-        after failover), started after the first's ``head_start`` batches; both run until the second
-        has committed a batch or failed, and ``overlap_s`` seconds more, then stop.
-        A row of ``two_writers``, also returned."""
+        after failover), started after the first's ``head_start`` batches (0: both queries start
+        together, a job submitted twice, so that both race for the same files from the first);
+        both run until the second has committed a batch or failed, and ``overlap_s`` seconds more,
+        then stop. A row of ``two_writers``, also returned."""
         chosen = WORKLOADS[workload]
         prefix = f"crash/two-{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
         base = f"s3a://{self.bucket}/{prefix}"
         if bar:
-            bar.set_postfix_str(f"two writers: {strategy} x {workload}")
+            bar.set_postfix_str(f"two writers: {strategy} x {workload}, head start {head_start}")
         began, mark = time.monotonic(), self.store.proxy.mark()
-        first = self.driver(strategy, workload, prefix)
+        first = self.driver(strategy, workload, prefix, hold=head_start == 0)
         # The second JVM starts alongside the first; its query waits for "go".
         second = self.driver(strategy, workload, prefix, hold=True)
-        row = {"strategy": strategy, "workload": workload, "seed": self.seed, "first_error": None,
+        row = {"strategy": strategy, "workload": workload, "head_start": head_start, "seed": self.seed,
+               "first_error": None,
                "second_error": None, "second_started": False, "first_batches": 0, "second_batches": 0,
                "verify_error": None}
         try:
+            if head_start == 0:
+                first.wait("ready", RESTART_LIMIT_S)
             for _ in range(head_start):
                 first.wait("progress", RESTART_LIMIT_S)
             try:
                 second.wait("ready", RESTART_LIMIT_S)
+                if head_start == 0:
+                    first.go()
                 second.go()
                 second.wait("started", RESTART_LIMIT_S)
                 row["second_started"] = True
@@ -667,8 +676,9 @@ class Lab:
         row["first_batches"] = sum(e["event"] == "progress" for e in first.events)
         row["second_batches"] = sum(e["event"] == "progress" for e in second.events)
         events, _ = self._events(mark, prefix)
-        row["overwritten_logs"] = overwritten_logs(events, self.store.inner, self.bucket, prefix,
-                                                   ckpt_impls.get(strategy).keys_mirror_paths)
+        twice = overwritten_logs(events, self.store.inner, self.bucket, prefix,
+                                 ckpt_impls.get(strategy).keys_mirror_paths)
+        row["overwritten_logs"], row["overwritten_files"] = len(twice), ",".join(twice)[:300] or None
         try:
             verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
             row.update(duplicates=verdict.duplicates, lost=verdict.lost, partial=verdict.partial,
@@ -688,7 +698,7 @@ class Lab:
 
 #: The errors of a query that found another writer's file where it meant to write its own.
 CONFLICT = re.compile(r"concurrent|already exists|FileAlreadyExists|Race while writing|Multiple streaming"
-                      r"|PreconditionFailed|412", re.I)
+                      r"|PreconditionFailed|412|CHECKPOINT_LOCATION_NOT_EMPTY", re.I)
 OUTCOMES = ("clean-error", "silent-damage", "both-ran-no-damage-seen", "other-error")
 
 
@@ -706,21 +716,22 @@ def classify(row: dict) -> str:
     return "other-error" if errors else "both-ran-no-damage-seen"
 
 
-def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_mirror_paths: bool) -> int:
-    """Metadata log files (offsets, commits, _spark_metadata) stored more than once: a log file is
-    written once, so a second successful write replaced the first. Seen in the proxy's requests
-    where keys mirror paths; for the manifest strategy, in the manifests' records (a ``put`` of a
-    name already put and not deleted since)."""
+def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_mirror_paths: bool) -> list[str]:
+    """Metadata log files (offsets, commits, _spark_metadata) stored more than once, relative to
+    ``prefix``: a log file is written once, so a second successful write replaced the first (the
+    proxy does not keep bodies, so whether the two differed is not known). Seen in the proxy's
+    requests where keys mirror paths; for the manifest strategy, in the manifests' records (a
+    ``put`` of a name already put and not deleted since)."""
     logs = ("offsets", "commits", "_spark_metadata")
     if keys_mirror_paths:
         writes: dict[str, int] = {}
         for e in events:
             if any(publishes(e, log) and "/_manifest/" not in e.key for log in logs):
                 writes[e.key] = writes.get(e.key, 0) + 1
-        return sum(1 for n in writes.values() if n > 1)
+        return sorted(key[len(prefix) + 1:] for key, n in writes.items() if n > 1)
     from ckpt_impls import manifest_format
 
-    s3, twice = store.client(), 0
+    s3, twice = store.client(), []
     logs = (f"{prefix}/checkpoint/offsets", f"{prefix}/checkpoint/commits", f"{prefix}/output/_spark_metadata")
     for directory in logs:
         live: set[str] = set()
@@ -729,7 +740,8 @@ def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_
             text = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
             for change in manifest_format.parse_record(text, int(key.rsplit("/", 1)[1])):
                 if change[0] == "put":
-                    twice += change[1] in live
+                    if change[1] in live:
+                        twice.append(f"{directory[len(prefix) + 1:]}/{change[1]}")
                     live.add(change[1])
                 elif change[0] == "del":
                     live.discard(change[1])
@@ -779,8 +791,8 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
             for workload in plan.workloads:
                 for strategy in strategies:
                     lab.series(strategy, workload, plan.cycles, points, bar=bar)
-            for strategy, workload in pairs:
-                lab.two_writers(strategy, workload, bar=bar)
+            for strategy, workload, start in pairs:
+                lab.two_writers(strategy, workload, head_start=start, bar=bar)
         env = results.environment(store, "crashes", settings.size, dataclasses.asdict(plan), seed=seed,
                                   points=list(points), spark_master="local[2]")
     return runs.save(recorder.results(env), settings)

@@ -188,7 +188,10 @@ def main() -> int:
 
 
 def _first_line(error) -> str:
-    text = str(error).strip()
+    """The first line of ``error``'s message; for a py4j error, the JVM exception's own (py4j's
+    says only which call failed)."""
+    java = getattr(error, "java_exception", None)
+    text = (str(java.toString()) if java is not None else str(error)).strip()
     return text.splitlines()[0][:500] if text else type(error).__name__
 
 

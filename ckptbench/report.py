@@ -130,12 +130,15 @@ def crash_table(record: results.Results) -> list[str]:
         lines += ["", *(f"- {row.strategy} x {row.workload} stopped early: {row.error}" for row in errors.itertuples())]
     two = record.two_writers
     if len(two):
-        lines += ["", "| two writers: strategy | workload | outcome | first driver's error | second driver's error | "
-                  "duplicated / lost rows | log files written twice |", "|---|---|---|---|---|---|---|"]
+        lines += ["", "| two writers: strategy | workload | second started | outcome | first driver's error | "
+                  "second driver's error | duplicated / lost rows | log files written twice |",
+                  "|---|---|---|---|---|---|---|---|"]
         for row in two.itertuples():
             check = "unreadable" if isinstance(row.verify_error, str) else f"{row.duplicates} / {row.lost}"
-            lines.append(f"| {row.strategy} | {row.workload} | {row.outcome} | {_cell(row.first_error)} | "
-                         f"{_cell(row.second_error)} | {check} | {row.overwritten_logs} |")
+            start = "together" if row.head_start == 0 else f"after {row.head_start} batches"
+            twice = f"{row.overwritten_logs} ({row.overwritten_files})" if row.overwritten_logs else "0"
+            lines.append(f"| {row.strategy} | {row.workload} | {start} | {row.outcome} | {_cell(row.first_error)} | "
+                         f"{_cell(row.second_error)} | {check} | {twice} |")
     return lines
 
 

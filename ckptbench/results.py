@@ -27,8 +27,8 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
 - ``crash_series``: one row per strategy x workload series of cycles: the check at rest after its
   clean stop and what was left under its prefix (``temp_objects``, sink ``orphan_files`` the
   sink's log does not list (-1: a sink with no log), ``pending_uploads``, all ``objects``).
-- ``two_writers``: one row per run of two drivers on one checkpoint: each one's error (first
-  line), the check at rest, log files written twice (``overwritten_logs``) and the ``outcome``.
+- ``two_writers``: one row per run of two drivers on one checkpoint, the second started after
+  ``head_start`` batches of the first (0: together): each one's error (first line), the check at rest, log files written twice (``overwritten_logs``) and the ``outcome``.
 
 On disk (``write``/``read``): a directory holding ``environment.json`` (with
 ``schema_version``) and one Parquet file per non-empty table. A reader refuses another schema
@@ -68,8 +68,8 @@ TABLES: dict[str, tuple[str, ...]] = {
     "crash_series": ("series", "strategy", "workload", "cycles", "seed", "rows_per_batch", "prefix", "error",
                      "last_batch", "duplicates", "lost", "partial", "unexpected", "temp_objects", "orphan_files",
                      "pending_uploads", "objects", "seconds"),
-    "two_writers": ("strategy", "workload", "seed", "first_error", "second_error", "second_started",
-                    "first_batches", "second_batches", "verify_error", "overwritten_logs", "duplicates", "lost",
+    "two_writers": ("strategy", "workload", "head_start", "seed", "first_error", "second_error", "second_started",
+                    "first_batches", "second_batches", "verify_error", "overwritten_logs", "overwritten_files", "duplicates", "lost",
                     "partial", "unexpected", "last_batch", "outcome", "seconds"),
 }
 #: Integer columns that may be missing (NA): a request between batches, a check that did not run.
@@ -110,7 +110,7 @@ def _table(name: str, rows: list[dict]) -> pd.DataFrame:
     for column in NULLABLE_INTS.get(name, ()):
         frame[column] = frame[column].astype("Int64")
     if name in ("cycles", "crash_series", "two_writers"):
-        for column in ("error", "first_error", "second_error", "verify_error"):
+        for column in ("error", "first_error", "second_error", "verify_error", "overwritten_files"):
             if column in frame:  # all None would be written as a null-typed column
                 frame[column] = frame[column].astype("string")
     return frame
