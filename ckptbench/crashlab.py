@@ -9,8 +9,10 @@ proxy. The lab:
   restarted query's first committed batch, verify; repeat. After a clean stop at the end, verify
   again and count what was left behind.
 - **two writers** (``two_writers``): a zombie after failover. A second driver starts on a
-  checkpoint a first one is still running on; both run a few seconds; then both stop. Which
-  failed, with what error, and whether the output and the logs survived.
+  checkpoint a first one is still running on (after its first few batches, or together with it:
+  a job submitted twice, where both race for the same first files); both run until the second
+  has committed a batch or failed, and a few seconds more; then both stop. Which failed, with
+  what error, and whether the output and the logs survived (``classify``).
 
 Crash points (``CRASH_POINTS``, one entry each): ``random`` (a seeded random delay), or a request
 the metering proxy records, polled every few milliseconds: ``after-offsets`` (``offsets/N`` is
