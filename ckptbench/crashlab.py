@@ -571,6 +571,7 @@ class Lab:
                     bar.set_postfix_str(f"{strategy} x {workload}: cycle {cycle + 1}/{cycles}, {point.name}")
                 began = time.monotonic()
                 landed, waited = self._watch(driver, point, prefix, delay)
+                died = driver.failure()  # the query failed on its own before the crash point
                 offsets = max(log_ids(self.spark, strategy, f"{base}/checkpoint/offsets"), default=-1)
                 committed = last_committed(self.spark, strategy, f"{base}/checkpoint")
                 mark = self.store.proxy.mark()
@@ -581,7 +582,8 @@ class Lab:
                              "wait_s": waited, "offsets_at_kill": offsets, "committed_at_kill": committed,
                              "first_batch": None, "jvm_start_ms": float("nan"), "recovery_ms": float("nan"),
                              "recovery_requests": None, "recovery_store_ms": float("nan"), "restart_ok": False,
-                             "error": None, "duplicates": None, "lost": None, "partial": None,
+                             "error": f"the query failed before the crash point: {_one_line(died)}" if died else None,
+                             "duplicates": None, "lost": None, "partial": None,
                              "verified_through": None, "seconds": float("nan")}
                 self.recorder.rows["cycles"].append(cycle_row)
                 row["cycles"] += 1
@@ -591,7 +593,7 @@ class Lab:
                     started = driver.wait("started", RESTART_LIMIT_S)
                     first = driver.wait("progress", RESTART_LIMIT_S)
                 except DriverGone as e:
-                    cycle_row["error"] = _one_line(str(e))
+                    cycle_row["error"] = "; ".join(filter(None, [cycle_row["error"], _one_line(str(e))]))
                     row["error"] = f"cycle {cycle}: restart failed: {cycle_row['error']}"
                     cycle_row["seconds"] = time.monotonic() - began
                     if bar:
