@@ -310,7 +310,14 @@ def cmd_crashlab(args) -> None:
     for workload in workloads:
         if not any(crashlab.CRASH_POINTS[p].applies_to(crashlab.WORKLOADS[workload]) for p in points):
             raise UsageError(f"no crash point of {','.join(points)} applies to workload {workload}")
-    plan = crashlab.CrashPlan(args.cycles, tuple(workloads), tuple(two_writers))
+    try:
+        starts = tuple(int(n) for n in args.two_writer_starts.split(","))
+    except ValueError:
+        raise UsageError(
+            f"--two-writer-starts takes batch counts such as 3,0, not {args.two_writer_starts!r}") from None
+    if any(n < 0 for n in starts):
+        raise UsageError(f"--two-writer-starts takes batch counts of 0 or more, not {args.two_writer_starts!r}")
+    plan = crashlab.CrashPlan(args.cycles, tuple(workloads), tuple(two_writers), two_writer_starts=starts)
     settings = runs.Settings(store, "cli", args.bucket, RESULTS / "raw")
     record = crashlab.crashes(settings, strategies, plan, points=tuple(points), seed=args.seed)
     print("\n\n".join(table.markdown() for table in report.crash_tables(record)))
@@ -398,6 +405,9 @@ def parser() -> argparse.ArgumentParser:
                    help="crash points, used in turn (default: all that apply)")
     c.add_argument("--two-writers", default="stateless",
                    help="workloads of a two-writer run per strategy (default stateless; none to skip)")
+    c.add_argument("--two-writer-starts", default="3,0",
+                   help="batches of the first driver before the second starts, one run each (default 3,0; "
+                        "0: both start together)")
     c.add_argument("--seed", type=int, default=1, help="of every random choice (default 1; recorded)")
     c.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
     c.set_defaults(run=cmd_crashlab)

@@ -9,8 +9,10 @@ proxy. The lab:
   restarted query's first committed batch, verify; repeat. After a clean stop at the end, verify
   again and count what was left behind.
 - **two writers** (``two_writers``): a zombie after failover. A second driver starts on a
-  checkpoint a first one is still running on; both run a few seconds; then both stop. Which
-  failed, with what error, and whether the output and the logs survived.
+  checkpoint a first one is still running on (after its first few batches, or together with it:
+  a job submitted twice, where both race for the same first files); both run until the second
+  has committed a batch or failed, and a few seconds more; then both stop. Which failed, with
+  what error, and whether the output and the logs survived (``classify``).
 
 Crash points (``CRASH_POINTS``, one entry each): ``random`` (a seeded random delay), or a request
 the metering proxy records, polled every few milliseconds: ``after-offsets`` (``offsets/N`` is
@@ -250,12 +252,22 @@ class Driver:
             time.sleep(0.01)
         return t
 
-    def stop(self, timeout: float = 120) -> None:
-        """Ask for a clean stop (``stop`` on stdin); kill the group if it takes longer than ``timeout``."""
+    def go(self) -> None:
+        """Start the query of a driver started with ``hold``."""
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def ask_to_stop(self) -> None:
+        """``stop`` on stdin, then stdin closed; returns at once."""
         if self.alive():
             with contextlib.suppress(OSError, ValueError):
                 self.proc.stdin.write("stop\n")
                 self.proc.stdin.close()
+
+    def stop(self, timeout: float = 120) -> None:
+        """Ask for a clean stop (``stop`` on stdin); kill the group if it takes longer than ``timeout``."""
+        if self.alive():
+            self.ask_to_stop()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout)
         self.kill()
@@ -414,25 +426,52 @@ def leftovers(spark, strategy: str, store, bucket: str, prefix: str, workload: W
 class CrashPlan:
     cycles: int  # kill/restart cycles per strategy x workload
     workloads: tuple[str, ...]
-    two_writers: tuple[str, ...]  # workloads of the two-writer runs, per strategy
+    two_writers: tuple[str, ...]  # workloads of the two-writer runs
+    two_writer_strategies: tuple[str, ...] | None = None  # None: every strategy measured
+    #: The first driver's batches before the second starts; 0: both start together.
+    two_writer_starts: tuple[int, ...] = (3,)
     rows_per_batch: int = 100
+
+    def two_writer_runs(self, strategies: list[str]) -> list[tuple[str, str, int]]:
+        chosen = [s for s in strategies if self.two_writer_strategies is None or s in self.two_writer_strategies]
+        return [(strategy, workload, start) for start in self.two_writer_starts for workload in self.two_writers
+                for strategy in chosen]
 
 
 PLANS = {
-    "smallest": CrashPlan(1, ("stateless",), ("stateless",)),
-    "quick": CrashPlan(2, MEASURED_WORKLOADS, ("stateless",)),
-    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS),
+    # CI: every benchmark once. One two-writer run: each costs two JVM starts.
+    "smallest": CrashPlan(1, ("stateless",), ("stateless",), ("conditional",)),
+    "quick": CrashPlan(2, ("stateless",), ("stateless",)),
+    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS, two_writer_starts=(3, 0)),
 }
-#: Measured wall time per crash cycle and per two-writer run (seconds; this project's 2-core VM
-#: shared with other jobs, embedded store): ``expected_seconds`` uses them to say a run's length.
-CYCLE_S = 30.0
-TWO_WRITERS_S = 60.0
-SERIES_OVERHEAD_S = 40.0  # the first driver's start and the final stop and checks of a series
+#: Wall time per crash cycle, per series beyond its cycles (the first driver's start, the clean
+#: stop, the checks at rest) and per two-writer run, in seconds: medians of the quick size on Ceph
+#: RGW on this project's 2-core VM while other jobs loaded it (load average 10-17; 866 s in all).
+#: ``expected_seconds`` uses them when no earlier record of the store says better.
+CYCLE_S = 46.0
+SERIES_OVERHEAD_S = 60.0
+TWO_WRITERS_S = 70.0
 
 
-def expected_seconds(plan: CrashPlan, strategies: int) -> float:
-    series = strategies * len(plan.workloads)
-    return series * (plan.cycles * CYCLE_S + SERIES_OVERHEAD_S) + strategies * len(plan.two_writers) * TWO_WRITERS_S
+def measured_times(previous: results.Results | None) -> tuple[float, float, float, str]:
+    """(seconds per cycle, per series beyond its cycles, per two-writer run, where they come from):
+    medians of an earlier record, else the constants above."""
+    from . import metrics
+
+    if previous is not None and len(previous.cycles) and "seconds" in previous.crash_series:
+        cycles = previous.cycles.groupby("series").seconds.sum()
+        series = previous.crash_series.set_index("series").seconds
+        overhead = metrics.median((series - cycles.reindex(series.index, fill_value=0)).dropna())
+        two = metrics.median(previous.two_writers.seconds) if len(previous.two_writers) else TWO_WRITERS_S
+        return (metrics.median(previous.cycles.seconds), overhead, two,
+                f"as measured by the run of {previous.environment.get('created', '?')}")
+    return CYCLE_S, SERIES_OVERHEAD_S, TWO_WRITERS_S, "as measured when the lab was written"
+
+
+def expected_seconds(plan: CrashPlan, strategies: list[str], previous: results.Results | None = None) -> float:
+    cycle, overhead, two, _ = measured_times(previous)
+    series = len(strategies) * len(plan.workloads)
+    return series * (plan.cycles * cycle + overhead) + len(plan.two_writer_runs(strategies)) * two
 
 
 class Lab:
@@ -493,17 +532,20 @@ class Lab:
         driver.kill()
         return landed, time.monotonic() - start
 
-    def _recovery(self, prefix: str, mark: int, t0: float, progress_end: float) -> tuple[float, int]:
-        """(ms from ``t0`` to the end of the request that stored the first ``commits/N``, requests
-        in that window); the batch's progress end if no such request is found."""
+    def _recovery(self, prefix: str, mark: int, t0: float, progress_end: float) -> tuple[float, int, float]:
+        """From ``t0`` to the end of the request that stored the first ``commits/N`` (the batch's
+        progress end if no such request is found): (ms, the requests in that window, their summed
+        store-side ms: the part of the recovery spent waiting on the store, one request at a time)."""
         for _ in range(20):
             events, _ = self._events(mark, prefix)
             events = [e for e in events if e.start >= t0]
             commit = next((e for e in events if publishes(e, "commits")), None)
             if commit is not None:
-                return (commit.end - t0) * 1000, sum(1 for e in events if e.end <= commit.end)
+                break
             time.sleep(0.05)
-        return (progress_end - t0) * 1000, sum(1 for e in events if e.end <= progress_end)
+        end = commit.end if commit is not None else progress_end
+        window = [e for e in events if e.end <= end]
+        return (end - t0) * 1000, len(window), sum(e.duration for e in window) * 1000
 
     def series(self, strategy: str, workload: str, cycles: int, points=DEFAULT_POINTS, bar=None) -> int:
         """``cycles`` kill/restart cycles of ``strategy`` x ``workload`` on a fresh checkpoint and
@@ -516,6 +558,7 @@ class Lab:
         prefix = f"crash/{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
         base = f"s3a://{self.bucket}/{prefix}"
         number = len(self.recorder.rows["crash_series"])
+        series_began = time.monotonic()
         row = {"series": number, "strategy": strategy, "workload": workload, "cycles": 0, "seed": self.seed,
                "rows_per_batch": self.rows_per_batch, "prefix": prefix, "error": None}
         driver = self.driver(strategy, workload, prefix)
@@ -528,6 +571,7 @@ class Lab:
                     bar.set_postfix_str(f"{strategy} x {workload}: cycle {cycle + 1}/{cycles}, {point.name}")
                 began = time.monotonic()
                 landed, waited = self._watch(driver, point, prefix, delay)
+                died = driver.failure()  # the query failed on its own before the crash point
                 offsets = max(log_ids(self.spark, strategy, f"{base}/checkpoint/offsets"), default=-1)
                 committed = last_committed(self.spark, strategy, f"{base}/checkpoint")
                 mark = self.store.proxy.mark()
@@ -537,8 +581,10 @@ class Lab:
                              "delay_s": delay if point.random_delay else float("nan"), "landed": landed,
                              "wait_s": waited, "offsets_at_kill": offsets, "committed_at_kill": committed,
                              "first_batch": None, "jvm_start_ms": float("nan"), "recovery_ms": float("nan"),
-                             "recovery_requests": None, "restart_ok": False, "error": None, "duplicates": None,
-                             "lost": None, "partial": None, "verified_through": None, "seconds": float("nan")}
+                             "recovery_requests": None, "recovery_store_ms": float("nan"), "restart_ok": False,
+                             "error": f"the query failed before the crash point: {_one_line(died)}" if died else None,
+                             "duplicates": None, "lost": None, "partial": None,
+                             "verified_through": None, "seconds": float("nan")}
                 self.recorder.rows["cycles"].append(cycle_row)
                 row["cycles"] += 1
                 try:
@@ -547,15 +593,16 @@ class Lab:
                     started = driver.wait("started", RESTART_LIMIT_S)
                     first = driver.wait("progress", RESTART_LIMIT_S)
                 except DriverGone as e:
-                    cycle_row["error"] = _one_line(str(e))
+                    cycle_row["error"] = "; ".join(filter(None, [cycle_row["error"], _one_line(str(e))]))
                     row["error"] = f"cycle {cycle}: restart failed: {cycle_row['error']}"
                     cycle_row["seconds"] = time.monotonic() - began
                     if bar:
                         bar.update()
                     break
-                recovery_ms, requests = self._recovery(prefix, mark, started["t0"], first["end"])
+                recovery_ms, requests, store_ms = self._recovery(prefix, mark, started["t0"], first["end"])
                 verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=False)
                 cycle_row.update(first_batch=first["batchId"], recovery_ms=recovery_ms, recovery_requests=requests,
+                                 recovery_store_ms=store_ms,
                                  restart_ok=True, duplicates=verdict.duplicates, lost=verdict.lost,
                                  partial=verdict.partial, verified_through=verdict.last,
                                  seconds=time.monotonic() - began)
@@ -568,7 +615,8 @@ class Lab:
         final = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
         left = leftovers(self.spark, strategy, self.store.inner, self.bucket, prefix, chosen)
         row.update(last_batch=final.last, duplicates=final.duplicates, lost=final.lost, partial=final.partial,
-                   unexpected=final.unexpected, **dataclasses.asdict(left))
+                   unexpected=final.unexpected, **dataclasses.asdict(left),
+                   seconds=time.monotonic() - series_began)
         self.recorder.rows["crash_series"].append(row)
         if not self.keep:
             self.store.inner.empty_bucket(self.bucket, prefix + "/")
@@ -577,45 +625,64 @@ class Lab:
     def two_writers(self, strategy: str, workload: str = "stateless", head_start: int = 3,
                     overlap_s: float = 5.0, bar=None) -> dict:
         """A second driver on the checkpoint and output a first is still running on (a zombie
-        after failover); both run ``overlap_s`` seconds once the second has started, then stop.
-        A row of ``two_writers``, also returned."""
+        after failover), started after the first's ``head_start`` batches (0: both queries start
+        together, a job submitted twice, so that both race for the same files from the first);
+        both run until the second has committed a batch or failed, and ``overlap_s`` seconds more,
+        then stop. A row of ``two_writers``, also returned."""
         chosen = WORKLOADS[workload]
         prefix = f"crash/two-{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
         base = f"s3a://{self.bucket}/{prefix}"
         if bar:
-            bar.set_postfix_str(f"two writers: {strategy} x {workload}")
-        mark = self.store.proxy.mark()
-        first = self.driver(strategy, workload, prefix)
-        second = None
-        row = {"strategy": strategy, "workload": workload, "seed": self.seed, "first_error": None,
+            bar.set_postfix_str(f"two writers: {strategy} x {workload}, head start {head_start}")
+        began, mark = time.monotonic(), self.store.proxy.mark()
+        first = self.driver(strategy, workload, prefix, hold=head_start == 0)
+        # The second JVM starts alongside the first; its query waits for "go".
+        second = self.driver(strategy, workload, prefix, hold=True)
+        row = {"strategy": strategy, "workload": workload, "head_start": head_start, "seed": self.seed,
+               "first_error": None,
                "second_error": None, "second_started": False, "first_batches": 0, "second_batches": 0,
                "verify_error": None}
         try:
+            if head_start == 0:
+                first.wait("ready", RESTART_LIMIT_S)
             for _ in range(head_start):
                 first.wait("progress", RESTART_LIMIT_S)
-            second = self.driver(strategy, workload, prefix)
             try:
+                second.wait("ready", RESTART_LIMIT_S)
+                if head_start == 0:
+                    first.go()
+                second.go()
                 second.wait("started", RESTART_LIMIT_S)
                 row["second_started"] = True
             except DriverGone:
                 pass
+            # Both run until the second has committed a batch or failed (its first batch can take
+            # many seconds in a cold JVM), then ``overlap_s`` more.
+            limit = time.monotonic() + RESTART_LIMIT_S
+            while (time.monotonic() < limit and first.alive() and second.alive()
+                   and second.first("progress") is None):
+                time.sleep(0.1)
             deadline = time.monotonic() + overlap_s
             while time.monotonic() < deadline and (first.alive() or second.alive()):
                 time.sleep(0.1)
         except DriverGone as e:
             row["first_error"] = _one_line(str(e))
         finally:
-            for driver in (first, second):
-                if driver is not None:
-                    driver.stop()
+            drivers = (first, second)
+            for driver in drivers:  # both asked at once: neither runs on alone while the other stops
+                driver.ask_to_stop()
+            for driver in drivers:
+                driver.stop()
         row["first_error"] = row["first_error"] or _one_line(first.failure())
-        row["second_error"] = _one_line(second.failure() if second else None) or (
-            None if second is None or row["second_started"] else _one_line(second.stderr_tail()))
+        went = second.first("ready") is not None and first.first("failed") is None
+        row["second_error"] = _one_line(second.failure()) or (
+            None if row["second_started"] or not went else _one_line(second.stderr_tail()))
         row["first_batches"] = sum(e["event"] == "progress" for e in first.events)
-        row["second_batches"] = sum(e["event"] == "progress" for e in second.events) if second else 0
+        row["second_batches"] = sum(e["event"] == "progress" for e in second.events)
         events, _ = self._events(mark, prefix)
-        row["overwritten_logs"] = overwritten_logs(events, self.store.inner, self.bucket, prefix,
-                                                   ckpt_impls.get(strategy).keys_mirror_paths)
+        twice = overwritten_logs(events, self.store.inner, self.bucket, prefix,
+                                 ckpt_impls.get(strategy).keys_mirror_paths)
+        row["overwritten_logs"], row["overwritten_files"] = len(twice), ",".join(twice)[:300] or None
         try:
             verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
             row.update(duplicates=verdict.duplicates, lost=verdict.lost, partial=verdict.partial,
@@ -624,6 +691,7 @@ class Lab:
             row.update(duplicates=None, lost=None, partial=None, unexpected=None, last_batch=None,
                        verify_error=_one_line(str(e)))
         row["outcome"] = classify(row)
+        row["seconds"] = time.monotonic() - began
         self.recorder.rows["two_writers"].append(row)
         if bar:
             bar.update()
@@ -634,7 +702,7 @@ class Lab:
 
 #: The errors of a query that found another writer's file where it meant to write its own.
 CONFLICT = re.compile(r"concurrent|already exists|FileAlreadyExists|Race while writing|Multiple streaming"
-                      r"|PreconditionFailed|412", re.I)
+                      r"|PreconditionFailed|412|CHECKPOINT_LOCATION_NOT_EMPTY", re.I)
 OUTCOMES = ("clean-error", "silent-damage", "both-ran-no-damage-seen", "other-error")
 
 
@@ -652,21 +720,22 @@ def classify(row: dict) -> str:
     return "other-error" if errors else "both-ran-no-damage-seen"
 
 
-def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_mirror_paths: bool) -> int:
-    """Metadata log files (offsets, commits, _spark_metadata) stored more than once: a log file is
-    written once, so a second successful write replaced the first. Seen in the proxy's requests
-    where keys mirror paths; for the manifest strategy, in the manifests' records (a ``put`` of a
-    name already put and not deleted since)."""
+def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_mirror_paths: bool) -> list[str]:
+    """Metadata log files (offsets, commits, _spark_metadata) stored more than once, relative to
+    ``prefix``: a log file is written once, so a second successful write replaced the first (the
+    proxy does not keep bodies, so whether the two differed is not known). Seen in the proxy's
+    requests where keys mirror paths; for the manifest strategy, in the manifests' records (a
+    ``put`` of a name already put and not deleted since)."""
     logs = ("offsets", "commits", "_spark_metadata")
     if keys_mirror_paths:
         writes: dict[str, int] = {}
         for e in events:
             if any(publishes(e, log) and "/_manifest/" not in e.key for log in logs):
                 writes[e.key] = writes.get(e.key, 0) + 1
-        return sum(1 for n in writes.values() if n > 1)
+        return sorted(key[len(prefix) + 1:] for key, n in writes.items() if n > 1)
     from ckpt_impls import manifest_format
 
-    s3, twice = store.client(), 0
+    s3, twice = store.client(), []
     logs = (f"{prefix}/checkpoint/offsets", f"{prefix}/checkpoint/commits", f"{prefix}/output/_spark_metadata")
     for directory in logs:
         live: set[str] = set()
@@ -675,7 +744,8 @@ def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_
             text = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
             for change in manifest_format.parse_record(text, int(key.rsplit("/", 1)[1])):
                 if change[0] == "put":
-                    twice += change[1] in live
+                    if change[1] in live:
+                        twice.append(f"{directory[len(prefix) + 1:]}/{change[1]}")
                     live.add(change[1])
                 elif change[0] == "del":
                     live.discard(change[1])
@@ -704,24 +774,29 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
 
     plan = plan or PLANS[settings.size]
     strategies = strategies or list(ckpt_impls.STRATEGIES)
+    try:
+        previous = results.read(results.directory(settings.raw, settings.store, "crashes"))
+    except (OSError, ValueError, KeyError):
+        previous = None
     total_cycles = plan.cycles * len(strategies) * len(plan.workloads)
-    two = len(strategies) * len(plan.two_writers)
-    say(f"crash lab: {total_cycles} crash cycles and {two} two-writer runs; expected about "
-        f"{expected_seconds(plan, len(strategies)) / 60:.0f} min ({CYCLE_S:.0f} s per cycle and "
-        f"{TWO_WRITERS_S:.0f} s per two-writer run as measured here)")
+    pairs = plan.two_writer_runs(strategies)
+    cycle, overhead, two, source = measured_times(previous)
+    say(f"crash lab: {total_cycles} crash cycles and {len(pairs)} two-writer runs; expected about "
+        f"{expected_seconds(plan, strategies, previous) / 60:.0f} min ({cycle:.0f} s per cycle, {overhead:.0f} s "
+        f"more per strategy x workload, {two:.0f} s per two-writer run, {source})")
+    sys.stdout.flush()
     recorder = results.Recorder()
     with runs.started_store(settings) as (store, bucket), contextlib.ExitStack() as stack:
         if spark is None:
             spark = session(strategies[0], {bucket: store.inner})
             stack.callback(spark.stop)
-        bar = progress.Recorder("crash lab", total_cycles + two, "cycle")
+        bar = progress.Recorder("crash lab", total_cycles + len(pairs), "cycle")
         with Lab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
             for workload in plan.workloads:
                 for strategy in strategies:
                     lab.series(strategy, workload, plan.cycles, points, bar=bar)
-            for workload in plan.two_writers:
-                for strategy in strategies:
-                    lab.two_writers(strategy, workload, bar=bar)
+            for strategy, workload, start in pairs:
+                lab.two_writers(strategy, workload, head_start=start, bar=bar)
         env = results.environment(store, "crashes", settings.size, dataclasses.asdict(plan), seed=seed,
                                   points=list(points), spark_master="local[2]")
     return runs.save(recorder.results(env), settings)

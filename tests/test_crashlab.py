@@ -41,11 +41,12 @@ def crash_lab(spark, store, keep: bool = False):
 @pytest.mark.parametrize("name, strategy, workload, points, cycles", [
     ("embedded", "conditional", "stateless", ("after-offsets", "random"), 2),
     ("embedded", "rename", "stateless", ("after-offsets",), 1),
-    ("embedded", "manifest", "stateless", ("after-sink-commit",), 1),
-    ("embedded", "conditional", "stateful", ("during-state-upload",), 1),
+    ("embedded", "manifest", "stateful", ("during-state-upload",), 1),
     ("ceph", "conditional", "stateless", ("after-offsets",), 1),
 ])
 def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strategy, workload, points, cycles):
+    """Killed inside a batch (after offsets/N, during the state upload) or anywhere (random); the
+    manifest strategy's sink log and checkpoint are read through its own manager."""
     with crash_lab(spark, lab.get(name)) as (crash, recorder):
         crash.series(strategy, workload, cycles, points)
     record = recorder.results({})
@@ -152,15 +153,17 @@ def test_a_log_file_written_twice_is_caught(spark, lab):
                     "output/_spark_metadata/5", "checkpoint/.5.tmp"):
             s3.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=b"v1")
         events = metered.proxy.events_since(mark)
-        assert crashlab.overwritten_logs(events, store, bucket, prefix, keys_mirror_paths=True) == 1
-        assert crashlab.overwritten_logs(events[2:], store, bucket, prefix, keys_mirror_paths=True) == 0
+        assert crashlab.overwritten_logs(events, store, bucket, prefix, keys_mirror_paths=True) == [
+            "checkpoint/offsets/5"]
+        assert crashlab.overwritten_logs(events[2:], store, bucket, prefix, keys_mirror_paths=True) == []
 
     files = CheckpointFiles(spark, "manifest", store, f"{prefix}-m/checkpoint")
     files.write("offsets/5", b"a")
     files.write("commits/5", b"a")
-    assert crashlab.overwritten_logs([], store, bucket, f"{prefix}-m", keys_mirror_paths=False) == 0
+    assert crashlab.overwritten_logs([], store, bucket, f"{prefix}-m", keys_mirror_paths=False) == []
     files.write("offsets/5", b"b", overwrite=True)
-    assert crashlab.overwritten_logs([], store, bucket, f"{prefix}-m", keys_mirror_paths=False) == 1
+    assert crashlab.overwritten_logs([], store, bucket, f"{prefix}-m", keys_mirror_paths=False) == [
+        "checkpoint/offsets/5"]
     store.empty_bucket(bucket, prefix)
 
 
@@ -221,6 +224,10 @@ def test_metrics_over_a_fixed_record(tmp_path):
                                           "seed": 1, "rows_per_batch": 100, "prefix": "p", "error": "cycle 3: x",
                                           "last_batch": 9, "duplicates": 5, "lost": 2, "partial": 1, "unexpected": 0,
                                           "temp_objects": 0, "orphan_files": 3, "pending_uploads": 1, "objects": 50})
+    for start, outcome in ((3, "clean-error"), (0, "silent-damage")):
+        recorder.rows["two_writers"].append({"strategy": "direct", "workload": "stateless", "head_start": start,
+                                             "seed": 1, "outcome": outcome, "overwritten_logs": int(start == 0),
+                                             "overwritten_files": "checkpoint/offsets/0" if start == 0 else None})
     record = results.read(recorder.results({"schema_version": results.SCHEMA_VERSION, "store": "t",
                                             "experiment": "crashes"}).write(tmp_path / "t-crashes"))
     assert metrics.crash_cycles(record, "direct") == 4
@@ -231,8 +238,12 @@ def test_metrics_over_a_fixed_record(tmp_path):
     assert metrics.jvm_start_percentile(record, "direct", 50) == 2500.0
     assert metrics.duplicated_rows(record, "direct") == 5 and metrics.lost_rows(record, "direct") == 2
     assert metrics.cycles_not_exactly_once(record, "direct") == 1
+    assert metrics.kills_inside_a_batch(record, "direct") == 4  # offsets 3, commits 2 in every row
     assert [metrics.leftover_objects(record, "direct", k) for k in metrics.LEFTOVER_KINDS] == [0, 3, 1]
     assert metrics.crash_cycles(record, "direct", "stateful") == 0
+    assert metrics.two_writer_outcome_is(record, "direct", "clean-error", "stateless", 3) == 1.0
+    assert metrics.two_writer_outcome_is(record, "direct", "silent-damage", "stateless", 0) == 1.0
+    assert metrics.two_writer_run(record, "direct", "stateless", 0).overwritten_files == "checkpoint/offsets/0"
 
 
 @pytest.mark.parametrize("args, says", [
@@ -241,6 +252,7 @@ def test_metrics_over_a_fixed_record(tmp_path):
     (["--cycles", "0"], "--cycles must be at least 1"),
     (["--strategies", "rename,nope"], "unknown strategy 'nope'"),
     (["--store", "hdfs"], "unknown store 'hdfs'"),
+    (["--two-writer-starts", "3,soon"], "--two-writer-starts takes batch counts"),
     (["--workloads", "stateless", "--points", "during-state-upload"], "no crash point of during-state-upload"),
 ])
 def test_bad_input_is_one_line(args, says):
