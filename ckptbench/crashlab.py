@@ -61,6 +61,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ckpt_impls
+from infra.faults import Kill
 from infra.net import ending_with_us, proc_stat
 from infra.s3ops import Event
 
@@ -86,6 +87,8 @@ class Workload:
     batch_sql: str
     rows_in: Callable[[int, int], int]
     exactly_once: bool = True  # False: a deliberately broken sink, for the verifier's tests
+    points: tuple[str, ...] | None = None  # the only crash points it is measured at (None: all that apply)
+    conf: dict = dataclasses.field(default_factory=dict)  # Spark settings its driver needs
 
 
 WORKLOADS = {w.name: w for w in (
@@ -95,6 +98,12 @@ WORKLOADS = {w.name: w for w in (
     Workload("stateful", "rate-micro-batch -> dropDuplicates(value) -> parquet file sink (append)", True,
              "CASE WHEN value < 0 THEN 0 ELSE floor(value / ({rows} DIV 2)) END",
              lambda batch, rows: rows if batch == 0 else rows // 2),
+    # Each sink file is ~6 MiB uncompressed (128 KiB a row, 50 rows a task), over S3A's 5 MiB
+    # block, so S3A writes it as a multipart upload: the workload of ``during-multipart-upload``.
+    Workload("wide", "rate-micro-batch -> 128 KiB a row, uncompressed -> parquet file sink (multipart uploads)",
+             False, "floor(value / {rows})", lambda batch, rows: rows, points=("during-multipart-upload",),
+             conf={"spark.hadoop.fs.s3a.multipart.size": "5242880",
+                   "spark.sql.parquet.compression.codec": "uncompressed"}),
     Workload("unsafe-foreach", "rate-micro-batch -> foreachBatch appending parquet, no batch-id check "
              "(NOT idempotent, on purpose)", False, "floor(value / {rows})", lambda batch, rows: rows,
              exactly_once=False),
@@ -123,16 +132,23 @@ def publishes(event: Event, log: str) -> bool:
 @dataclasses.dataclass(frozen=True)
 class CrashPoint:
     """Where in a query's life the lab kills the driver: after a seeded random delay
-    (``random_delay``) or as soon as the metering proxy has recorded a request ``match``es."""
+    (``random_delay``); as soon as the metering proxy has recorded a request that ``match``es
+    (polled: the kill lands a few milliseconds after that request's answer); or inside a request:
+    ``inside(prefix)`` names ``(op, key pattern)`` pairs, and the proxy itself kills the driver
+    when the first request matching one of them arrives, before forwarding it
+    (``infra.faults.Kill``), so the store never sees it."""
 
     name: str
     description: str
     match: Callable[[Event], bool] | None = None
     random_delay: bool = False
     stateful_only: bool = False
+    inside: Callable[[str], tuple[tuple[str, str], ...]] | None = None
 
     def applies_to(self, workload: Workload) -> bool:
-        return workload.stateful or not self.stateful_only
+        if workload.points is not None:
+            return self.name in workload.points
+        return (workload.stateful or not self.stateful_only) and self.name not in ONLY_FOR_THEIR_WORKLOAD
 
 
 CRASH_POINTS = {p.name: p for p in (
@@ -144,9 +160,27 @@ CRASH_POINTS = {p.name: p for p in (
                "commits/N not yet",
                lambda e: publishes(e, "_spark_metadata") or (e.op == "PUT" and 200 <= e.status < 300
                                                              and e.key.endswith("/_SUCCESS"))),
+    # The request that publishes offsets/N: rename's COPY of its staged temp file, direct's and
+    # conditional's PUT of the file itself, manifest's PUT of the record naming its staged object.
+    CrashPoint("inside-publish", "inside the manager call writing offsets/N, at the request that "
+               "publishes it (after rename's and manifest's staging)",
+               inside=lambda prefix: (("COPY", rf"^{re.escape(prefix)}/checkpoint/offsets/\d+$"),
+                                      ("PUT", rf"^{re.escape(prefix)}/checkpoint/offsets/(\d+|_manifest/r/\d+)$"))),
+    # manifest compacts each directory's records every 10; the others' compaction is the file
+    # sink's _spark_metadata N.compact (every 10 batches), through the strategy.
+    CrashPoint("during-compaction", "at the write of a compaction: a manifest compact, or the file "
+               "sink's _spark_metadata N.compact",
+               inside=lambda prefix: (("PUT", rf"^{re.escape(prefix)}/.*/_manifest/c/\d+$"),
+                                      ("PUT", rf"^{re.escape(prefix)}/output/_spark_metadata/\d+\.compact$"),
+                                      ("COPY", rf"^{re.escape(prefix)}/output/_spark_metadata/\d+\.compact$"))),
+    CrashPoint("during-multipart-upload", "a sink file's multipart upload started, at its first part",
+               inside=lambda prefix: (("MPU_PART", rf"^{re.escape(prefix)}/output/part-"),)),
 )}
+#: Points measured only with the workloads that name them (``Workload.points``).
+ONLY_FOR_THEIR_WORKLOAD = ("during-multipart-upload",)
 #: Each cycle's crash point in turn, from those that apply to the workload.
-DEFAULT_POINTS = ("random", "after-offsets", "during-state-upload", "after-sink-commit")
+DEFAULT_POINTS = ("random", "after-offsets", "during-state-upload", "after-sink-commit", "inside-publish",
+                  "during-compaction", "during-multipart-upload")
 RANDOM_DELAY_S = (0.0, 3.0)  # the random point's delay, uniform, after the lab starts watching
 WAIT_LIMIT_S = 60.0  # a point whose request never comes: killed then anyway, ``landed`` False
 RESTART_LIMIT_S = 300.0  # a restart with no committed batch by then failed
@@ -431,18 +465,36 @@ class CrashPlan:
     #: The first driver's batches before the second starts; 0: both start together.
     two_writer_starts: tuple[int, ...] = (3,)
     rows_per_batch: int = 100
+    multipart_cycles: int = 0  # cycles of the ``wide`` workload (the multipart-upload point) per strategy
+    #: (K, N): this run is part K of N of the plan: its share of each series' cycles and of the
+    #: two-writer runs (``part``); the parts' records merge on reading (``results.read``).
+    part: tuple[int, int] = (1, 1)
+
+    def series_cycles(self) -> list[tuple[str, int]]:
+        """(workload, cycles) of each strategy's series in this part."""
+        k, n = self.part
+        share = [(w, c // n + (k <= c % n)) for w, c in
+                 [*((w, self.cycles) for w in self.workloads), ("wide", self.multipart_cycles)]]
+        return [(w, c) for w, c in share if c > 0]
 
     def two_writer_runs(self, strategies: list[str]) -> list[tuple[str, str, int]]:
         chosen = [s for s in strategies if self.two_writer_strategies is None or s in self.two_writer_strategies]
-        return [(strategy, workload, start) for start in self.two_writer_starts for workload in self.two_writers
-                for strategy in chosen]
+        every = [(strategy, workload, start) for start in self.two_writer_starts for workload in self.two_writers
+                 for strategy in chosen]
+        k, n = self.part
+        return every[k - 1::n]
+
+    def in_part(self, k: int, n: int) -> CrashPlan:
+        if not 1 <= k <= n:
+            raise ValueError(f"a part is K/N with 1 <= K <= N, not {k}/{n}")
+        return dataclasses.replace(self, part=(k, n))
 
 
 PLANS = {
     # CI: every benchmark once. One two-writer run: each costs two JVM starts.
     "smallest": CrashPlan(1, ("stateless",), ("stateless",), ("conditional",)),
     "quick": CrashPlan(2, ("stateless",), ("stateless",)),
-    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS, two_writer_starts=(3, 0)),
+    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS, two_writer_starts=(3, 0), multipart_cycles=3),
 }
 #: Wall time per crash cycle, per series beyond its cycles (the first driver's start, the clean
 #: stop, the checks at rest) and per two-writer run, in seconds: medians of the quick size on Ceph
@@ -470,8 +522,8 @@ def measured_times(previous: results.Results | None) -> tuple[float, float, floa
 
 def expected_seconds(plan: CrashPlan, strategies: list[str], previous: results.Results | None = None) -> float:
     cycle, overhead, two, _ = measured_times(previous)
-    series = len(strategies) * len(plan.workloads)
-    return series * (plan.cycles * cycle + overhead) + len(plan.two_writer_runs(strategies)) * two
+    per_strategy = sum(cycles * cycle + overhead for _, cycles in plan.series_cycles())
+    return len(strategies) * per_strategy + len(plan.two_writer_runs(strategies)) * two
 
 
 class Lab:
@@ -501,7 +553,8 @@ class Lab:
     def driver(self, strategy: str, workload: str, prefix: str, **extra) -> Driver:
         config = Config(strategy=strategy, workload=workload, bucket=self.bucket,
                         store=StoreSpec.of(self.store), checkpoint=f"s3a://{self.bucket}/{prefix}/checkpoint",
-                        output=f"s3a://{self.bucket}/{prefix}/output", rows_per_batch=self.rows_per_batch, **extra)
+                        output=f"s3a://{self.bucket}/{prefix}/output", rows_per_batch=self.rows_per_batch,
+                        conf=WORKLOADS[workload].conf, **extra)
         driver = Driver(config, self.logs / f"{prefix.replace('/', '_')}-{len(self.drivers)}.log")
         self.drivers.append(driver)
         return driver
@@ -513,6 +566,8 @@ class Lab:
     def _watch(self, driver: Driver, point: CrashPoint, prefix: str, delay: float) -> tuple[bool, float]:
         """Wait for ``point`` (or its delay), then kill ``driver``: (landed, seconds waited)."""
         start = time.monotonic()
+        if point.inside is not None:
+            return self._kill_inside(driver, point, prefix), time.monotonic() - start
         mark = self.store.proxy.mark()
         landed = False
         while driver.alive():
@@ -531,6 +586,23 @@ class Lab:
             time.sleep(POLL_S)
         driver.kill()
         return landed, time.monotonic() - start
+
+    def _kill_inside(self, driver: Driver, point: CrashPoint, prefix: str) -> bool:
+        """Have the proxy kill ``driver`` at the first request ``point.inside`` names (or kill it
+        after ``WAIT_LIMIT_S``); whether the proxy's kill did it."""
+        proxy = self.store.proxy
+        seen = len(proxy.injections())
+        try:
+            for op, key in point.inside(prefix):
+                proxy.inject(Kill(driver.pid, False, op, key))
+            deadline = time.monotonic() + WAIT_LIMIT_S
+            while driver.alive() and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+        finally:
+            proxy.clear_faults()  # before any restart: the rules that did not fire must not take the next driver
+        driver.kill()
+        return any(i.fault == "kill-before-forwarding" and i.key.startswith(prefix + "/")
+                   for i in proxy.injections()[seen:])
 
     def _recovery(self, prefix: str, mark: int, t0: float, progress_end: float) -> tuple[float, int, float]:
         """From ``t0`` to the end of the request that stored the first ``commits/N`` (the batch's
@@ -774,14 +846,19 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
 
     plan = plan or PLANS[settings.size]
     strategies = strategies or list(ckpt_impls.STRATEGIES)
+    where = results.directory(settings.raw, settings.store, "crashes")
     try:
-        previous = results.read(results.directory(settings.raw, settings.store, "crashes"))
+        previous = results.read(where)
     except (OSError, ValueError, KeyError):
         previous = None
-    total_cycles = plan.cycles * len(strategies) * len(plan.workloads)
+    if plan.part != (1, 1):  # each part its own random choices, recorded
+        seed = seed * 100 + plan.part[0]
+    total_cycles = len(strategies) * sum(cycles for _, cycles in plan.series_cycles())
     pairs = plan.two_writer_runs(strategies)
     cycle, overhead, two, source = measured_times(previous)
-    say(f"crash lab: {total_cycles} crash cycles and {len(pairs)} two-writer runs; expected about "
+    part = f" part {plan.part[0]} of {plan.part[1]}" if plan.part != (1, 1) else ""
+    say(f"crash lab{part}: {total_cycles} crash cycles "
+        f"and {len(pairs)} two-writer runs; expected about "
         f"{expected_seconds(plan, strategies, previous) / 60:.0f} min ({cycle:.0f} s per cycle, {overhead:.0f} s "
         f"more per strategy x workload, {two:.0f} s per two-writer run, {source})")
     sys.stdout.flush()
@@ -790,16 +867,27 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
         if spark is None:
             spark = session(strategies[0], {bucket: store.inner})
             stack.callback(spark.stop)
+
+        def save(finished: bool) -> results.Results:
+            """The record so far, written: after every series, so that a long run stopped (or out
+            of time) keeps its finished series; ``finished`` says whether the plan was done."""
+            env = results.environment(store, "crashes", settings.size, dataclasses.asdict(plan), seed=seed,
+                                      points=list(points), spark_master="local[2]", finished=finished)
+            record = recorder.results(env)
+            if plan.part == (1, 1):
+                return runs.save(record, settings)
+            results.write_part(record, where, *plan.part)
+            return record
+
         bar = progress.Recorder("crash lab", total_cycles + len(pairs), "cycle")
         with Lab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
-            for workload in plan.workloads:
+            for workload, cycles in plan.series_cycles():
                 for strategy in strategies:
-                    lab.series(strategy, workload, plan.cycles, points, bar=bar)
+                    lab.series(strategy, workload, cycles, points, bar=bar)
+                    save(finished=False)
             for strategy, workload, start in pairs:
                 lab.two_writers(strategy, workload, head_start=start, bar=bar)
-        env = results.environment(store, "crashes", settings.size, dataclasses.asdict(plan), seed=seed,
-                                  points=list(points), spark_master="local[2]")
-    return runs.save(recorder.results(env), settings)
+        return save(finished=True)
 
 
 crashes.timeout = 6 * 3600

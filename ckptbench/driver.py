@@ -110,6 +110,10 @@ def start_query(spark, config: Config):
     if config.workload == "stateless":
         return workloads.parquet_sink(workloads.replayable(spark, config.rows_per_batch),
                                       config.checkpoint, config.output, config.trigger)
+    if config.workload == "wide":  # 128 KiB of incompressible-enough text a row (sha2 differs per row)
+        rows = workloads.replayable(spark, config.rows_per_batch)
+        wide = rows.selectExpr("value", "repeat(sha2(cast(value AS string), 256), 2048) AS pad")
+        return workloads.parquet_sink(wide, config.checkpoint, config.output, config.trigger)
     if config.workload == "stateful":
         return workloads.deduplicated(*args, config.rows_per_batch, config.trigger)
     if config.workload == "unsafe-foreach":

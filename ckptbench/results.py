@@ -53,6 +53,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import re
+import shutil
 import socket
 import subprocess
 from pathlib import Path
@@ -181,6 +183,8 @@ class Results:
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.parquet"):
             stale.unlink()
+        for stale in directory.glob("part-*-of-*"):  # parts of an earlier run split in parts
+            shutil.rmtree(stale)
         for name, frame in self.tables.items():
             if not frame.empty:
                 frame.to_parquet(directory / f"{name}.parquet", index=False)
@@ -188,8 +192,58 @@ class Results:
         return directory
 
 
+#: A part of a record split in parts (``write_part``), under the record's directory.
+PART = re.compile(r"part-(\d+)-of-(\d+)")
+
+
+def write_part(record: Results, directory: Path, k: int, n: int) -> Path:
+    """Write ``record`` as part ``k`` of ``n`` of the record in ``directory`` (replacing that part,
+    the parts of a split into another number of parts, and a whole record there); ``read`` of
+    ``directory`` then merges its parts."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in [*directory.glob("*.parquet"), *directory.glob("environment.json")]:
+        stale.unlink()
+    for other in directory.glob("part-*-of-*"):
+        if (m := PART.fullmatch(other.name)) and int(m.group(2)) != n:
+            shutil.rmtree(other)
+    part = Results({**record.environment, "part": [k, n]}, record.tables)
+    return part.write(directory / f"part-{k}-of-{n}")
+
+
+def merge(parts: list[Results]) -> Results:
+    """One record of ``parts`` (of one experiment): their tables one after the other, series and
+    run numbers renumbered so that no two parts share one; the environment is the first part's,
+    with each part's ``part``, ``created``, ``commit`` and ``seed`` under ``parts``."""
+    tables: dict[str, list[pd.DataFrame]] = {}
+    offsets = {"series": 0, "run": 0}
+    for record in parts:
+        for name, table in record.tables.items():
+            frame = table.copy()
+            for column in offsets:
+                if column in frame:
+                    frame[column] += offsets[column]
+            tables.setdefault(name, []).append(frame)
+        for column in offsets:
+            numbers = [record.tables[name][column].max() for name in record.tables if column in record.tables[name]
+                       and len(record.tables[name])]
+            offsets[column] += int(max(numbers, default=-1)) + 1
+    env = {**parts[0].environment, "parts": [{k: p.environment.get(k) for k in ("part", "created", "commit", "seed")}
+                                             for p in parts]}
+    env.pop("part", None)
+    return Results(env, {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items()})
+
+
+def parts_of(directory: Path) -> list[Path]:
+    """The part directories of a record split in parts, in part order (none for a whole record)."""
+    found = [(int(m.group(1)), p) for p in directory.glob("part-*-of-*") if (m := PART.fullmatch(p.name))]
+    return [p for _, p in sorted(found) if (p / "environment.json").exists()]
+
+
 def read(directory: Path) -> Results:
-    """The record written to ``directory`` by ``Results.write``."""
+    """The record written to ``directory`` by ``Results.write`` (or its parts' by
+    ``write_part``, merged)."""
+    if not (directory / "environment.json").exists() and (parts := parts_of(directory)):
+        return merge([read(part) for part in parts])
     env = json.loads((directory / "environment.json").read_text())
     version = env.get("schema_version")
     if version not in (1, 2, SCHEMA_VERSION):
@@ -211,13 +265,18 @@ def read(directory: Path) -> Results:
 def read_all(raw: Path) -> dict[str, dict[str, Results]]:
     """``{store: {experiment: Results}}`` for every record under ``raw``; another schema's are skipped."""
     out: dict[str, dict[str, Results]] = {}
-    for env_file in sorted(raw.glob("*/environment.json")):
+    for record_dir in record_dirs(raw):
         try:
-            record = read(env_file.parent)
+            record = read(record_dir)
         except SchemaMismatch:
             continue
         out.setdefault(record.environment["store"], {})[record.environment["experiment"]] = record
     return out
+
+
+def record_dirs(raw: Path) -> list[Path]:
+    """The directories under ``raw`` holding a record, whole or in parts."""
+    return sorted(d for d in raw.glob("*") if (d / "environment.json").exists() or parts_of(d))
 
 
 def directory(raw: Path, store: str, experiment: str) -> Path:
