@@ -240,6 +240,10 @@ def _faults(name: str, record: results.Results) -> Section:
             f"{len(plan['seeds'])} run(s) (seeds) per strategy x workload x profile; a query that died or stalled was "
             f"restarted with the faults off for {plan['recovery_batches']} batches.",
             "Profiles: " + "; ".join(f"{profile}: {description}" for profile, description in profiles.items()) + "."]
+    findings = faultlab.eventual_findings(record)
+    if findings:
+        text.append("Pre-2020 S3 consistency (the eventual profiles, emulated by the proxy), what this run shows: "
+                    + " ".join(findings))
     if "aws-projection" in profiles:
         text.append("aws-projection is a projection to AWS S3 (latency and COPY throughput from published figures, "
                     "see infra/faults.py), not a measurement of it.")

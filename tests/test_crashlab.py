@@ -43,10 +43,14 @@ def crash_lab(spark, store, keep: bool = False):
     ("embedded", "rename", "stateless", ("after-offsets",), 1),
     ("embedded", "manifest", "stateful", ("during-state-upload",), 1),
     ("ceph", "conditional", "stateless", ("after-offsets",), 1),
+    ("embedded", "rename", "stateless", ("inside-publish",), 1),
+    ("embedded", "manifest", "stateless", ("during-compaction",), 1),
+    ("embedded", "direct", "wide", ("during-multipart-upload",), 1),
 ])
 def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strategy, workload, points, cycles):
-    """Killed inside a batch (after offsets/N, during the state upload) or anywhere (random); the
-    manifest strategy's sink log and checkpoint are read through its own manager."""
+    """Killed inside a batch (after offsets/N, during the state upload), anywhere (random), or by
+    the proxy inside a request (publishing offsets/N, writing a compaction, a multipart upload's
+    first part); the manifest strategy's sink log and checkpoint are read through its own manager."""
     with crash_lab(spark, lab.get(name)) as (crash, recorder):
         crash.series(strategy, workload, cycles, points)
     record = recorder.results({})
@@ -56,7 +60,11 @@ def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strate
         assert row.landed, f"{row.crash_point} was never reached"
         assert (row.duplicates, row.lost, row.partial) == (0, 0, 0)
         assert row.jvm_start_ms > 0 and row.recovery_ms > 0 and row.recovery_requests > 0
-        if row.crash_point != "random":
+        if row.crash_point == "inside-publish":
+            # The proxy killed the driver at the COPY publishing offsets/N: never stored.
+            assert row.offsets_at_kill == row.committed_at_kill
+            assert row.first_batch == row.offsets_at_kill + 1
+        elif row.crash_point not in ("random", "during-compaction", "during-multipart-upload"):
             # Killed inside a batch: offsets/N stored, commits/N not; the restart re-runs batch N.
             assert row.offsets_at_kill == row.committed_at_kill + 1
             assert row.first_batch == row.offsets_at_kill
@@ -64,11 +72,27 @@ def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strate
     assert series.error is pd.NA or series.error is None
     assert (series.duplicates, series.lost, series.partial, series.unexpected) == (0, 0, 0, 0)
     assert series.last_batch >= record.cycles.first_batch.max()
-    assert series.pending_uploads == 0
+    # The upload the kill cut short stays pending (S3A purges pending uploads after a day).
+    assert series.pending_uploads == (cycles if points == ("during-multipart-upload",) else 0)
     if strategy != "rename":
         assert series.temp_objects == 0
     assert metrics.duplicated_rows(record, strategy) == metrics.lost_rows(record, strategy) == 0
     assert metrics.restart_failure_rate(record, strategy) == 0
+
+
+def test_a_kill_inside_a_request_lands_only_when_the_request_comes(spark, lab, monkeypatch):
+    """``landed`` is the proxy's own kill: a point whose request never comes is not landed (the
+    lab kills the driver itself when it has waited long enough), one whose request comes is."""
+    monkeypatch.setattr(crashlab, "WAIT_LIMIT_S", 3.0)
+    never = crashlab.CrashPoint("never", "no such request", inside=lambda prefix: (("MPU_PART", "^nowhere/"),))
+    with crash_lab(spark, lab.get("embedded")) as (crash, _):
+        for point, landed in ((never, False), (crashlab.CRASH_POINTS["inside-publish"], True)):
+            prefix = f"crash/landing-{uuid.uuid4().hex[:8]}"
+            driver = crash.driver("conditional", "stateless", prefix)
+            driver.wait("progress", crashlab.RESTART_LIMIT_S)
+            assert crash._watch(driver, point, prefix, 0.0)[0] == landed
+            assert not driver.alive()
+        assert [i.fault for i in crash.store.proxy.injections()] == ["kill-before-forwarding"]  # the second's
 
 
 def test_a_non_idempotent_sink_replaying_a_batch_is_caught(spark, lab):
@@ -253,6 +277,8 @@ def test_metrics_over_a_fixed_record(tmp_path):
     (["--strategies", "rename,nope"], "unknown strategy 'nope'"),
     (["--store", "hdfs"], "unknown store 'hdfs'"),
     (["--two-writer-starts", "3,soon"], "--two-writer-starts takes batch counts"),
+    (["--part", "3/2"], "--part takes K/N with 1 <= K <= N"),
+    (["--part", "half"], "--part takes K/N"),
     (["--workloads", "stateless", "--points", "during-state-upload"], "no crash point of during-state-upload"),
 ])
 def test_bad_input_is_one_line(args, says):
