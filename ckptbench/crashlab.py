@@ -14,17 +14,19 @@ proxy. The lab:
   has committed a batch or failed, and a few seconds more; then both stop. Which failed, with
   what error, and whether the output and the logs survived (``classify``).
 
-Crash points (``CRASH_POINTS``, one entry each): ``random`` (a seeded random delay), or a request
-the metering proxy records, polled every few milliseconds: ``after-offsets`` (``offsets/N`` is
-stored: the kill lands between ``offsets/N`` and ``commits/N``), ``during-state-upload`` (a state
-file of the batch is stored, others are not yet), ``after-sink-commit`` (the sink has committed
-the batch, ``commits/N`` is not written). Adding one is one entry: a name and a predicate over
-``infra.proxy.Event``. The proxy records a request as its response goes out, so a kill lands
-*after* a request, never inside one: points such as inside a manager call between staging and
-publishing (mid-PUT), during a multipart upload, or in the middle of a manifest compaction need
-the proxy to hold a matching request and let the lab kill while it is held; the proxy rewrite
-(``infra/proxy.py``, ``infra/faults.py``) is to provide that, and each such point is then one
-more entry here.
+Crash points (``CRASH_POINTS``, one entry each): ``random`` (a seeded random delay); after a
+request, polled every few milliseconds in the metering proxy's records (a kill lands after the
+request's answer, a few milliseconds late): ``after-offsets`` (``offsets/N`` is stored: the kill
+lands between ``offsets/N`` and ``commits/N``), ``during-state-upload`` (a state file of the batch
+is stored, others are not yet), ``after-sink-commit`` (the sink has committed the batch,
+``commits/N`` is not written); and inside a request, where the proxy itself kills the driver's
+process group when the request arrives, before forwarding it (``infra.faults.Kill``), so the store
+never sees it: ``inside-publish`` (inside the manager call writing ``offsets/N``, at the request
+that publishes it: after rename's and manifest's staging), ``during-compaction`` (the write of a
+manifest compact or of the file sink's ``_spark_metadata/N.compact``) and
+``during-multipart-upload`` (a sink file's first part, with the ``wide`` workload, whose files are
+multipart uploads). Adding one is one entry. A run of many cycles may be split in parts
+(``CrashPlan.in_part``, ``crashlab --part K/N``); ``results.read`` merges the parts' records.
 
 Verification (``verify``) reads what a user would: the sink through Spark
 (``spark.read.parquet(output)``, which trusts ``_spark_metadata``), in a SparkSession switched to
