@@ -73,7 +73,10 @@ def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strate
     assert (series.duplicates, series.lost, series.partial, series.unexpected) == (0, 0, 0, 0)
     assert series.last_batch >= record.cycles.first_batch.max()
     # The upload the kill cut short stays pending (S3A purges pending uploads after a day).
-    assert series.pending_uploads == (cycles if points == ("during-multipart-upload",) else 0)
+    if points == ("during-multipart-upload",):
+        assert series.pending_uploads >= cycles  # one per sink file in flight
+    else:
+        assert series.pending_uploads == 0
     if strategy != "rename":
         assert series.temp_objects == 0
     assert metrics.duplicated_rows(record, strategy) == metrics.lost_rows(record, strategy) == 0
