@@ -870,12 +870,14 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
             spark = session(strategies[0], {bucket: store.inner})
             stack.callback(spark.stop)
 
+        # Taken at the start: the commit that ran, not the one checked out when a part is saved.
+        env = results.environment(store, "crashes", settings.size, dataclasses.asdict(plan), seed=seed,
+                                  points=list(points), spark_master="local[2]")
+
         def save(finished: bool) -> results.Results:
             """The record so far, written: after every series, so that a long run stopped (or out
             of time) keeps its finished series; ``finished`` says whether the plan was done."""
-            env = results.environment(store, "crashes", settings.size, dataclasses.asdict(plan), seed=seed,
-                                      points=list(points), spark_master="local[2]", finished=finished)
-            record = recorder.results(env)
+            record = recorder.results({**env, "finished": finished})
             if plan.part == (1, 1):
                 return runs.save(record, settings)
             results.write_part(record, where, *plan.part)
