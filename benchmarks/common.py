@@ -25,6 +25,7 @@ PLAN = SETTINGS.plan
 STRATEGIES = list(ckpt_impls.STRATEGIES)
 WORKLOADS = list(PLAN.workloads)
 CRASH_PLAN = crashlab.PLANS[SETTINGS.size]
+TWO_WRITER_STRATEGIES = sorted({s for s, *_ in CRASH_PLAN.two_writer_runs(STRATEGIES)}, key=STRATEGIES.index)
 
 
 def streaming():

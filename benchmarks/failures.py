@@ -29,6 +29,10 @@ class CrashCycles:
     def track_cycles(self, results, strategy, workload):
         return metrics.crash_cycles(results, strategy, workload)
 
+    def track_kills_inside_a_batch(self, results, strategy, workload):
+        """Cycles whose kill left offsets/N without commits/N, so the restart re-ran batch N."""
+        return metrics.kills_inside_a_batch(results, strategy, workload)
+
     def track_restart_failure_rate(self, results, strategy, workload):
         return metrics.restart_failure_rate(results, strategy, workload)
 
@@ -64,7 +68,7 @@ class CrashCycles:
     def track_pending_uploads_left(self, results, strategy, workload):
         return metrics.leftover_objects(results, strategy, "pending_uploads", workload)
 
-    track_cycles.unit = track_cycles_not_exactly_once.unit = "cycles"
+    track_cycles.unit = track_cycles_not_exactly_once.unit = track_kills_inside_a_batch.unit = "cycles"
     track_restart_failure_rate.unit = "share of cycles"
     track_duplicated_rows.unit = track_lost_rows.unit = "rows"
     track_recovery_p50_ms.unit = track_recovery_p95_ms.unit = track_jvm_start_p50_ms.unit = "ms"
@@ -73,22 +77,24 @@ class CrashCycles:
 
 
 class TwoWriters:
-    """Two drivers on one checkpoint and output: 1 when the run ended as named, else 0.
-    ``clean-error``: one query failed on the other's file, output exactly-once; ``silent-damage``:
-    output not exactly-once (or unreadable) or a log file written twice."""
+    """Two drivers on one checkpoint and output, the second started after ``head_start`` batches of
+    the first (0: together): 1 when the run ended as named, else 0. ``clean-error``: a query failed
+    on the other's file, output exactly-once; ``silent-damage``: output not exactly-once (or
+    unreadable) or a log file written twice."""
 
-    params = [common.STRATEGIES, list(common.CRASH_PLAN.two_writers)]
-    param_names = ["strategy", "workload"]
+    params = [common.TWO_WRITER_STRATEGIES, list(common.CRASH_PLAN.two_writers),
+              list(common.CRASH_PLAN.two_writer_starts)]
+    param_names = ["strategy", "workload", "head_start"]
     setup_cache = staticmethod(common.crashes)
 
-    def track_clean_error(self, results, strategy, workload):
-        return metrics.two_writer_outcome_is(results, strategy, "clean-error", workload)
+    def track_clean_error(self, results, strategy, workload, head_start):
+        return metrics.two_writer_outcome_is(results, strategy, "clean-error", workload, head_start)
 
-    def track_silent_damage(self, results, strategy, workload):
-        return metrics.two_writer_outcome_is(results, strategy, "silent-damage", workload)
+    def track_silent_damage(self, results, strategy, workload, head_start):
+        return metrics.two_writer_outcome_is(results, strategy, "silent-damage", workload, head_start)
 
-    def track_overwritten_log_files(self, results, strategy, workload):
-        return float(metrics.two_writer_run(results, strategy, workload).overwritten_logs)
+    def track_overwritten_log_files(self, results, strategy, workload, head_start):
+        return float(metrics.two_writer_run(results, strategy, workload, head_start).overwritten_logs)
 
     track_clean_error.unit = track_silent_damage.unit = "yes (1) / no (0)"
     track_overwritten_log_files.unit = "files"

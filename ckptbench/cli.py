@@ -26,6 +26,7 @@ from ckpt_impls.jars import JarsMissing
 from infra.faults import PROFILES, describe_profiles
 
 from .crashlab import DEFAULT_POINTS
+from .crashlab import PLANS as CRASH_PLANS
 from .runs import PLANS, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,10 +252,10 @@ def cmd_faultlab(args) -> None:
 
 
 def cmd_report(args) -> None:
-    from . import report
+    from . import report, results
 
     out = Path(args.results).resolve() if args.results else RESULTS
-    if not any((out / "raw").glob("*/environment.json")):
+    if not results.record_dirs(out / "raw"):
         raise UsageError(f"no records in {out / 'raw'}: run `make bench` first (or name --results DIR)")
     written = report.write(out)
     print(f"report: {written[0]} ({len(written) - 1} figures beside it)")
@@ -297,25 +298,53 @@ def cmd_deploy(args) -> None:
 
 
 def cmd_crashlab(args) -> None:
-    from . import crashlab, report, results, runs
+    from . import crashlab, progress, report, results, runs
 
     store = args.store or runs.default_store()
     _names(store, infra.STORES, "store")
     strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
-    workloads = _names(args.workloads, crashlab.WORKLOADS, "workload")
-    two_writers = [] if args.two_writers in ("", "none") else _names(args.two_writers, crashlab.WORKLOADS, "workload")
+    plan = crashlab.PLANS[args.size] if args.size else crashlab.CrashPlan(3, ("stateless", "stateful"), ("stateless",),
+                                                                           two_writer_starts=(3, 0))
+    changes = {}
+    if args.workloads is not None:
+        changes["workloads"] = tuple(_names(args.workloads, crashlab.WORKLOADS, "workload"))
+    if args.two_writers is not None:
+        changes["two_writers"] = () if args.two_writers in ("", "none") else tuple(
+            _names(args.two_writers, crashlab.WORKLOADS, "workload"))
     points = _names(args.points, crashlab.CRASH_POINTS, "crash point")
-    if args.cycles < 1:
-        raise UsageError(f"--cycles must be at least 1, not {args.cycles}")
-    for workload in workloads:
+    if args.cycles is not None:
+        if args.cycles < 1:
+            raise UsageError(f"--cycles must be at least 1, not {args.cycles}")
+        changes["cycles"] = args.cycles
+    for workload in changes.get("workloads", plan.workloads):
         if not any(crashlab.CRASH_POINTS[p].applies_to(crashlab.WORKLOADS[workload]) for p in points):
             raise UsageError(f"no crash point of {','.join(points)} applies to workload {workload}")
-    plan = crashlab.CrashPlan(args.cycles, tuple(workloads), tuple(two_writers))
-    settings = runs.Settings(store, "cli", args.bucket, RESULTS / "raw")
-    record = crashlab.crashes(settings, strategies, plan, points=tuple(points), seed=args.seed)
+    if args.two_writer_starts is not None:
+        try:
+            changes["two_writer_starts"] = starts = tuple(int(n) for n in args.two_writer_starts.split(","))
+        except ValueError:
+            raise UsageError(
+                f"--two-writer-starts takes batch counts such as 3,0, not {args.two_writer_starts!r}") from None
+        if any(n < 0 for n in starts):
+            raise UsageError(f"--two-writer-starts takes batch counts of 0 or more, not {args.two_writer_starts!r}")
+    plan = dataclasses.replace(plan, **changes)
+    if args.part:
+        k, _, n = args.part.partition("/")
+        try:
+            plan = plan.in_part(int(k), int(n))
+        except ValueError:
+            raise UsageError(f"--part takes K/N with 1 <= K <= N (say 2/4), not {args.part!r}") from None
+    settings = runs.Settings(store, args.size or "cli", args.bucket, RESULTS / "raw")
+    with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp, progress.shown(Path(tmp, "progress")):
+        os.environ[progress.ENV] = str(Path(tmp, "progress"))  # the lab's bar, shown on stderr
+        record = crashlab.crashes(settings, strategies, plan, points=tuple(points), seed=args.seed)
+    where = results.directory(settings.raw, store, "crashes")
+    if plan.part != (1, 1):
+        record = results.read(where)  # every part written so far, merged
+        print(f"the parts written so far: {', '.join(p.name for p in results.parts_of(where))}")
     print("\n\n".join(table.markdown() for table in report.crash_tables(record)))
-    print(f"\nrecord: {results.directory(settings.raw, store, 'crashes').relative_to(ROOT)} "
-          f"(seed {args.seed}; the same tables are in results/report/index.html after a bench run)")
+    print(f"\nrecord: {where.relative_to(ROOT)} (seed {args.seed}; the same tables are in "
+          "results/report/index.html after a bench run or `python -m ckptbench report`)")
 
 
 SPARK_HELP = (f"the Spark version to run on: {', '.join(SPARK_VENVS)} (default: the running pyspark's); the "
@@ -390,14 +419,23 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: ceph where it can start here, "
                                    "else embedded)")
     c.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
-    c.add_argument("--workloads", default="stateless,stateful",
-                   help="comma-separated, of: stateless, stateful (default both); unsafe-foreach is a sink "
-                        "that is not idempotent on purpose")
-    c.add_argument("--cycles", type=int, default=3, help="kill/restart cycles per strategy x workload (default 3)")
+    c.add_argument("--size", choices=list(CRASH_PLANS),
+                   help="a named plan: smallest, quick (what bench runs) or full (25 cycles per strategy x "
+                        "workload, stateless and stateful, plus 3 multipart-upload cycles and the two-writer runs); "
+                        "the options below change it. Default: 3 cycles of each workload")
+    c.add_argument("--part", metavar="K/N",
+                   help="run part K of N of the plan (its share of every series' cycles and of the two-writer "
+                        "runs, its own seed); the parts' records (results/raw/<store>-crashes/part-K-of-N) are "
+                        "read merged by report and by this command")
+    c.add_argument("--workloads", help="comma-separated, of: stateless, stateful, wide (the multipart-upload "
+                                       "point's); unsafe-foreach is a sink that is not idempotent on purpose")
+    c.add_argument("--cycles", type=int, help="kill/restart cycles per strategy x workload")
     c.add_argument("--points", default=",".join(DEFAULT_POINTS),
                    help="crash points, used in turn (default: all that apply)")
-    c.add_argument("--two-writers", default="stateless",
-                   help="workloads of a two-writer run per strategy (default stateless; none to skip)")
+    c.add_argument("--two-writers", help="workloads of a two-writer run per strategy (none to skip)")
+    c.add_argument("--two-writer-starts",
+                   help="batches of the first driver before the second starts, one run each (such as 3,0; "
+                        "0: both start together)")
     c.add_argument("--seed", type=int, default=1, help="of every random choice (default 1; recorded)")
     c.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
     c.set_defaults(run=cmd_crashlab)

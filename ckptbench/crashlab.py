@@ -9,20 +9,24 @@ proxy. The lab:
   restarted query's first committed batch, verify; repeat. After a clean stop at the end, verify
   again and count what was left behind.
 - **two writers** (``two_writers``): a zombie after failover. A second driver starts on a
-  checkpoint a first one is still running on; both run a few seconds; then both stop. Which
-  failed, with what error, and whether the output and the logs survived.
+  checkpoint a first one is still running on (after its first few batches, or together with it:
+  a job submitted twice, where both race for the same first files); both run until the second
+  has committed a batch or failed, and a few seconds more; then both stop. Which failed, with
+  what error, and whether the output and the logs survived (``classify``).
 
-Crash points (``CRASH_POINTS``, one entry each): ``random`` (a seeded random delay), or a request
-the metering proxy records, polled every few milliseconds: ``after-offsets`` (``offsets/N`` is
-stored: the kill lands between ``offsets/N`` and ``commits/N``), ``during-state-upload`` (a state
-file of the batch is stored, others are not yet), ``after-sink-commit`` (the sink has committed
-the batch, ``commits/N`` is not written). Adding one is one entry: a name and a predicate over
-``infra.proxy.Event``. The proxy records a request as its response goes out, so a kill lands
-*after* a request, never inside one: points such as inside a manager call between staging and
-publishing (mid-PUT), during a multipart upload, or in the middle of a manifest compaction need
-the proxy to hold a matching request and let the lab kill while it is held; the proxy rewrite
-(``infra/proxy.py``, ``infra/faults.py``) is to provide that, and each such point is then one
-more entry here.
+Crash points (``CRASH_POINTS``, one entry each): ``random`` (a seeded random delay); after a
+request, polled every few milliseconds in the metering proxy's records (a kill lands after the
+request's answer, a few milliseconds late): ``after-offsets`` (``offsets/N`` is stored: the kill
+lands between ``offsets/N`` and ``commits/N``), ``during-state-upload`` (a state file of the batch
+is stored, others are not yet), ``after-sink-commit`` (the sink has committed the batch,
+``commits/N`` is not written); and inside a request, where the proxy itself kills the driver's
+process group when the request arrives, before forwarding it (``infra.faults.Kill``), so the store
+never sees it: ``inside-publish`` (inside the manager call writing ``offsets/N``, at the request
+that publishes it: after rename's and manifest's staging), ``during-compaction`` (the write of a
+manifest compact or of the file sink's ``_spark_metadata/N.compact``) and
+``during-multipart-upload`` (a sink file's first part, with the ``wide`` workload, whose files are
+multipart uploads). Adding one is one entry. A run of many cycles may be split in parts
+(``CrashPlan.in_part``, ``crashlab --part K/N``); ``results.read`` merges the parts' records.
 
 Verification (``verify``) reads what a user would: the sink through Spark
 (``spark.read.parquet(output)``, which trusts ``_spark_metadata``), in a SparkSession switched to
@@ -59,6 +63,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ckpt_impls
+from infra.faults import Kill
 from infra.net import ending_with_us, proc_stat
 from infra.s3ops import Event
 
@@ -84,6 +89,8 @@ class Workload:
     batch_sql: str
     rows_in: Callable[[int, int], int]
     exactly_once: bool = True  # False: a deliberately broken sink, for the verifier's tests
+    points: tuple[str, ...] | None = None  # the only crash points it is measured at (None: all that apply)
+    conf: dict = dataclasses.field(default_factory=dict)  # Spark settings its driver needs
 
 
 WORKLOADS = {w.name: w for w in (
@@ -93,6 +100,12 @@ WORKLOADS = {w.name: w for w in (
     Workload("stateful", "rate-micro-batch -> dropDuplicates(value) -> parquet file sink (append)", True,
              "CASE WHEN value < 0 THEN 0 ELSE floor(value / ({rows} DIV 2)) END",
              lambda batch, rows: rows if batch == 0 else rows // 2),
+    # Each sink file is ~6 MiB uncompressed (128 KiB a row, 50 rows a task), over S3A's 5 MiB
+    # block, so S3A writes it as a multipart upload: the workload of ``during-multipart-upload``.
+    Workload("wide", "rate-micro-batch -> 128 KiB a row, uncompressed -> parquet file sink (multipart uploads)",
+             False, "floor(value / {rows})", lambda batch, rows: rows, points=("during-multipart-upload",),
+             conf={"spark.hadoop.fs.s3a.multipart.size": "5242880",
+                   "spark.sql.parquet.compression.codec": "uncompressed"}),
     Workload("unsafe-foreach", "rate-micro-batch -> foreachBatch appending parquet, no batch-id check "
              "(NOT idempotent, on purpose)", False, "floor(value / {rows})", lambda batch, rows: rows,
              exactly_once=False),
@@ -121,16 +134,23 @@ def publishes(event: Event, log: str) -> bool:
 @dataclasses.dataclass(frozen=True)
 class CrashPoint:
     """Where in a query's life the lab kills the driver: after a seeded random delay
-    (``random_delay``) or as soon as the metering proxy has recorded a request ``match``es."""
+    (``random_delay``); as soon as the metering proxy has recorded a request that ``match``es
+    (polled: the kill lands a few milliseconds after that request's answer); or inside a request:
+    ``inside(prefix)`` names ``(op, key pattern)`` pairs, and the proxy itself kills the driver
+    when the first request matching one of them arrives, before forwarding it
+    (``infra.faults.Kill``), so the store never sees it."""
 
     name: str
     description: str
     match: Callable[[Event], bool] | None = None
     random_delay: bool = False
     stateful_only: bool = False
+    inside: Callable[[str], tuple[tuple[str, str], ...]] | None = None
 
     def applies_to(self, workload: Workload) -> bool:
-        return workload.stateful or not self.stateful_only
+        if workload.points is not None:
+            return self.name in workload.points
+        return (workload.stateful or not self.stateful_only) and self.name not in ONLY_FOR_THEIR_WORKLOAD
 
 
 CRASH_POINTS = {p.name: p for p in (
@@ -142,9 +162,27 @@ CRASH_POINTS = {p.name: p for p in (
                "commits/N not yet",
                lambda e: publishes(e, "_spark_metadata") or (e.op == "PUT" and 200 <= e.status < 300
                                                              and e.key.endswith("/_SUCCESS"))),
+    # The request that publishes offsets/N: rename's COPY of its staged temp file, direct's and
+    # conditional's PUT of the file itself, manifest's PUT of the record naming its staged object.
+    CrashPoint("inside-publish", "inside the manager call writing offsets/N, at the request that "
+               "publishes it (after rename's and manifest's staging)",
+               inside=lambda prefix: (("COPY", rf"^{re.escape(prefix)}/checkpoint/offsets/\d+$"),
+                                      ("PUT", rf"^{re.escape(prefix)}/checkpoint/offsets/(\d+|_manifest/r/\d+)$"))),
+    # manifest compacts each directory's records every 10; the others' compaction is the file
+    # sink's _spark_metadata N.compact (every 10 batches), through the strategy.
+    CrashPoint("during-compaction", "at the write of a compaction: a manifest compact, or the file "
+               "sink's _spark_metadata N.compact",
+               inside=lambda prefix: (("PUT", rf"^{re.escape(prefix)}/.*/_manifest/c/\d+$"),
+                                      ("PUT", rf"^{re.escape(prefix)}/output/_spark_metadata/\d+\.compact$"),
+                                      ("COPY", rf"^{re.escape(prefix)}/output/_spark_metadata/\d+\.compact$"))),
+    CrashPoint("during-multipart-upload", "a sink file's multipart upload started, at its first part",
+               inside=lambda prefix: (("MPU_PART", rf"^{re.escape(prefix)}/output/part-"),)),
 )}
+#: Points measured only with the workloads that name them (``Workload.points``).
+ONLY_FOR_THEIR_WORKLOAD = ("during-multipart-upload",)
 #: Each cycle's crash point in turn, from those that apply to the workload.
-DEFAULT_POINTS = ("random", "after-offsets", "during-state-upload", "after-sink-commit")
+DEFAULT_POINTS = ("random", "after-offsets", "during-state-upload", "after-sink-commit", "inside-publish",
+                  "during-compaction", "during-multipart-upload")
 RANDOM_DELAY_S = (0.0, 3.0)  # the random point's delay, uniform, after the lab starts watching
 WAIT_LIMIT_S = 60.0  # a point whose request never comes: killed then anyway, ``landed`` False
 RESTART_LIMIT_S = 300.0  # a restart with no committed batch by then failed
@@ -250,12 +288,22 @@ class Driver:
             time.sleep(0.01)
         return t
 
-    def stop(self, timeout: float = 120) -> None:
-        """Ask for a clean stop (``stop`` on stdin); kill the group if it takes longer than ``timeout``."""
+    def go(self) -> None:
+        """Start the query of a driver started with ``hold``."""
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def ask_to_stop(self) -> None:
+        """``stop`` on stdin, then stdin closed; returns at once."""
         if self.alive():
             with contextlib.suppress(OSError, ValueError):
                 self.proc.stdin.write("stop\n")
                 self.proc.stdin.close()
+
+    def stop(self, timeout: float = 120) -> None:
+        """Ask for a clean stop (``stop`` on stdin); kill the group if it takes longer than ``timeout``."""
+        if self.alive():
+            self.ask_to_stop()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout)
         self.kill()
@@ -414,25 +462,70 @@ def leftovers(spark, strategy: str, store, bucket: str, prefix: str, workload: W
 class CrashPlan:
     cycles: int  # kill/restart cycles per strategy x workload
     workloads: tuple[str, ...]
-    two_writers: tuple[str, ...]  # workloads of the two-writer runs, per strategy
+    two_writers: tuple[str, ...]  # workloads of the two-writer runs
+    two_writer_strategies: tuple[str, ...] | None = None  # None: every strategy measured
+    #: The first driver's batches before the second starts; 0: both start together.
+    two_writer_starts: tuple[int, ...] = (3,)
     rows_per_batch: int = 100
+    multipart_cycles: int = 0  # cycles of the ``wide`` workload (the multipart-upload point) per strategy
+    #: (K, N): this run is part K of N of the plan: its share of each series' cycles and of the
+    #: two-writer runs (``part``); the parts' records merge on reading (``results.read``).
+    part: tuple[int, int] = (1, 1)
+
+    def series_cycles(self) -> list[tuple[str, int]]:
+        """(workload, cycles) of each strategy's series in this part."""
+        k, n = self.part
+        share = [(w, c // n + (k <= c % n)) for w, c in
+                 [*((w, self.cycles) for w in self.workloads), ("wide", self.multipart_cycles)]]
+        return [(w, c) for w, c in share if c > 0]
+
+    def two_writer_runs(self, strategies: list[str]) -> list[tuple[str, str, int]]:
+        chosen = [s for s in strategies if self.two_writer_strategies is None or s in self.two_writer_strategies]
+        every = [(strategy, workload, start) for start in self.two_writer_starts for workload in self.two_writers
+                 for strategy in chosen]
+        k, n = self.part
+        return every[k - 1::n]
+
+    def in_part(self, k: int, n: int) -> CrashPlan:
+        if not 1 <= k <= n:
+            raise ValueError(f"a part is K/N with 1 <= K <= N, not {k}/{n}")
+        return dataclasses.replace(self, part=(k, n))
 
 
 PLANS = {
-    "smallest": CrashPlan(1, ("stateless",), ("stateless",)),
-    "quick": CrashPlan(2, MEASURED_WORKLOADS, ("stateless",)),
-    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS),
+    # CI: every benchmark once. One two-writer run: each costs two JVM starts.
+    "smallest": CrashPlan(1, ("stateless",), ("stateless",), ("conditional",)),
+    "quick": CrashPlan(2, ("stateless",), ("stateless",)),
+    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS, two_writer_starts=(3, 0), multipart_cycles=3),
 }
-#: Measured wall time per crash cycle and per two-writer run (seconds; this project's 2-core VM
-#: shared with other jobs, embedded store): ``expected_seconds`` uses them to say a run's length.
-CYCLE_S = 30.0
-TWO_WRITERS_S = 60.0
-SERIES_OVERHEAD_S = 40.0  # the first driver's start and the final stop and checks of a series
+#: Wall time per crash cycle, per series beyond its cycles (the first driver's start, the clean
+#: stop, the checks at rest) and per two-writer run, in seconds: medians of the quick size on Ceph
+#: RGW on this project's 2-core VM while other jobs loaded it (load average 10-17; 866 s in all).
+#: ``expected_seconds`` uses them when no earlier record of the store says better.
+CYCLE_S = 46.0
+SERIES_OVERHEAD_S = 60.0
+TWO_WRITERS_S = 70.0
 
 
-def expected_seconds(plan: CrashPlan, strategies: int) -> float:
-    series = strategies * len(plan.workloads)
-    return series * (plan.cycles * CYCLE_S + SERIES_OVERHEAD_S) + strategies * len(plan.two_writers) * TWO_WRITERS_S
+def measured_times(previous: results.Results | None) -> tuple[float, float, float, str]:
+    """(seconds per cycle, per series beyond its cycles, per two-writer run, where they come from):
+    medians of an earlier record, else the constants above."""
+    from . import metrics
+
+    if previous is not None and len(previous.cycles) and "seconds" in previous.crash_series:
+        cycles = previous.cycles.groupby("series").seconds.sum()
+        series = previous.crash_series.set_index("series").seconds
+        overhead = metrics.median((series - cycles.reindex(series.index, fill_value=0)).dropna())
+        two = metrics.median(previous.two_writers.seconds) if len(previous.two_writers) else TWO_WRITERS_S
+        return (metrics.median(previous.cycles.seconds), overhead, two,
+                f"as measured by the run of {previous.environment.get('created', '?')}")
+    return CYCLE_S, SERIES_OVERHEAD_S, TWO_WRITERS_S, "as measured when the lab was written"
+
+
+def expected_seconds(plan: CrashPlan, strategies: list[str], previous: results.Results | None = None) -> float:
+    cycle, overhead, two, _ = measured_times(previous)
+    per_strategy = sum(cycles * cycle + overhead for _, cycles in plan.series_cycles())
+    return len(strategies) * per_strategy + len(plan.two_writer_runs(strategies)) * two
 
 
 class Lab:
@@ -462,7 +555,8 @@ class Lab:
     def driver(self, strategy: str, workload: str, prefix: str, **extra) -> Driver:
         config = Config(strategy=strategy, workload=workload, bucket=self.bucket,
                         store=StoreSpec.of(self.store), checkpoint=f"s3a://{self.bucket}/{prefix}/checkpoint",
-                        output=f"s3a://{self.bucket}/{prefix}/output", rows_per_batch=self.rows_per_batch, **extra)
+                        output=f"s3a://{self.bucket}/{prefix}/output", rows_per_batch=self.rows_per_batch,
+                        conf=WORKLOADS[workload].conf, **extra)
         driver = Driver(config, self.logs / f"{prefix.replace('/', '_')}-{len(self.drivers)}.log")
         self.drivers.append(driver)
         return driver
@@ -474,6 +568,8 @@ class Lab:
     def _watch(self, driver: Driver, point: CrashPoint, prefix: str, delay: float) -> tuple[bool, float]:
         """Wait for ``point`` (or its delay), then kill ``driver``: (landed, seconds waited)."""
         start = time.monotonic()
+        if point.inside is not None:
+            return self._kill_inside(driver, point, prefix), time.monotonic() - start
         mark = self.store.proxy.mark()
         landed = False
         while driver.alive():
@@ -493,17 +589,37 @@ class Lab:
         driver.kill()
         return landed, time.monotonic() - start
 
-    def _recovery(self, prefix: str, mark: int, t0: float, progress_end: float) -> tuple[float, int]:
-        """(ms from ``t0`` to the end of the request that stored the first ``commits/N``, requests
-        in that window); the batch's progress end if no such request is found."""
+    def _kill_inside(self, driver: Driver, point: CrashPoint, prefix: str) -> bool:
+        """Have the proxy kill ``driver`` at the first request ``point.inside`` names (or kill it
+        after ``WAIT_LIMIT_S``); whether the proxy's kill did it."""
+        proxy = self.store.proxy
+        seen = len(proxy.injections())
+        try:
+            for op, key in point.inside(prefix):
+                proxy.inject(Kill(driver.pid, False, op, key))
+            deadline = time.monotonic() + WAIT_LIMIT_S
+            while driver.alive() and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+        finally:
+            proxy.clear_faults()  # before any restart: the rules that did not fire must not take the next driver
+        driver.kill()
+        return any(i.fault == "kill-before-forwarding" and i.key.startswith(prefix + "/")
+                   for i in proxy.injections()[seen:])
+
+    def _recovery(self, prefix: str, mark: int, t0: float, progress_end: float) -> tuple[float, int, float]:
+        """From ``t0`` to the end of the request that stored the first ``commits/N`` (the batch's
+        progress end if no such request is found): (ms, the requests in that window, their summed
+        store-side ms: the part of the recovery spent waiting on the store, one request at a time)."""
         for _ in range(20):
             events, _ = self._events(mark, prefix)
             events = [e for e in events if e.start >= t0]
             commit = next((e for e in events if publishes(e, "commits")), None)
             if commit is not None:
-                return (commit.end - t0) * 1000, sum(1 for e in events if e.end <= commit.end)
+                break
             time.sleep(0.05)
-        return (progress_end - t0) * 1000, sum(1 for e in events if e.end <= progress_end)
+        end = commit.end if commit is not None else progress_end
+        window = [e for e in events if e.end <= end]
+        return (end - t0) * 1000, len(window), sum(e.duration for e in window) * 1000
 
     def series(self, strategy: str, workload: str, cycles: int, points=DEFAULT_POINTS, bar=None) -> int:
         """``cycles`` kill/restart cycles of ``strategy`` x ``workload`` on a fresh checkpoint and
@@ -516,6 +632,7 @@ class Lab:
         prefix = f"crash/{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
         base = f"s3a://{self.bucket}/{prefix}"
         number = len(self.recorder.rows["crash_series"])
+        series_began = time.monotonic()
         row = {"series": number, "strategy": strategy, "workload": workload, "cycles": 0, "seed": self.seed,
                "rows_per_batch": self.rows_per_batch, "prefix": prefix, "error": None}
         driver = self.driver(strategy, workload, prefix)
@@ -528,6 +645,7 @@ class Lab:
                     bar.set_postfix_str(f"{strategy} x {workload}: cycle {cycle + 1}/{cycles}, {point.name}")
                 began = time.monotonic()
                 landed, waited = self._watch(driver, point, prefix, delay)
+                died = driver.failure()  # the query failed on its own before the crash point
                 offsets = max(log_ids(self.spark, strategy, f"{base}/checkpoint/offsets"), default=-1)
                 committed = last_committed(self.spark, strategy, f"{base}/checkpoint")
                 mark = self.store.proxy.mark()
@@ -537,8 +655,10 @@ class Lab:
                              "delay_s": delay if point.random_delay else float("nan"), "landed": landed,
                              "wait_s": waited, "offsets_at_kill": offsets, "committed_at_kill": committed,
                              "first_batch": None, "jvm_start_ms": float("nan"), "recovery_ms": float("nan"),
-                             "recovery_requests": None, "restart_ok": False, "error": None, "duplicates": None,
-                             "lost": None, "partial": None, "verified_through": None, "seconds": float("nan")}
+                             "recovery_requests": None, "recovery_store_ms": float("nan"), "restart_ok": False,
+                             "error": f"the query failed before the crash point: {_one_line(died)}" if died else None,
+                             "duplicates": None, "lost": None, "partial": None,
+                             "verified_through": None, "seconds": float("nan")}
                 self.recorder.rows["cycles"].append(cycle_row)
                 row["cycles"] += 1
                 try:
@@ -547,15 +667,16 @@ class Lab:
                     started = driver.wait("started", RESTART_LIMIT_S)
                     first = driver.wait("progress", RESTART_LIMIT_S)
                 except DriverGone as e:
-                    cycle_row["error"] = _one_line(str(e))
+                    cycle_row["error"] = "; ".join(filter(None, [cycle_row["error"], _one_line(str(e))]))
                     row["error"] = f"cycle {cycle}: restart failed: {cycle_row['error']}"
                     cycle_row["seconds"] = time.monotonic() - began
                     if bar:
                         bar.update()
                     break
-                recovery_ms, requests = self._recovery(prefix, mark, started["t0"], first["end"])
+                recovery_ms, requests, store_ms = self._recovery(prefix, mark, started["t0"], first["end"])
                 verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=False)
                 cycle_row.update(first_batch=first["batchId"], recovery_ms=recovery_ms, recovery_requests=requests,
+                                 recovery_store_ms=store_ms,
                                  restart_ok=True, duplicates=verdict.duplicates, lost=verdict.lost,
                                  partial=verdict.partial, verified_through=verdict.last,
                                  seconds=time.monotonic() - began)
@@ -568,7 +689,8 @@ class Lab:
         final = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
         left = leftovers(self.spark, strategy, self.store.inner, self.bucket, prefix, chosen)
         row.update(last_batch=final.last, duplicates=final.duplicates, lost=final.lost, partial=final.partial,
-                   unexpected=final.unexpected, **dataclasses.asdict(left))
+                   unexpected=final.unexpected, **dataclasses.asdict(left),
+                   seconds=time.monotonic() - series_began)
         self.recorder.rows["crash_series"].append(row)
         if not self.keep:
             self.store.inner.empty_bucket(self.bucket, prefix + "/")
@@ -577,45 +699,64 @@ class Lab:
     def two_writers(self, strategy: str, workload: str = "stateless", head_start: int = 3,
                     overlap_s: float = 5.0, bar=None) -> dict:
         """A second driver on the checkpoint and output a first is still running on (a zombie
-        after failover); both run ``overlap_s`` seconds once the second has started, then stop.
-        A row of ``two_writers``, also returned."""
+        after failover), started after the first's ``head_start`` batches (0: both queries start
+        together, a job submitted twice, so that both race for the same files from the first);
+        both run until the second has committed a batch or failed, and ``overlap_s`` seconds more,
+        then stop. A row of ``two_writers``, also returned."""
         chosen = WORKLOADS[workload]
         prefix = f"crash/two-{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
         base = f"s3a://{self.bucket}/{prefix}"
         if bar:
-            bar.set_postfix_str(f"two writers: {strategy} x {workload}")
-        mark = self.store.proxy.mark()
-        first = self.driver(strategy, workload, prefix)
-        second = None
-        row = {"strategy": strategy, "workload": workload, "seed": self.seed, "first_error": None,
+            bar.set_postfix_str(f"two writers: {strategy} x {workload}, head start {head_start}")
+        began, mark = time.monotonic(), self.store.proxy.mark()
+        first = self.driver(strategy, workload, prefix, hold=head_start == 0)
+        # The second JVM starts alongside the first; its query waits for "go".
+        second = self.driver(strategy, workload, prefix, hold=True)
+        row = {"strategy": strategy, "workload": workload, "head_start": head_start, "seed": self.seed,
+               "first_error": None,
                "second_error": None, "second_started": False, "first_batches": 0, "second_batches": 0,
                "verify_error": None}
         try:
+            if head_start == 0:
+                first.wait("ready", RESTART_LIMIT_S)
             for _ in range(head_start):
                 first.wait("progress", RESTART_LIMIT_S)
-            second = self.driver(strategy, workload, prefix)
             try:
+                second.wait("ready", RESTART_LIMIT_S)
+                if head_start == 0:
+                    first.go()
+                second.go()
                 second.wait("started", RESTART_LIMIT_S)
                 row["second_started"] = True
             except DriverGone:
                 pass
+            # Both run until the second has committed a batch or failed (its first batch can take
+            # many seconds in a cold JVM), then ``overlap_s`` more.
+            limit = time.monotonic() + RESTART_LIMIT_S
+            while (time.monotonic() < limit and first.alive() and second.alive()
+                   and second.first("progress") is None):
+                time.sleep(0.1)
             deadline = time.monotonic() + overlap_s
             while time.monotonic() < deadline and (first.alive() or second.alive()):
                 time.sleep(0.1)
         except DriverGone as e:
             row["first_error"] = _one_line(str(e))
         finally:
-            for driver in (first, second):
-                if driver is not None:
-                    driver.stop()
+            drivers = (first, second)
+            for driver in drivers:  # both asked at once: neither runs on alone while the other stops
+                driver.ask_to_stop()
+            for driver in drivers:
+                driver.stop()
         row["first_error"] = row["first_error"] or _one_line(first.failure())
-        row["second_error"] = _one_line(second.failure() if second else None) or (
-            None if second is None or row["second_started"] else _one_line(second.stderr_tail()))
+        went = second.first("ready") is not None and first.first("failed") is None
+        row["second_error"] = _one_line(second.failure()) or (
+            None if row["second_started"] or not went else _one_line(second.stderr_tail()))
         row["first_batches"] = sum(e["event"] == "progress" for e in first.events)
-        row["second_batches"] = sum(e["event"] == "progress" for e in second.events) if second else 0
+        row["second_batches"] = sum(e["event"] == "progress" for e in second.events)
         events, _ = self._events(mark, prefix)
-        row["overwritten_logs"] = overwritten_logs(events, self.store.inner, self.bucket, prefix,
-                                                   ckpt_impls.get(strategy).keys_mirror_paths)
+        twice = overwritten_logs(events, self.store.inner, self.bucket, prefix,
+                                 ckpt_impls.get(strategy).keys_mirror_paths)
+        row["overwritten_logs"], row["overwritten_files"] = len(twice), ",".join(twice)[:300] or None
         try:
             verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
             row.update(duplicates=verdict.duplicates, lost=verdict.lost, partial=verdict.partial,
@@ -624,6 +765,7 @@ class Lab:
             row.update(duplicates=None, lost=None, partial=None, unexpected=None, last_batch=None,
                        verify_error=_one_line(str(e)))
         row["outcome"] = classify(row)
+        row["seconds"] = time.monotonic() - began
         self.recorder.rows["two_writers"].append(row)
         if bar:
             bar.update()
@@ -634,7 +776,7 @@ class Lab:
 
 #: The errors of a query that found another writer's file where it meant to write its own.
 CONFLICT = re.compile(r"concurrent|already exists|FileAlreadyExists|Race while writing|Multiple streaming"
-                      r"|PreconditionFailed|412", re.I)
+                      r"|PreconditionFailed|412|CHECKPOINT_LOCATION_NOT_EMPTY", re.I)
 OUTCOMES = ("clean-error", "silent-damage", "both-ran-no-damage-seen", "other-error")
 
 
@@ -652,21 +794,22 @@ def classify(row: dict) -> str:
     return "other-error" if errors else "both-ran-no-damage-seen"
 
 
-def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_mirror_paths: bool) -> int:
-    """Metadata log files (offsets, commits, _spark_metadata) stored more than once: a log file is
-    written once, so a second successful write replaced the first. Seen in the proxy's requests
-    where keys mirror paths; for the manifest strategy, in the manifests' records (a ``put`` of a
-    name already put and not deleted since)."""
+def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_mirror_paths: bool) -> list[str]:
+    """Metadata log files (offsets, commits, _spark_metadata) stored more than once, relative to
+    ``prefix``: a log file is written once, so a second successful write replaced the first (the
+    proxy does not keep bodies, so whether the two differed is not known). Seen in the proxy's
+    requests where keys mirror paths; for the manifest strategy, in the manifests' records (a
+    ``put`` of a name already put and not deleted since)."""
     logs = ("offsets", "commits", "_spark_metadata")
     if keys_mirror_paths:
         writes: dict[str, int] = {}
         for e in events:
             if any(publishes(e, log) and "/_manifest/" not in e.key for log in logs):
                 writes[e.key] = writes.get(e.key, 0) + 1
-        return sum(1 for n in writes.values() if n > 1)
+        return sorted(key[len(prefix) + 1:] for key, n in writes.items() if n > 1)
     from ckpt_impls import manifest_format
 
-    s3, twice = store.client(), 0
+    s3, twice = store.client(), []
     logs = (f"{prefix}/checkpoint/offsets", f"{prefix}/checkpoint/commits", f"{prefix}/output/_spark_metadata")
     for directory in logs:
         live: set[str] = set()
@@ -675,7 +818,8 @@ def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_
             text = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
             for change in manifest_format.parse_record(text, int(key.rsplit("/", 1)[1])):
                 if change[0] == "put":
-                    twice += change[1] in live
+                    if change[1] in live:
+                        twice.append(f"{directory[len(prefix) + 1:]}/{change[1]}")
                     live.add(change[1])
                 elif change[0] == "del":
                     live.discard(change[1])
@@ -704,27 +848,50 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
 
     plan = plan or PLANS[settings.size]
     strategies = strategies or list(ckpt_impls.STRATEGIES)
-    total_cycles = plan.cycles * len(strategies) * len(plan.workloads)
-    two = len(strategies) * len(plan.two_writers)
-    say(f"crash lab: {total_cycles} crash cycles and {two} two-writer runs; expected about "
-        f"{expected_seconds(plan, len(strategies)) / 60:.0f} min ({CYCLE_S:.0f} s per cycle and "
-        f"{TWO_WRITERS_S:.0f} s per two-writer run as measured here)")
+    where = results.directory(settings.raw, settings.store, "crashes")
+    try:
+        previous = results.read(where)
+    except (OSError, ValueError, KeyError):
+        previous = None
+    if plan.part != (1, 1):  # each part its own random choices, recorded
+        seed = seed * 100 + plan.part[0]
+    total_cycles = len(strategies) * sum(cycles for _, cycles in plan.series_cycles())
+    pairs = plan.two_writer_runs(strategies)
+    cycle, overhead, two, source = measured_times(previous)
+    part = f" part {plan.part[0]} of {plan.part[1]}" if plan.part != (1, 1) else ""
+    say(f"crash lab{part}: {total_cycles} crash cycles "
+        f"and {len(pairs)} two-writer runs; expected about "
+        f"{expected_seconds(plan, strategies, previous) / 60:.0f} min ({cycle:.0f} s per cycle, {overhead:.0f} s "
+        f"more per strategy x workload, {two:.0f} s per two-writer run, {source})")
+    sys.stdout.flush()
     recorder = results.Recorder()
     with runs.started_store(settings) as (store, bucket), contextlib.ExitStack() as stack:
         if spark is None:
             spark = session(strategies[0], {bucket: store.inner})
             stack.callback(spark.stop)
-        bar = progress.Recorder("crash lab", total_cycles + two, "cycle")
-        with Lab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
-            for workload in plan.workloads:
-                for strategy in strategies:
-                    lab.series(strategy, workload, plan.cycles, points, bar=bar)
-            for workload in plan.two_writers:
-                for strategy in strategies:
-                    lab.two_writers(strategy, workload, bar=bar)
+
+        # Taken at the start: the commit that ran, not the one checked out when a part is saved.
         env = results.environment(store, "crashes", settings.size, dataclasses.asdict(plan), seed=seed,
                                   points=list(points), spark_master="local[2]")
-    return runs.save(recorder.results(env), settings)
+
+        def save(finished: bool) -> results.Results:
+            """The record so far, written: after every series, so that a long run stopped (or out
+            of time) keeps its finished series; ``finished`` says whether the plan was done."""
+            record = recorder.results({**env, "finished": finished})
+            if plan.part == (1, 1):
+                return runs.save(record, settings)
+            results.write_part(record, where, *plan.part)
+            return record
+
+        bar = progress.Recorder("crash lab", total_cycles + len(pairs), "cycle")
+        with Lab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
+            for workload, cycles in plan.series_cycles():
+                for strategy in strategies:
+                    lab.series(strategy, workload, cycles, points, bar=bar)
+                    save(finished=False)
+            for strategy, workload, start in pairs:
+                lab.two_writers(strategy, workload, head_start=start, bar=bar)
+        return save(finished=True)
 
 
 crashes.timeout = 6 * 3600

@@ -4,7 +4,9 @@ The settings AND the store's keys arrive as one JSON line on stdin (see ``Config
 command line: PySpark passes builder settings to the JVM on its command line, where ``ps`` shows
 them, so the keys go into the running session afterwards (``ckpt_impls.set_credentials``), as
 ``ckptbench.spark`` does. Further stdin lines: ``stop`` stops the query cleanly; so does stdin
-closing (the parent is gone).
+closing (the parent is gone). With ``hold`` set, the driver waits for a ``go`` line once its
+SparkSession is up before it starts the query (so a second driver's JVM can start while the
+first one's does).
 
 One JSON line per event goes to stdout, flushed at once; ``t`` is ``time.time()`` on this host,
 the clock the metering proxy stamps requests with:
@@ -84,6 +86,7 @@ class Config:
     batches: int | None = None  # stop cleanly after this many committed batches (None: when told)
     trigger: str = "100 milliseconds"
     compact_interval: int = 10  # of the file sink's _spark_metadata log
+    hold: bool = False  # wait for "go" on stdin before starting the query
     conf: dict = dataclasses.field(default_factory=dict)  # more Spark settings
 
     def to_json(self) -> str:
@@ -107,6 +110,10 @@ def start_query(spark, config: Config):
     if config.workload == "stateless":
         return workloads.parquet_sink(workloads.replayable(spark, config.rows_per_batch),
                                       config.checkpoint, config.output, config.trigger)
+    if config.workload == "wide":  # 128 KiB of incompressible-enough text a row (sha2 differs per row)
+        rows = workloads.replayable(spark, config.rows_per_batch)
+        wide = rows.selectExpr("value", "repeat(sha2(cast(value AS string), 256), 2048) AS pad")
+        return workloads.parquet_sink(wide, config.checkpoint, config.output, config.trigger)
     if config.workload == "stateful":
         return workloads.deduplicated(*args, config.rows_per_batch, config.trigger)
     if config.workload == "unsafe-foreach":
@@ -131,6 +138,12 @@ def main() -> int:
     jvm_pid = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()
     emit("ready", t=time.time(), pid=__import__("os").getpid(), jvm_pid=int(jvm_pid))
 
+    if config.hold:
+        line = sys.stdin.readline().strip()
+        if line != "go":
+            emit("stopped", t=time.time(), reason="stop" if line == "stop" else "stdin closed")
+            spark.stop()
+            return 0
     stop = threading.Event()
     reason = {"why": "stdin closed"}
 
@@ -179,7 +192,10 @@ def main() -> int:
 
 
 def _first_line(error) -> str:
-    text = str(error).strip()
+    """The first line of ``error``'s message; for a py4j error, the JVM exception's own (py4j's
+    says only which call failed)."""
+    java = getattr(error, "java_exception", None)
+    text = (str(java.toString()) if java is not None else str(error)).strip()
     return text.splitlines()[0][:500] if text else type(error).__name__
 
 

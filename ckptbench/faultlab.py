@@ -254,6 +254,40 @@ def summary(record: results.Results) -> list[dict]:
     return out
 
 
+def eventual_findings(record: results.Results) -> list[str]:
+    """What the ``eventual*`` profiles (pre-2020 S3 consistency, emulated) did in this record, in
+    words: per workload x profile, which strategies failed (died or stalled) and of what (``summary``'s
+    cause), which did not; then whether it reproduces the reference articles' failure, rename failing
+    where direct, conditional and manifest do not, and if not, what differs."""
+    rows = [r for r in summary(record) if r["profile"].startswith("eventual")]
+    if not rows:
+        return []
+    out, failed = [], {}
+    for workload, profile in dict.fromkeys((r["workload"], r["profile"]) for r in rows):
+        group = [r for r in rows if (r["workload"], r["profile"]) == (workload, profile)]
+        bad = [r for r in group if r["died"] or r["stalled"]]
+        fine = [r["strategy"] for r in group if not (r["died"] or r["stalled"])]
+        for r in bad:
+            failed.setdefault(r["strategy"], []).append(f"{profile} x {workload}")
+        died = "; ".join(f"{r['strategy']} in {r['died'] + r['stalled']} of {r['runs']} runs "
+                         f"({r['cause'][:160] or 'no cause recorded'})" for r in bad)
+        out.append(f"{profile} x {workload}: " + (f"failed: {died}" if bad else "no strategy failed")
+                   + (f"; no failure: {', '.join(fine)}." if fine else "; every strategy failed."))
+    others = sorted(set(failed) - {"rename"})
+    if "rename" in failed and not others:
+        verdict = ("So this run reproduces the reference articles' failure: rename fails under pre-2020 "
+                   "consistency where direct, conditional and manifest do not.")
+    elif "rename" in failed:
+        where = "; ".join(f"{s}: " + ", ".join(failed[s]) for s in others)
+        verdict = (f"rename fails as the reference articles describe, but this run does not show the others "
+                   f"safe: {', '.join(others)} failed too ({where}), "
+                   "for the causes above; only a strategy that failed nowhere survives pre-2020 consistency here.")
+    else:
+        verdict = ("rename did not fail in this run, so it does not reproduce the reference articles' failure"
+                   + (f"; {', '.join(others)} failed (causes above)." if others else "."))
+    return [*out, verdict]
+
+
 HEADER = ["workload", "profile", "strategy", "runs", "died", "stalled", "failed batches", "retried / run",
           "injected / run", "recovered", "exactly-once violations", "first failure's root cause"]
 
@@ -271,7 +305,8 @@ def table_rows(record: results.Results) -> list[list[str]]:
 
 
 def table(record: results.Results) -> str:
-    """A failure-lab record as a Markdown table."""
+    """A failure-lab record as a Markdown table, then what the eventual profiles did (``eventual_findings``)."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table_rows(record)]
-    return "\n".join(lines)
+    findings = eventual_findings(record)
+    return "\n".join(lines + (["", "Pre-2020 consistency (eventual profiles):", *findings] if findings else []))

@@ -283,6 +283,13 @@ def lost_rows(results: Results, strategy: str, workload: str | None = None) -> f
     return _series_sum(results, strategy, "lost", workload)
 
 
+def kills_inside_a_batch(results: Results, strategy: str, workload: str | None = None) -> float:
+    """Cycles whose kill left ``offsets/N`` without ``commits/N`` (the restart re-runs batch N):
+    the kills that test a replay, as opposed to those between batches."""
+    cycles = _of(results.cycles, strategy, workload)
+    return float((cycles.offsets_at_kill.astype(float) > cycles.committed_at_kill.astype(float)).sum())
+
+
 def cycles_not_exactly_once(results: Results, strategy: str, workload: str | None = None) -> float:
     """Cycles whose check after the restart found duplicated or lost rows or a partly visible batch."""
     cycles = _of(results.cycles, strategy, workload)
@@ -326,17 +333,22 @@ def leftover_objects(results: Results, strategy: str, kind: str, workload: str |
     return _series_sum(results, strategy, kind, workload)
 
 
-def two_writer_run(results: Results, strategy: str, workload: str = "stateless") -> pd.Series:
-    """The (last) two-writer run of ``strategy`` x ``workload``: its errors, checks and ``outcome``."""
+def two_writer_run(results: Results, strategy: str, workload: str = "stateless",
+                   head_start: int | None = None) -> pd.Series:
+    """The (last) two-writer run of ``strategy`` x ``workload`` (with the second driver started
+    after ``head_start`` batches, if given): its errors, checks and ``outcome``."""
     runs = _of(results.two_writers, strategy, workload)
+    if head_start is not None:
+        runs = runs[runs.head_start == head_start]
     if runs.empty:
-        raise KeyError(f"no two-writer run of {strategy} x {workload}")
+        raise KeyError(f"no two-writer run of {strategy} x {workload} (head start {head_start})")
     return runs.iloc[-1]
 
 
-def two_writer_outcome_is(results: Results, strategy: str, outcome: str, workload: str = "stateless") -> float:
+def two_writer_outcome_is(results: Results, strategy: str, outcome: str, workload: str = "stateless",
+                          head_start: int | None = None) -> float:
     """1.0 when the two-writer run's outcome is ``outcome`` (``crashlab.OUTCOMES``), else 0.0."""
-    return float(two_writer_run(results, strategy, workload).outcome == outcome)
+    return float(two_writer_run(results, strategy, workload, head_start).outcome == outcome)
 
 
 # -- the failure lab (ckptbench.faultlab) -----------------------------------------------------

@@ -18,6 +18,7 @@ import datetime as dt
 from pathlib import Path
 
 import jinja2
+import pandas as pd
 
 from . import cost, decide, faultlab, metrics, plots, results, runs
 
@@ -80,27 +81,36 @@ def crash_tables(record: results.Results) -> list[Table]:
         def m(metric, *args, spec=".0f", strategy=strategy, workload=workload):
             return _fmt(plots._value(metric, record, strategy, *args, workload), spec)
 
-        rows.append([strategy, workload, m(metrics.crash_cycles), m(metrics.restart_failure_rate, spec=".0%"),
+        rows.append([strategy, workload, f"{m(metrics.crash_cycles)} ({m(metrics.kills_inside_a_batch)})",
+                     m(metrics.restart_failure_rate, spec=".0%"),
                      m(metrics.duplicated_rows), m(metrics.lost_rows), m(metrics.cycles_not_exactly_once),
                      f"{m(metrics.recovery_percentile, 50)} / {m(metrics.recovery_percentile, 95)}",
                      m(metrics.recovery_requests), m(metrics.jvm_start_percentile, 50),
                      " / ".join(m(metrics.leftover_objects, kind) for kind in metrics.LEFTOVER_KINDS)])
     errors = record.crash_series.dropna(subset=["error"])
     tables = [Table("Kill -9 and restart: exactly-once per strategy",
-                    ["strategy", "workload", "cycles", "restart failures", "duplicated rows", "lost rows",
-                     "cycles not exactly-once", "recovery p50 / p95 (ms)", "recovery requests p50",
+                    ["strategy", "workload", "cycles (killed inside a batch)", "restart failures", "duplicated rows",
+                     "lost rows", "cycles not exactly-once", "recovery p50 / p95 (ms)", "recovery requests p50",
                      "JVM start p50 (ms)", "left: temp / orphan data / pending MPU"], rows,
                     " ".join(f"{row.strategy} x {row.workload} stopped early: {row.error}."
                              for row in errors.itertuples()))]
     if len(record.two_writers):
         tables.append(Table("Two drivers on one checkpoint (a zombie after a failover)",
-                            ["strategy", "workload", "outcome", "first driver's error", "second driver's error",
-                             "duplicated / lost rows", "log files written twice"],
-                            [[row.strategy, row.workload, row.outcome, _cell(row.first_error),
-                              _cell(row.second_error),
-                              "unreadable" if isinstance(row.verify_error, str) else f"{row.duplicates} / {row.lost}",
-                              str(row.overwritten_logs)] for row in record.two_writers.itertuples()]))
+                            ["strategy", "workload", "second started", "outcome", "first driver's error",
+                             "second driver's error", "duplicated / lost rows", "log files written twice"],
+                            [_two_writer_row(row) for row in record.two_writers.itertuples()]))
     return tables
+
+
+def _two_writer_row(row) -> list[str]:
+    check = "unreadable" if isinstance(row.verify_error, str) else f"{row.duplicates} / {row.lost}"
+    if pd.isna(row.head_start):  # a record from before head starts were recorded
+        start = "n/a"
+    else:
+        start = "together" if row.head_start == 0 else f"after {row.head_start} batches"
+    twice = f"{row.overwritten_logs} ({row.overwritten_files})" if row.overwritten_logs else "0"
+    return [row.strategy, row.workload, start, row.outcome, _cell(row.first_error), _cell(row.second_error),
+            check, twice]
 
 
 def _cell(text) -> str:
@@ -230,6 +240,10 @@ def _faults(name: str, record: results.Results) -> Section:
             f"{len(plan['seeds'])} run(s) (seeds) per strategy x workload x profile; a query that died or stalled was "
             f"restarted with the faults off for {plan['recovery_batches']} batches.",
             "Profiles: " + "; ".join(f"{profile}: {description}" for profile, description in profiles.items()) + "."]
+    findings = faultlab.eventual_findings(record)
+    if findings:
+        text.append("Pre-2020 S3 consistency (the eventual profiles, emulated by the proxy), what this run shows: "
+                    + " ".join(findings))
     if "aws-projection" in profiles:
         text.append("aws-projection is a projection to AWS S3 (latency and COPY throughput from published figures, "
                     "see infra/faults.py), not a measurement of it.")

@@ -24,14 +24,16 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
 - ``cycles``: one row per crash cycle of the crash lab (``ckptbench.crashlab``): the driver killed
   at ``crash_point`` (``landed``: the point was reached, not the wait limit), the last batch in
   ``offsets/`` and in ``commits/`` then, the restart (``jvm_start_ms``: spawn to SparkSession up;
-  ``recovery_ms``/``recovery_requests``: the restarted query's start to its first stored
-  ``commits/N``), and the check after it: ``duplicates``, ``lost`` rows, ``partial`` batches of
-  the committed ``0..verified_through``.
+  ``recovery_ms``/``recovery_requests``/``recovery_store_ms``: the restarted query's start to its
+  first stored ``commits/N``, the requests in that window and their summed store-side time), and
+  the check after it: ``duplicates``, ``lost`` rows, ``partial`` batches of the committed
+  ``0..verified_through``.
 - ``crash_series``: one row per strategy x workload series of cycles: the check at rest after its
   clean stop and what was left under its prefix (``temp_objects``, sink ``orphan_files`` the
   sink's log does not list (-1: a sink with no log), ``pending_uploads``, all ``objects``).
-- ``two_writers``: one row per run of two drivers on one checkpoint: each one's error (first
-  line), the check at rest, log files written twice (``overwritten_logs``) and the ``outcome``.
+- ``two_writers``: one row per run of two drivers on one checkpoint, the second started after
+  ``head_start`` batches of the first (0: together): each one's error (first line), the check at
+  rest, log files written twice (``overwritten_logs``, ``overwritten_files``) and the ``outcome``.
 - ``fault_runs``: one row per run of the failure lab (``ckptbench.faultlab``): the fault
   ``profile`` and ``seed`` in force, ``batches`` asked and ``batches_done``, ``outcome``
   (completed, died, stalled), the ``cause`` of a death (the first line of the innermost JVM
@@ -51,13 +53,17 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import re
+import shutil
 import socket
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 2  # 2: requests.source (a version 1 record is read as all "proxy")
+#: 2: requests.source (a version 1 record is read as all "proxy"); 3: crash_series.seconds,
+#: two_writers.head_start, overwritten_files and seconds (an older record's are read as missing).
+SCHEMA_VERSION = 3
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
@@ -74,14 +80,14 @@ TABLES: dict[str, tuple[str, ...]] = {
     "compactions": ("history", "log", "batch", "number", "ms", "requests", "bytes", "entries", "garbage_staged"),
     "cycles": ("series", "strategy", "workload", "cycle", "crash_point", "seed", "delay_s", "landed", "wait_s",
                "offsets_at_kill", "committed_at_kill", "first_batch", "jvm_start_ms", "recovery_ms",
-               "recovery_requests", "restart_ok", "error", "duplicates", "lost", "partial", "verified_through",
-               "seconds"),
+               "recovery_requests", "recovery_store_ms", "restart_ok", "error", "duplicates", "lost", "partial",
+               "verified_through", "seconds"),
     "crash_series": ("series", "strategy", "workload", "cycles", "seed", "rows_per_batch", "prefix", "error",
                      "last_batch", "duplicates", "lost", "partial", "unexpected", "temp_objects", "orphan_files",
-                     "pending_uploads", "objects"),
-    "two_writers": ("strategy", "workload", "seed", "first_error", "second_error", "second_started",
-                    "first_batches", "second_batches", "verify_error", "overwritten_logs", "duplicates", "lost",
-                    "partial", "unexpected", "last_batch", "outcome"),
+                     "pending_uploads", "objects", "seconds"),
+    "two_writers": ("strategy", "workload", "head_start", "seed", "first_error", "second_error", "second_started",
+                    "first_batches", "second_batches", "verify_error", "overwritten_logs", "overwritten_files",
+                    "duplicates", "lost", "partial", "unexpected", "last_batch", "outcome", "seconds"),
     "fault_runs": ("run", "profile", "seed", "batches", "batches_done", "outcome", "cause", "recovered",
                    "exactly_once", "seconds"),
     "injections": ("run", "start", "op", "key", "fault"),
@@ -127,7 +133,7 @@ def _table(name: str, rows: list[dict]) -> pd.DataFrame:
     for column in NULLABLE_INTS.get(name, ()):
         frame[column] = frame[column].astype("Int64")
     if name in ("cycles", "crash_series", "two_writers"):
-        for column in ("error", "first_error", "second_error", "verify_error"):
+        for column in ("error", "first_error", "second_error", "verify_error", "overwritten_files"):
             if column in frame:  # all None would be written as a null-typed column
                 frame[column] = frame[column].astype("string")
     if name == "fault_runs":
@@ -177,6 +183,8 @@ class Results:
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.parquet"):
             stale.unlink()
+        for stale in directory.glob("part-*-of-*"):  # parts of an earlier run split in parts
+            shutil.rmtree(stale)
         for name, frame in self.tables.items():
             if not frame.empty:
                 frame.to_parquet(directory / f"{name}.parquet", index=False)
@@ -184,32 +192,91 @@ class Results:
         return directory
 
 
+#: A part of a record split in parts (``write_part``), under the record's directory.
+PART = re.compile(r"part-(\d+)-of-(\d+)")
+
+
+def write_part(record: Results, directory: Path, k: int, n: int) -> Path:
+    """Write ``record`` as part ``k`` of ``n`` of the record in ``directory`` (replacing that part,
+    the parts of a split into another number of parts, and a whole record there); ``read`` of
+    ``directory`` then merges its parts."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in [*directory.glob("*.parquet"), *directory.glob("environment.json")]:
+        stale.unlink()
+    for other in directory.glob("part-*-of-*"):
+        if (m := PART.fullmatch(other.name)) and int(m.group(2)) != n:
+            shutil.rmtree(other)
+    part = Results({**record.environment, "part": [k, n]}, record.tables)
+    return part.write(directory / f"part-{k}-of-{n}")
+
+
+def merge(parts: list[Results]) -> Results:
+    """One record of ``parts`` (of one experiment): their tables one after the other, series and
+    run numbers renumbered so that no two parts share one; the environment is the first part's,
+    with each part's ``part``, ``created``, ``commit`` and ``seed`` under ``parts``."""
+    tables: dict[str, list[pd.DataFrame]] = {}
+    offsets = {"series": 0, "run": 0}
+    for record in parts:
+        for name, table in record.tables.items():
+            frame = table.copy()
+            for column in offsets:
+                if column in frame:
+                    frame[column] += offsets[column]
+            tables.setdefault(name, []).append(frame)
+        for column in offsets:
+            numbers = [record.tables[name][column].max() for name in record.tables if column in record.tables[name]
+                       and len(record.tables[name])]
+            offsets[column] += int(max(numbers, default=-1)) + 1
+    env = {**parts[0].environment, "parts": [{k: p.environment.get(k) for k in ("part", "created", "commit", "seed")}
+                                             for p in parts]}
+    env.pop("part", None)
+    return Results(env, {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items()})
+
+
+def parts_of(directory: Path) -> list[Path]:
+    """The part directories of a record split in parts, in part order (none for a whole record)."""
+    found = [(int(m.group(1)), p) for p in directory.glob("part-*-of-*") if (m := PART.fullmatch(p.name))]
+    return [p for _, p in sorted(found) if (p / "environment.json").exists()]
+
+
 def read(directory: Path) -> Results:
-    """The record written to ``directory`` by ``Results.write``."""
+    """The record written to ``directory`` by ``Results.write`` (or its parts' by
+    ``write_part``, merged)."""
+    if not (directory / "environment.json").exists() and (parts := parts_of(directory)):
+        return merge([read(part) for part in parts])
     env = json.loads((directory / "environment.json").read_text())
     version = env.get("schema_version")
-    if version not in (1, SCHEMA_VERSION):
+    if version not in (1, 2, SCHEMA_VERSION):
         raise SchemaMismatch(f"{directory} has results schema {env.get('schema_version')}, this ckptbench reads "
                              f"{SCHEMA_VERSION}: rerun the benchmark, or read it with the commit that wrote it "
                              f"({env.get('commit', 'unknown')[:8]})")
     tables = {path.stem: pd.read_parquet(path) for path in directory.glob("*.parquet") if path.stem in TABLES}
-    if version == 1:  # before requests.source, every request was the metering proxy's
-        if "requests" in tables:
+    if version == 1 and "requests" in tables:  # before requests.source, every request was the proxy's
             tables["requests"]["source"] = "proxy"
-        env = {**env, "schema_version": SCHEMA_VERSION}
+    if version < 3:  # before the crash lab's series seconds and two-writer head starts
+        for name, frame in tables.items():
+            for column in TABLES[name]:
+                if column not in frame:
+                    frame[column] = pd.NA
+    env = {**env, "schema_version": SCHEMA_VERSION}
     return Results(env, tables)
 
 
 def read_all(raw: Path) -> dict[str, dict[str, Results]]:
     """``{store: {experiment: Results}}`` for every record under ``raw``; another schema's are skipped."""
     out: dict[str, dict[str, Results]] = {}
-    for env_file in sorted(raw.glob("*/environment.json")):
+    for record_dir in record_dirs(raw):
         try:
-            record = read(env_file.parent)
+            record = read(record_dir)
         except SchemaMismatch:
             continue
         out.setdefault(record.environment["store"], {})[record.environment["experiment"]] = record
     return out
+
+
+def record_dirs(raw: Path) -> list[Path]:
+    """The directories under ``raw`` holding a record, whole or in parts."""
+    return sorted(d for d in raw.glob("*") if (d / "environment.json").exists() or parts_of(d))
 
 
 def directory(raw: Path, store: str, experiment: str) -> Path:

@@ -41,11 +41,16 @@ def crash_lab(spark, store, keep: bool = False):
 @pytest.mark.parametrize("name, strategy, workload, points, cycles", [
     ("embedded", "conditional", "stateless", ("after-offsets", "random"), 2),
     ("embedded", "rename", "stateless", ("after-offsets",), 1),
-    ("embedded", "manifest", "stateless", ("after-sink-commit",), 1),
-    ("embedded", "conditional", "stateful", ("during-state-upload",), 1),
+    ("embedded", "manifest", "stateful", ("during-state-upload",), 1),
     ("ceph", "conditional", "stateless", ("after-offsets",), 1),
+    ("embedded", "rename", "stateless", ("inside-publish",), 1),
+    ("embedded", "manifest", "stateless", ("during-compaction",), 1),
+    ("embedded", "direct", "wide", ("during-multipart-upload",), 1),
 ])
 def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strategy, workload, points, cycles):
+    """Killed inside a batch (after offsets/N, during the state upload), anywhere (random), or by
+    the proxy inside a request (publishing offsets/N, writing a compaction, a multipart upload's
+    first part); the manifest strategy's sink log and checkpoint are read through its own manager."""
     with crash_lab(spark, lab.get(name)) as (crash, recorder):
         crash.series(strategy, workload, cycles, points)
     record = recorder.results({})
@@ -55,7 +60,11 @@ def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strate
         assert row.landed, f"{row.crash_point} was never reached"
         assert (row.duplicates, row.lost, row.partial) == (0, 0, 0)
         assert row.jvm_start_ms > 0 and row.recovery_ms > 0 and row.recovery_requests > 0
-        if row.crash_point != "random":
+        if row.crash_point == "inside-publish":
+            # The proxy killed the driver at the COPY publishing offsets/N: never stored.
+            assert row.offsets_at_kill == row.committed_at_kill
+            assert row.first_batch == row.offsets_at_kill + 1
+        elif row.crash_point not in ("random", "during-compaction", "during-multipart-upload"):
             # Killed inside a batch: offsets/N stored, commits/N not; the restart re-runs batch N.
             assert row.offsets_at_kill == row.committed_at_kill + 1
             assert row.first_batch == row.offsets_at_kill
@@ -63,11 +72,30 @@ def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strate
     assert series.error is pd.NA or series.error is None
     assert (series.duplicates, series.lost, series.partial, series.unexpected) == (0, 0, 0, 0)
     assert series.last_batch >= record.cycles.first_batch.max()
-    assert series.pending_uploads == 0
+    # The upload the kill cut short stays pending (S3A purges pending uploads after a day).
+    if points == ("during-multipart-upload",):
+        assert series.pending_uploads >= cycles  # one per sink file in flight
+    else:
+        assert series.pending_uploads == 0
     if strategy != "rename":
         assert series.temp_objects == 0
     assert metrics.duplicated_rows(record, strategy) == metrics.lost_rows(record, strategy) == 0
     assert metrics.restart_failure_rate(record, strategy) == 0
+
+
+def test_a_kill_inside_a_request_lands_only_when_the_request_comes(spark, lab, monkeypatch):
+    """``landed`` is the proxy's own kill: a point whose request never comes is not landed (the
+    lab kills the driver itself when it has waited long enough), one whose request comes is."""
+    monkeypatch.setattr(crashlab, "WAIT_LIMIT_S", 3.0)
+    never = crashlab.CrashPoint("never", "no such request", inside=lambda prefix: (("MPU_PART", "^nowhere/"),))
+    with crash_lab(spark, lab.get("embedded")) as (crash, _):
+        for point, landed in ((never, False), (crashlab.CRASH_POINTS["inside-publish"], True)):
+            prefix = f"crash/landing-{uuid.uuid4().hex[:8]}"
+            driver = crash.driver("conditional", "stateless", prefix)
+            driver.wait("progress", crashlab.RESTART_LIMIT_S)
+            assert crash._watch(driver, point, prefix, 0.0)[0] == landed
+            assert not driver.alive()
+        assert [i.fault for i in crash.store.proxy.injections()] == ["kill-before-forwarding"]  # the second's
 
 
 def test_a_non_idempotent_sink_replaying_a_batch_is_caught(spark, lab):
@@ -152,15 +180,17 @@ def test_a_log_file_written_twice_is_caught(spark, lab):
                     "output/_spark_metadata/5", "checkpoint/.5.tmp"):
             s3.put_object(Bucket=bucket, Key=f"{prefix}/{key}", Body=b"v1")
         events = metered.proxy.events_since(mark)
-        assert crashlab.overwritten_logs(events, store, bucket, prefix, keys_mirror_paths=True) == 1
-        assert crashlab.overwritten_logs(events[2:], store, bucket, prefix, keys_mirror_paths=True) == 0
+        assert crashlab.overwritten_logs(events, store, bucket, prefix, keys_mirror_paths=True) == [
+            "checkpoint/offsets/5"]
+        assert crashlab.overwritten_logs(events[2:], store, bucket, prefix, keys_mirror_paths=True) == []
 
     files = CheckpointFiles(spark, "manifest", store, f"{prefix}-m/checkpoint")
     files.write("offsets/5", b"a")
     files.write("commits/5", b"a")
-    assert crashlab.overwritten_logs([], store, bucket, f"{prefix}-m", keys_mirror_paths=False) == 0
+    assert crashlab.overwritten_logs([], store, bucket, f"{prefix}-m", keys_mirror_paths=False) == []
     files.write("offsets/5", b"b", overwrite=True)
-    assert crashlab.overwritten_logs([], store, bucket, f"{prefix}-m", keys_mirror_paths=False) == 1
+    assert crashlab.overwritten_logs([], store, bucket, f"{prefix}-m", keys_mirror_paths=False) == [
+        "checkpoint/offsets/5"]
     store.empty_bucket(bucket, prefix)
 
 
@@ -221,6 +251,10 @@ def test_metrics_over_a_fixed_record(tmp_path):
                                           "seed": 1, "rows_per_batch": 100, "prefix": "p", "error": "cycle 3: x",
                                           "last_batch": 9, "duplicates": 5, "lost": 2, "partial": 1, "unexpected": 0,
                                           "temp_objects": 0, "orphan_files": 3, "pending_uploads": 1, "objects": 50})
+    for start, outcome in ((3, "clean-error"), (0, "silent-damage")):
+        recorder.rows["two_writers"].append({"strategy": "direct", "workload": "stateless", "head_start": start,
+                                             "seed": 1, "outcome": outcome, "overwritten_logs": int(start == 0),
+                                             "overwritten_files": "checkpoint/offsets/0" if start == 0 else None})
     record = results.read(recorder.results({"schema_version": results.SCHEMA_VERSION, "store": "t",
                                             "experiment": "crashes"}).write(tmp_path / "t-crashes"))
     assert metrics.crash_cycles(record, "direct") == 4
@@ -231,8 +265,12 @@ def test_metrics_over_a_fixed_record(tmp_path):
     assert metrics.jvm_start_percentile(record, "direct", 50) == 2500.0
     assert metrics.duplicated_rows(record, "direct") == 5 and metrics.lost_rows(record, "direct") == 2
     assert metrics.cycles_not_exactly_once(record, "direct") == 1
+    assert metrics.kills_inside_a_batch(record, "direct") == 4  # offsets 3, commits 2 in every row
     assert [metrics.leftover_objects(record, "direct", k) for k in metrics.LEFTOVER_KINDS] == [0, 3, 1]
     assert metrics.crash_cycles(record, "direct", "stateful") == 0
+    assert metrics.two_writer_outcome_is(record, "direct", "clean-error", "stateless", 3) == 1.0
+    assert metrics.two_writer_outcome_is(record, "direct", "silent-damage", "stateless", 0) == 1.0
+    assert metrics.two_writer_run(record, "direct", "stateless", 0).overwritten_files == "checkpoint/offsets/0"
 
 
 @pytest.mark.parametrize("args, says", [
@@ -241,6 +279,9 @@ def test_metrics_over_a_fixed_record(tmp_path):
     (["--cycles", "0"], "--cycles must be at least 1"),
     (["--strategies", "rename,nope"], "unknown strategy 'nope'"),
     (["--store", "hdfs"], "unknown store 'hdfs'"),
+    (["--two-writer-starts", "3,soon"], "--two-writer-starts takes batch counts"),
+    (["--part", "3/2"], "--part takes K/N with 1 <= K <= N"),
+    (["--part", "half"], "--part takes K/N"),
     (["--workloads", "stateless", "--points", "during-state-upload"], "no crash point of during-state-upload"),
 ])
 def test_bad_input_is_one_line(args, says):

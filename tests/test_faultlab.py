@@ -94,6 +94,24 @@ def test_summary_table_and_report_section():
     section = report._faults("embedded", record)
     assert section.tables[0].header == faultlab.HEADER and len(section.tables[0].rows) == 3
     assert "aws-projection" not in " ".join(section.text)
+    # The eventual profile's verdict, with the run's causes, in words: conditional stalled too.
+    findings = faultlab.eventual_findings(record)
+    assert findings[0].startswith("eventual x stateful: failed: rename in 1 of 2 runs (java.io.FileNotFoundException")
+    assert "conditional in 1 of 1 runs (only 2 of 4 batches within 300s)" in findings[0]
+    assert findings[0].endswith("no failure: direct.")
+    assert findings[-1].startswith("rename fails as the reference articles describe, but this run does not show "
+                                   "the others safe: conditional failed too")
+    assert findings[-1] in " ".join(section.text) and findings[-1] in table
+
+
+def test_the_eventual_verdict_says_when_the_reference_failure_is_reproduced_and_when_not():
+    record = fixed_record()
+    stalled = record.fault_runs.outcome == "stalled"
+    record.fault_runs.loc[stalled, "outcome"] = "completed"  # conditional no longer fails
+    assert faultlab.eventual_findings(record)[-1].startswith("So this run reproduces the reference articles' failure")
+    record.fault_runs["outcome"] = "completed"  # nobody fails
+    assert faultlab.eventual_findings(record)[-1] == ("rename did not fail in this run, so it does not reproduce "
+                                                      "the reference articles' failure.")
 
 
 @pytest.mark.parametrize("args", [

@@ -131,6 +131,34 @@ def test_a_record_reads_back_as_written_and_refuses_another_schema(record, tmp_p
     assert results.read_all(tmp_path) == {}  # another schema's record is skipped, not misread
 
 
+def _crash_part(strategy: str, created: str) -> results.Results:
+    recorder = results.Recorder()
+    for series in range(2):
+        recorder.rows["crash_series"].append({"series": series, "strategy": strategy, "workload": "stateless",
+                                              "cycles": 1, "duplicates": 0, "lost": series})
+        recorder.rows["cycles"].append({"series": series, "strategy": strategy, "workload": "stateless", "cycle": 0})
+    return recorder.results({"schema_version": results.SCHEMA_VERSION, "store": "t", "experiment": "crashes",
+                             "created": created, "seed": 1})
+
+
+def test_a_record_in_parts_reads_merged_and_a_whole_one_replaces_them(tmp_path):
+    where = tmp_path / "t-crashes"
+    results.write_part(_crash_part("direct", "a"), where, 1, 2)
+    results.write_part(_crash_part("manifest", "b"), where, 2, 2)
+    merged = results.read(where)
+    # Both parts' series 0 and 1, numbered apart, each cycle still with its own series.
+    assert list(merged.crash_series.series) == [0, 1, 2, 3]
+    assert list(merged.crash_series.strategy) == ["direct", "direct", "manifest", "manifest"]
+    assert list(merged.cycles.series) == list(merged.crash_series.series)
+    assert list(merged.cycles.strategy) == list(merged.crash_series.strategy)
+    assert [p["created"] for p in merged.environment["parts"]] == ["a", "b"]
+    assert list(results.read_all(tmp_path)["t"]) == ["crashes"]
+    results.write_part(_crash_part("rename", "c"), where, 1, 3)  # a split into 3 replaces the split into 2
+    assert list(results.read(where).crash_series.strategy) == ["rename", "rename"]
+    _crash_part("conditional", "d").write(where)  # a whole record replaces every part
+    assert results.parts_of(where) == [] and list(results.read(where).crash_series.strategy) == ["conditional"] * 2
+
+
 # -- drift --------------------------------------------------------------------------------------
 
 
