@@ -7,7 +7,10 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
 
 - ``runs``: one row per streaming query: its strategy, workload, key count, the key prefix its
   objects were under, ``error`` (None, or why the run failed), the driver's peak resident
-  memory and the temp objects (``.<name>.<uuid>.tmp``) it left under its prefix.
+  memory, the temp objects (``.<name>.<uuid>.tmp``) it left under its prefix, and ``settings``:
+  the checkpoint settings in force as the query started (``runs.CHECKPOINT_SETTINGS``: state
+  store provider, changelog, file checksums, format version, retention...), a JSON object, a
+  setting this Spark does not have as null (before schema 3: ``{}``, not recorded).
 - ``batches``: one row per micro-batch of a run, ``phase`` "warmup" or "measured", with Spark's
   own ``durationMs`` entries (milliseconds, NaN where Spark did not report one) and the state
   operators' commit time.
@@ -57,7 +60,7 @@ from pathlib import Path
 
 import pandas as pd
 
-SCHEMA_VERSION = 2  # 2: requests.source (a version 1 record is read as all "proxy")
+SCHEMA_VERSION = 3  # 2: requests.source (a version 1 record is read as all "proxy"); 3: runs.settings
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
@@ -65,7 +68,7 @@ DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit
 
 #: Every table and its columns, in order.
 TABLES: dict[str, tuple[str, ...]] = {
-    "runs": ("run", "strategy", "workload", "keys", "prefix", "error", "peak_rss_mib", "temp_objects"),
+    "runs": ("run", "strategy", "workload", "keys", "prefix", "error", "peak_rss_mib", "temp_objects", "settings"),
     "batches": ("run", "batch_id", "phase", "timestamp", *DURATIONS, "state_commit_ms", "state_rows",
                 "input_rows"),
     "requests": ("run", "batch_id", "start", "ms", "method", "op", "area", "bucket", "key", "status",
@@ -188,15 +191,16 @@ def read(directory: Path) -> Results:
     """The record written to ``directory`` by ``Results.write``."""
     env = json.loads((directory / "environment.json").read_text())
     version = env.get("schema_version")
-    if version not in (1, SCHEMA_VERSION):
+    if version not in (1, 2, SCHEMA_VERSION):
         raise SchemaMismatch(f"{directory} has results schema {env.get('schema_version')}, this ckptbench reads "
                              f"{SCHEMA_VERSION}: rerun the benchmark, or read it with the commit that wrote it "
                              f"({env.get('commit', 'unknown')[:8]})")
     tables = {path.stem: pd.read_parquet(path) for path in directory.glob("*.parquet") if path.stem in TABLES}
-    if version == 1:  # before requests.source, every request was the metering proxy's
-        if "requests" in tables:
-            tables["requests"]["source"] = "proxy"
-        env = {**env, "schema_version": SCHEMA_VERSION}
+    if version == 1 and "requests" in tables:  # before requests.source, every request was the metering proxy's
+        tables["requests"]["source"] = "proxy"
+    if version in (1, 2) and "runs" in tables:
+        tables["runs"]["settings"] = "{}"
+    env = {**env, "schema_version": SCHEMA_VERSION}
     return Results(env, tables)
 
 
@@ -292,11 +296,12 @@ class Recorder:
     def __init__(self) -> None:
         self.rows: dict[str, list[dict]] = {name: [] for name in TABLES}
 
-    def add_run(self, strategy: str, workload: str, keys: int, prefix: str) -> int:
+    def add_run(self, strategy: str, workload: str, keys: int, prefix: str, settings: dict | None = None) -> int:
         """A new run; its outcome columns are filled in (``rows["runs"][run].update``) as it ends."""
         run = len(self.rows["runs"])
         self.rows["runs"].append({"run": run, "strategy": strategy, "workload": workload, "keys": keys,
-                                  "prefix": prefix, "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0})
+                                  "prefix": prefix, "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0,
+                                  "settings": json.dumps(settings or {}, sort_keys=True)})
         return run
 
     def fail_run(self, run: int, error: str) -> None:
