@@ -247,8 +247,14 @@ final class S3ObjectStore {
     }
   }
 
+  /** One listed object: its key, size in bytes and last-modified time (epoch milliseconds). */
+  record Entry(String key, long size, long lastModifiedMs) {}
+
+  /** One LIST page: its objects, its common prefixes (when grouped by '/'), the next page's token or null. */
+  record Page(List<Entry> objects, List<String> prefixes, String next) {}
+
   /** One LIST v2 page of at most {@code maxKeys} under {@code prefix}, optionally grouped by '/'. */
-  ListObjectsV2Result listPage(String prefix, boolean delimited, int maxKeys, String token)
+  Page listPage(String prefix, boolean delimited, int maxKeys, String token)
       throws IOException {
     ListObjectsV2Request req = new ListObjectsV2Request()
         .withBucketName(bucket).withPrefix(prefix).withMaxKeys(maxKeys).withContinuationToken(token);
@@ -256,7 +262,11 @@ final class S3ObjectStore {
       req.setDelimiter("/");
     }
     try {
-      return s3.listObjectsV2(req);
+      ListObjectsV2Result page = s3.listObjectsV2(req);
+      List<Entry> objects = new ArrayList<>();
+      page.getObjectSummaries().forEach(
+          o -> objects.add(new Entry(o.getKey(), o.getSize(), o.getLastModified().getTime())));
+      return new Page(objects, page.getCommonPrefixes(), page.getNextContinuationToken());
     } catch (AmazonClientException e) {
       throw translate("LIST", prefix, e);
     }
@@ -298,9 +308,9 @@ final class S3ObjectStore {
   void deletePrefix(String prefix) throws IOException {
     String token = null;
     do {
-      ListObjectsV2Result page = listPage(prefix, false, 1000, token);
+      Page page = listPage(prefix, false, 1000, token);
       List<DeleteObjectsRequest.KeyVersion> keys = new ArrayList<>();
-      page.getObjectSummaries().forEach(o -> keys.add(new DeleteObjectsRequest.KeyVersion(o.getKey())));
+      page.objects().forEach(o -> keys.add(new DeleteObjectsRequest.KeyVersion(o.key())));
       if (!keys.isEmpty()) {
         try {
           s3.deleteObjects(new DeleteObjectsRequest(bucket).withKeys(keys).withQuiet(true));
@@ -308,7 +318,7 @@ final class S3ObjectStore {
           throw translate("DELETE", prefix, e);
         }
       }
-      token = page.getNextContinuationToken();
+      token = page.next();
     } while (token != null);
   }
 
