@@ -3,8 +3,9 @@
 PY := .venv/bin/python
 # Spark 3.5 runs in a venv of its own (requirements-spark35.txt), made only for a target that needs it.
 PY35 := .venv-spark35/bin/python
-# `make bench SPARK=3.5`: the suite on Spark 3.5.
+# `make bench SPARK=3.5`: the suite on Spark 3.5; `make bench SPARK=all`: on 4.3, then on 3.5.
 SPARK ?= 4.3
+BENCH_SPARKS := $(if $(filter all,$(SPARK)),4.3 3.5,$(SPARK))
 # What `make test` runs on Spark 3.5 after the whole suite on 4.3: the contract tests, the version
 # checks, the stateful streaming query (stop, restart, state kept) per strategy on Ceph RGW, and the
 # manifest strategy's two writer JVMs.
@@ -40,5 +41,5 @@ test: setup setup-spark35
 	$(PY) -m pytest
 	$(PY35) -m pytest $(SPARK35_TESTS)
 
-bench: setup $(if $(filter-out 4.3,$(SPARK)),setup-spark35)
-	$(PY) -m ckptbench bench --spark $(SPARK)
+bench: setup $(if $(filter-out 4.3,$(BENCH_SPARKS)),setup-spark35)
+	for version in $(BENCH_SPARKS); do $(PY) -m ckptbench bench --spark $$version || exit 1; done

@@ -52,7 +52,8 @@ def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_st
     run = record.run("rename", workload, 100)
     settings = json.loads(run.info.settings)
     assert set(settings) == set(runs.CHECKPOINT_SETTINGS) and settings[runs.STATE_PROVIDER] == runs.ROCKSDB
-    assert (settings[runs.FILE_CHECKSUM] is None) is (jars.spark_version() < "4.1")  # a 4.1+ setting
+    has_checksums = tuple(map(int, jars.spark_version().split("."))) >= (4, 1)
+    assert (settings[runs.FILE_CHECKSUM] is None) is not has_checksums
     assert spark.conf.get(runs.STATE_PROVIDER).endswith("HDFSBackedStateStoreProvider")  # restored after the run
     requests = record.requests[(record.requests.source == "proxy") & (record.requests.area == "state")]
     copied = set(requests[requests.op == "COPY"].key)
@@ -61,8 +62,8 @@ def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_st
     assert any("/SSTs/" in k for k in put) and copied, sorted(written)
     wrong = {k for k in written if through_manager("PUT", "state", k) != (k in copied)}
     assert not wrong, sorted(wrong)
-    share = metrics.strategy_share(run)
-    assert 0 < share < 1
+    if workload == "stateful_rocksdb":  # SST files uploaded in each batch's commit, not in maintenance
+        assert 0 < metrics.strategy_share(run) < 1
 
 
 def test_checksums_off_is_a_workload_only_where_spark_has_them():
