@@ -7,11 +7,11 @@ PY35 := .venv-spark35/bin/python
 SPARK ?= 4.3
 BENCH_SPARKS := $(if $(filter all,$(SPARK)),4.3 3.5,$(SPARK))
 # What `make test` runs on Spark 3.5 after the whole suite on 4.3: the contract tests, the version
-# checks, the stateful streaming query (stop, restart, state kept) per strategy on Ceph RGW, and the
-# manifest strategy's two writer JVMs.
+# checks, the stateful streaming query (stop, restart, state kept) per strategy on Ceph RGW, the
+# manifest strategy's two writer JVMs, and which RocksDB state store requests go through the manager.
 SPARK35_TESTS := tests/test_contract.py tests/test_spark_versions.py \
 	tests/test_streaming.py::test_stateful_query_resumes_with_its_state \
-	tests/test_manifest.py::test_writers_in_two_jvms_never_take_the_same_record_number -k "not (test_streaming and embedded)"
+	tests/test_manifest.py::test_writers_in_two_jvms_never_take_the_same_record_number tests/test_state_stores.py -k "not (test_streaming and embedded)"
 
 .PHONY: setup setup-spark35 test bench
 setup: .venv/.installed

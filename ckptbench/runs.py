@@ -63,8 +63,10 @@ KEYS = (1_000, 30_000, 300_000)  # state files of ~35 KiB, ~1 MiB, ~10 MiB (two 
 # 4 strategies x 10 batches x 2 state files of ~10 MiB already take half.
 PLANS = {
     "smallest": Plan(1, 1, 3, 2, (100, 1_000), ((1, 2),), 10, (KiB, MiB, 4 * MiB), 3, 40),
+    # quick sweeps the HDFS-backed store alone: RocksDB with changelog took 6.9 s a batch (p50) at 30k keys
+    # on Ceph RGW (/tmp run, load average ~40), so its sweep to 300k keys is for the full plan.
     "quick": Plan(5, 3, 20, 10, KEYS, ((2, 6), (2, 6)), 300, COPY_SIZES, 5, 600,
-                  ("stateful", *STATE_STORES, "file_sink", "file_source"), ("stateful", "stateful_rocksdb_changelog")),
+                  ("stateful", *STATE_STORES, "file_sink", "file_source")),
     "full": Plan(10, 5, 100, 10, KEYS, ((3, 20), (2, 8)), 1000, COPY_SIZES, 15, 2000,
                  ("stateful", *STATE_STORES, "file_sink", "file_source"), ("stateful", "stateful_rocksdb_changelog")),
 }
