@@ -70,6 +70,11 @@ PLANS = {
     "full": Plan(10, 5, 100, 10, KEYS, ((3, 20), (2, 8)), 1000, COPY_SIZES, 15, 2000,
                  ("stateful", *STATE_STORES, "file_sink", "file_source"), ("stateful", "stateful_rocksdb_changelog")),
 }
+#: The state store comparison of the README's strategy table: every stateful workload, RocksDB with
+#: changelog checkpointing at three state sizes; few batches, for the request pattern.
+STATE_STORES_PLAN = dataclasses.replace(PLANS["smallest"], warmup=1, batches=4, keys=(1_000, 10_000, 30_000),
+                                        sweep=((1, 3), (1, 3)), workloads=("stateful", *STATE_STORES),
+                                        sweep_workloads=("stateful_rocksdb_changelog",))
 
 #: The compacted logs: the file sink's (in the file_sink workload) and the file source's.
 LOGS = {"_spark_metadata": "file_sink", "sources": "file_source"}
