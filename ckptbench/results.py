@@ -10,7 +10,7 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
   memory, the temp objects (``.<name>.<uuid>.tmp``) it left under its prefix, and ``settings``:
   the checkpoint settings in force as the query started (``runs.CHECKPOINT_SETTINGS``: state
   store provider, changelog, file checksums, format version, retention...), a JSON object, a
-  setting this Spark does not have as null (before schema 3: ``{}``, not recorded).
+  setting unset with no default this Spark knows as null (before schema 3: ``{}``, not recorded).
 - ``batches``: one row per micro-batch of a run, ``phase`` "warmup" or "measured", with Spark's
   own ``durationMs`` entries (milliseconds, NaN where Spark did not report one) and the state
   operators' commit time.

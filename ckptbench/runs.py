@@ -456,15 +456,17 @@ class Lab:
 
 
 def _setting(spark, key: str) -> str | None:
-    """``key``'s value in ``spark``'s session (its default if unset); None if this Spark has no such setting."""
+    """``key``'s value in ``spark``'s session (its default if unset); None if it is unset and this Spark
+    knows no default for it: a setting it does not have, or one of RocksDB's, which are read with
+    their defaults by the store itself (changelog checkpointing: off)."""
     try:
         return spark.conf.get(key)
-    except Exception:  # py4j's error for a key unknown to this Spark version, which has no default
+    except Exception:  # py4j's error for an unset key with no default
         return None
 
 
 def checkpoint_settings(spark) -> dict[str, str | None]:
-    """The values of ``CHECKPOINT_SETTINGS`` in ``spark``'s session now (None: not in this Spark)."""
+    """The values of ``CHECKPOINT_SETTINGS`` in ``spark``'s session now (None: see ``_setting``)."""
     return {key: _setting(spark, key) for key in CHECKPOINT_SETTINGS}
 
 
