@@ -131,6 +131,14 @@ def test_a_record_reads_back_as_written_and_refuses_another_schema(record, tmp_p
     assert results.read_all(tmp_path) == {}  # another schema's record is skipped, not misread
 
 
+def test_a_schema_2_record_reads_with_no_settings_recorded(record, tmp_path):
+    record.environment["schema_version"] = 2
+    record.tables["runs"] = record.runs.drop(columns="settings")  # what schema 2 wrote
+    back = results.read(record.write(tmp_path / "rec"))
+    assert back.environment["schema_version"] == results.SCHEMA_VERSION
+    assert list(back.runs.settings) == ["{}"] * len(back.runs)
+
+
 # -- drift --------------------------------------------------------------------------------------
 
 
