@@ -32,6 +32,10 @@ import org.apache.hadoop.fs.s3a.S3AFileSystem;
  * credentials and signer of the S3A filesystem configured for that bucket, so a strategy that
  * talks S3 directly needs no settings of its own. Keys are the path without its leading slash.
  *
+ * <p>The one class of the strategies that uses the AWS SDK (v1, as S3A 3.3.x does): its methods
+ * take and return plain Java types ({@link Page}, {@link Entry}, bytes), so S3A 3.4.x (SDK v2) needs
+ * a new body for this class and nothing else in the strategies.
+ *
  * <p>Create-only PUTs ({@code If-None-Match: *}, every conditional write of the strategies goes
  * through {@link #put}) survive a lost answer. When the store applied a PUT but the connection
  * broke before its answer arrived, the SDK (v1) sends the same PUT again by itself: it retries any
