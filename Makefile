@@ -3,12 +3,15 @@
 PY := .venv/bin/python
 # Spark 3.5 runs in a venv of its own (requirements-spark35.txt), made only for a target that needs it.
 PY35 := .venv-spark35/bin/python
-# `make bench SPARK=3.5`: the suite on Spark 3.5.
+# `make bench SPARK=3.5`: the suite on Spark 3.5; `make bench SPARK=all`: on 4.3, then on 3.5.
 SPARK ?= 4.3
+BENCH_SPARKS := $(if $(filter all,$(SPARK)),4.3 3.5,$(SPARK))
 # What `make test` runs on Spark 3.5 after the whole suite on 4.3: the contract tests, the version
-# checks, and the stateful streaming query (stop, restart, state kept) per strategy on Ceph RGW.
+# checks, the stateful streaming query (stop, restart, state kept) per strategy on Ceph RGW, the
+# manifest strategy's two writer JVMs, and which RocksDB state store requests go through the manager.
 SPARK35_TESTS := tests/test_contract.py tests/test_spark_versions.py \
-	tests/test_streaming.py::test_stateful_query_resumes_with_its_state -k "not (test_streaming and embedded)"
+	tests/test_streaming.py::test_stateful_query_resumes_with_its_state \
+	tests/test_manifest.py::test_writers_in_two_jvms_never_take_the_same_record_number tests/test_state_stores.py -k "not (test_streaming and embedded)"
 
 .PHONY: setup setup-spark35 test bench
 setup: .venv/.installed
@@ -38,5 +41,5 @@ test: setup setup-spark35
 	$(PY) -m pytest
 	$(PY35) -m pytest $(SPARK35_TESTS)
 
-bench: setup $(if $(filter-out 4.3,$(SPARK)),setup-spark35)
-	$(PY) -m ckptbench bench --spark $(SPARK)
+bench: setup $(if $(filter-out 4.3,$(BENCH_SPARKS)),setup-spark35)
+	for version in $(BENCH_SPARKS); do $(PY) -m ckptbench bench --spark $$version || exit 1; done

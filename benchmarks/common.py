@@ -18,12 +18,13 @@ and line that define the function, so every class that sets
 from __future__ import annotations
 
 import ckpt_impls
+from ckpt_impls import jars
 from ckptbench import crashlab, faultlab, histories, runs
 
 SETTINGS = runs.Settings.from_env()
 PLAN = SETTINGS.plan
 STRATEGIES = list(ckpt_impls.STRATEGIES)
-WORKLOADS = list(PLAN.workloads)
+WORKLOADS = list(runs.workloads_for(PLAN, jars.spark_version()))  # those this Spark has
 CRASH_PLAN = crashlab.PLANS[SETTINGS.size]
 TWO_WRITER_STRATEGIES = sorted({s for s, *_ in CRASH_PLAN.two_writer_runs(STRATEGIES)}, key=STRATEGIES.index)
 

@@ -27,7 +27,7 @@ class RequestsByOp:
 
 
 class RequestsByArea:
-    """Requests per batch in one checkpoint area, all operations together."""
+    """Requests and request payload per batch in one checkpoint area, all operations together."""
 
     params = [common.STRATEGIES, common.WORKLOADS, list(AREAS)]
     param_names = ["strategy", "workload", "area"]
@@ -36,7 +36,38 @@ class RequestsByArea:
     def track_per_batch(self, results, strategy, workload, area):
         return metrics.requests_per_batch(results.run(strategy, workload), areas=[area])
 
+    def track_kib_sent_per_batch(self, results, strategy, workload, area):
+        return metrics.kib_sent_per_batch(results.run(strategy, workload), areas=[area])
+
     track_per_batch.unit = "requests"
+    track_kib_sent_per_batch.unit = "KiB"
+
+
+class StrategyShare:
+    """Which of a batch's requests the strategy makes at all: those through Spark's
+    CheckpointFileManager. The others are the same whatever the strategy: the sink's data files
+    and the RocksDB state store's SST and log files, which it uploads with the FileSystem
+    (``infra.s3ops.through_manager`` says how they are told apart, and how that was measured)."""
+
+    params = [common.STRATEGIES, common.WORKLOADS]
+    param_names = ["strategy", "workload"]
+    setup_cache = staticmethod(common.streaming)
+
+    def track_share(self, results, strategy, workload):
+        return 100 * metrics.strategy_share(results.run(strategy, workload))
+
+    def track_strategy_requests_per_batch(self, results, strategy, workload):
+        return metrics.requests_per_batch(results.run(strategy, workload), controlled=True)
+
+    def track_other_requests_per_batch(self, results, strategy, workload):
+        return metrics.requests_per_batch(results.run(strategy, workload), controlled=False)
+
+    def track_other_kib_sent_per_batch(self, results, strategy, workload):
+        return metrics.kib_sent_per_batch(results.run(strategy, workload), controlled=False)
+
+    track_share.unit = "%"
+    track_strategy_requests_per_batch.unit = track_other_requests_per_batch.unit = "requests"
+    track_other_kib_sent_per_batch.unit = "KiB"
 
 
 class Requests:

@@ -64,7 +64,8 @@ def build() -> bool:
 
 def _for_package(sources: list[Path], package: str, out: Path) -> list[Path]:
     """``sources``, those importing CheckpointFileManager copied under ``out`` with its import from
-    ``package``; the others (and all of them where ``package`` is the sources' own) as they are."""
+    ``package``; the others (and all of them where ``package`` is the sources' own) as they are.
+    A source outside ``SOURCES`` (a test's Java driver) is copied to ``out`` by its name."""
     chosen = []
     for src in sources:
         text = src.read_text()
@@ -72,7 +73,7 @@ def _for_package(sources: list[Path], package: str, out: Path) -> list[Path]:
         if rewritten == text:
             chosen.append(src)
             continue
-        copy = out / src.relative_to(SOURCES)
+        copy = out / (src.relative_to(SOURCES) if src.is_relative_to(SOURCES) else src.name)
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_text(rewritten)
         chosen.append(copy)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from infra.s3ops import AREAS
+from infra.s3ops import AREAS, through_manager
 
 from .results import Results, Run
 
@@ -54,7 +54,18 @@ def state_commit_percentile(run: Run, q: float) -> float:
 
 # -- requests -------------------------------------------------------------------------------
 
-def _select(requests: pd.DataFrame, ops=None, areas=None) -> pd.DataFrame:
+def strategy_controls(requests: pd.DataFrame) -> pd.Series:
+    """Per request: whether the checkpoint strategy made it (``infra.s3ops.through_manager``)."""
+    return pd.Series([through_manager(o, a, k) for o, a, k in zip(requests.op, requests.area, requests.key,
+                                                                  strict=True)],
+                     index=requests.index, dtype=bool)
+
+
+def _select(requests: pd.DataFrame, ops=None, areas=None, controlled: bool | None = None) -> pd.DataFrame:
+    """The requests of ``ops`` in ``areas`` that the strategy made (``controlled`` True), did not
+    make (False), or either (None)."""
+    if controlled is not None:
+        requests = requests[strategy_controls(requests) == controlled]
     if ops is not None:
         requests = requests[requests.op.isin(list(ops))]
     if areas is not None:
@@ -62,18 +73,27 @@ def _select(requests: pd.DataFrame, ops=None, areas=None) -> pd.DataFrame:
     return requests
 
 
-def _per_batch(run: Run, column: str | None, ops=None, areas=None, how: str = "sum") -> pd.Series:
+def _per_batch(run: Run, column: str | None, ops=None, areas=None, how: str = "sum",
+               controlled: bool | None = None) -> pd.Series:
     """One value per measured batch (every batch, 0 where none matched): the count of the matching
     requests (``column`` None) or the sum of ``column``."""
-    requests = _select(run.requests, ops, areas)
+    requests = _select(run.requests, ops, areas, controlled)
     grouped = requests.groupby("batch_id")
     values = grouped.size() if column is None else getattr(grouped[column], how)()
     return values.reindex(run.batches.batch_id, fill_value=0).astype(float)
 
 
-def requests_per_batch(run: Run, ops=None, areas=None) -> float:
-    """Mean S3 requests per measured batch, of ``ops`` in ``areas`` (all when None)."""
-    return mean(_per_batch(run, None, ops, areas))
+def requests_per_batch(run: Run, ops=None, areas=None, controlled: bool | None = None) -> float:
+    """Mean S3 requests per measured batch, of ``ops`` in ``areas`` (all when None); only those the
+    strategy made (``controlled`` True) or only the others (False)."""
+    return mean(_per_batch(run, None, ops, areas, controlled=controlled))
+
+
+def strategy_share(run: Run) -> float:
+    """The share (0-1) of a measured batch's requests the checkpoint strategy made, over all
+    measured batches: the rest (data files, RocksDB's SST uploads) are the same whatever it is."""
+    total = len(run.requests)
+    return len(_select(run.requests, controlled=True)) / total if total else float("nan")
 
 
 def requests_by_op(run: Run) -> dict[str, float]:
@@ -82,9 +102,11 @@ def requests_by_op(run: Run) -> dict[str, float]:
     return dict(sorted(by_op.items(), key=lambda kv: -kv[1]))
 
 
-def billable_requests_by_op(run: Run) -> dict[str, float]:
-    """Mean requests per batch of each operation that AWS S3 would bill: all but 5xx answers."""
-    billable = run.requests[~run.requests.status.between(500, 599)]
+def billable_requests_by_op(run: Run, controlled: bool | None = None) -> dict[str, float]:
+    """Mean requests per batch of each operation that AWS S3 would bill: all but 5xx answers (only
+    the strategy's with ``controlled`` True, only the others' with False)."""
+    requests = _select(run.requests, controlled=controlled)
+    billable = requests[~requests.status.between(500, 599)]
     counts = billable.groupby(["batch_id", "op"]).size().unstack(fill_value=0)
     counts = counts.reindex(run.batches.batch_id, fill_value=0)
     return {op: float(counts[op].mean()) for op in counts.columns}
@@ -107,9 +129,9 @@ def store_ms_per_batch(run: Run, areas=None, ops=None) -> float:
     return median(_per_batch(run, "ms", ops, areas))
 
 
-def kib_sent_per_batch(run: Run, areas=None) -> float:
-    """Mean request payload per measured batch, in KiB."""
-    return mean(_per_batch(run, "bytes_in", areas=areas)) / 1024
+def kib_sent_per_batch(run: Run, areas=None, controlled: bool | None = None) -> float:
+    """Mean request payload per measured batch, in KiB (``controlled`` as in ``requests_per_batch``)."""
+    return mean(_per_batch(run, "bytes_in", areas=areas, controlled=controlled)) / 1024
 
 
 def mib_sent_per_batch_median(run: Run, areas) -> float:

@@ -7,7 +7,10 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
 
 - ``runs``: one row per streaming query: its strategy, workload, key count, the key prefix its
   objects were under, ``error`` (None, or why the run failed), the driver's peak resident
-  memory and the temp objects (``.<name>.<uuid>.tmp``) it left under its prefix.
+  memory, the temp objects (``.<name>.<uuid>.tmp``) it left under its prefix, and ``settings``:
+  the checkpoint settings in force as the query started (``runs.CHECKPOINT_SETTINGS``: state
+  store provider, changelog, file checksums, format version, retention...), a JSON object, a
+  setting unset with no default this Spark knows as null (before schema 3: ``{}``, not recorded).
 - ``batches``: one row per micro-batch of a run, ``phase`` "warmup" or "measured", with Spark's
   own ``durationMs`` entries (milliseconds, NaN where Spark did not report one) and the state
   operators' commit time.
@@ -61,8 +64,9 @@ from pathlib import Path
 
 import pandas as pd
 
-#: 2: requests.source (a version 1 record is read as all "proxy"); 3: crash_series.seconds,
-#: two_writers.head_start, overwritten_files and seconds (an older record's are read as missing).
+#: 2: requests.source (a version 1 record is read as all "proxy"); 3: runs.settings,
+#: crash_series.seconds, two_writers.head_start, overwritten_files and seconds (an older record's
+#: are read as missing, its settings as none recorded).
 SCHEMA_VERSION = 3
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
@@ -71,7 +75,7 @@ DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit
 
 #: Every table and its columns, in order.
 TABLES: dict[str, tuple[str, ...]] = {
-    "runs": ("run", "strategy", "workload", "keys", "prefix", "error", "peak_rss_mib", "temp_objects"),
+    "runs": ("run", "strategy", "workload", "keys", "prefix", "error", "peak_rss_mib", "temp_objects", "settings"),
     "batches": ("run", "batch_id", "phase", "timestamp", *DURATIONS, "state_commit_ms", "state_rows",
                 "input_rows"),
     "requests": ("run", "batch_id", "start", "ms", "method", "op", "area", "bucket", "key", "status",
@@ -252,12 +256,11 @@ def read(directory: Path) -> Results:
                              f"({env.get('commit', 'unknown')[:8]})")
     tables = {path.stem: pd.read_parquet(path) for path in directory.glob("*.parquet") if path.stem in TABLES}
     if version == 1 and "requests" in tables:  # before requests.source, every request was the proxy's
-            tables["requests"]["source"] = "proxy"
-    if version < 3:  # before the crash lab's series seconds and two-writer head starts
-        for name, frame in tables.items():
-            for column in TABLES[name]:
-                if column not in frame:
-                    frame[column] = pd.NA
+        tables["requests"]["source"] = "proxy"
+    for name, frame in tables.items():  # columns an older record (or a part of one) lacks
+        for column in TABLES[name]:
+            if column not in frame:
+                frame[column] = "{}" if (name, column) == ("runs", "settings") else pd.NA
     env = {**env, "schema_version": SCHEMA_VERSION}
     return Results(env, tables)
 
@@ -359,11 +362,12 @@ class Recorder:
     def __init__(self) -> None:
         self.rows: dict[str, list[dict]] = {name: [] for name in TABLES}
 
-    def add_run(self, strategy: str, workload: str, keys: int, prefix: str) -> int:
+    def add_run(self, strategy: str, workload: str, keys: int, prefix: str, settings: dict | None = None) -> int:
         """A new run; its outcome columns are filled in (``rows["runs"][run].update``) as it ends."""
         run = len(self.rows["runs"])
         self.rows["runs"].append({"run": run, "strategy": strategy, "workload": workload, "keys": keys,
-                                  "prefix": prefix, "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0})
+                                  "prefix": prefix, "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0,
+                                  "settings": json.dumps(settings or {}, sort_keys=True)})
         return run
 
     def fail_run(self, run: int, error: str) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import ckpt_impls
 import infra
+from ckpt_impls import jars
 from infra.faults import PROFILES
 from infra.metered import MeteredStore
 
@@ -48,6 +49,11 @@ class Plan:
     copy_samples: int
     overhead_samples: int
     workloads: tuple[str, ...] = ("stateful", "file_sink", "file_source")
+    sweep_workloads: tuple[str, ...] = ("stateful",)  # the workloads the state sweep (keys[1:]) runs
+
+
+#: The stateful workloads users run (``WORKLOAD_CONF``), in the quick and full plans.
+STATE_STORES = ("stateful_rocksdb", "stateful_rocksdb_changelog", "windowed", "stateful_no_checksum")
 
 
 COPY_SIZES = (KiB, 64 * KiB, MiB, 8 * MiB, 32 * MiB, 128 * MiB)
@@ -57,9 +63,18 @@ KEYS = (1_000, 30_000, 300_000)  # state files of ~35 KiB, ~1 MiB, ~10 MiB (two 
 # 4 strategies x 10 batches x 2 state files of ~10 MiB already take half.
 PLANS = {
     "smallest": Plan(1, 1, 3, 2, (100, 1_000), ((1, 2),), 10, (KiB, MiB, 4 * MiB), 3, 40),
-    "quick": Plan(5, 3, 20, 10, KEYS, ((2, 6), (2, 6)), 300, COPY_SIZES, 5, 600),
-    "full": Plan(10, 5, 100, 10, KEYS, ((3, 20), (2, 8)), 1000, COPY_SIZES, 15, 2000),
+    # quick sweeps the HDFS-backed store alone: RocksDB with changelog took 6.9 s a batch (p50) at 30k keys
+    # on Ceph RGW (/tmp run, load average ~40), so its sweep to 300k keys is for the full plan.
+    "quick": Plan(5, 3, 20, 10, KEYS, ((2, 6), (2, 6)), 300, COPY_SIZES, 5, 600,
+                  ("stateful", *STATE_STORES, "file_sink", "file_source")),
+    "full": Plan(10, 5, 100, 10, KEYS, ((3, 20), (2, 8)), 1000, COPY_SIZES, 15, 2000,
+                 ("stateful", *STATE_STORES, "file_sink", "file_source"), ("stateful", "stateful_rocksdb_changelog")),
 }
+#: The state store comparison of the README's strategy table: every stateful workload, RocksDB with
+#: changelog checkpointing at three state sizes; few batches, for the request pattern.
+STATE_STORES_PLAN = dataclasses.replace(PLANS["smallest"], warmup=1, batches=4, keys=(1_000, 10_000, 30_000),
+                                        sweep=((1, 3), (1, 3)), workloads=("stateful", *STATE_STORES),
+                                        sweep_workloads=("stateful_rocksdb_changelog",))
 
 #: The compacted logs: the file sink's (in the file_sink workload) and the file source's.
 LOGS = {"_spark_metadata": "file_sink", "sources": "file_source"}
@@ -67,7 +82,33 @@ ROWS_PER_BATCH = 1_000  # file_sink's input; stateful reads as many rows as it h
 SPARK_CONF = {
     "spark.driver.memory": "2g",  # the largest state sweep holds a few versions of 300k keys
     "spark.sql.streaming.numRecentProgressUpdates": "1000",
+    # State store maintenance (snapshots, RocksDB's changelog snapshot uploads, old-version
+    # deletes) every 5 s, not Spark's 60 s: a measured query runs for tens of seconds, and with
+    # 60 s it would see a maintenance round or none by chance. Read once per JVM, so set here.
+    "spark.sql.streaming.stateStore.maintenanceInterval": "5s",
 }
+
+STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+FILE_CHECKSUM = "spark.sql.streaming.checkpoint.fileChecksum.enabled"  # Spark 4.1+
+#: The settings that change a stateful query's checkpoint requests; every run records their values.
+CHECKPOINT_SETTINGS = (
+    STATE_PROVIDER, CHANGELOG, FILE_CHECKSUM,
+    "spark.sql.streaming.stateStore.checkpointFormatVersion",  # Spark 4.0+
+    "spark.sql.streaming.minBatchesToRetain",
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot",
+    "spark.sql.streaming.stateStore.maintenanceInterval",
+)
+#: The workloads' session settings beyond the session's own (``ckptbench.spark.BASE_CONF``: the
+#: HDFS-backed state store); each query starts with them set and they are restored after it.
+WORKLOAD_CONF = {
+    "stateful_rocksdb": {STATE_PROVIDER: ROCKSDB, CHANGELOG: "false"},
+    "stateful_rocksdb_changelog": {STATE_PROVIDER: ROCKSDB, CHANGELOG: "true"},
+    "stateful_no_checksum": {FILE_CHECKSUM: "false"},
+}
+#: Workloads that need a newer Spark than 3.5, with the version (major, minor) they need.
+NEEDS_SPARK = {"stateful_no_checksum": (4, 1)}
 #: The requests of the store's floor, in the order ``floor_samples`` makes them.
 FLOOR_OPS = ("PUT", "HEAD", "COPY", "LIST", "DELETE")
 
@@ -340,9 +381,11 @@ class Lab:
     def start(self, workload: str, base: str, keys: int):
         """Start ``workload`` with everything under ``base`` (an s3a:// URL); a started query."""
         spark, plan = self.spark, self.plan
-        if workload == "stateful":
+        if workload.startswith("stateful"):
             # rows_per_batch=keys: every batch updates every key, so each state file holds them all.
             return workloads.stateful(spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys, digest=True)
+        if workload == "windowed":
+            return workloads.windowed(spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys)
         if workload == "file_sink":
             return workloads.file_sink(spark, f"{base}/checkpoint", f"{base}/output",
                                        compact_interval=plan.compact_interval, rows_per_batch=ROWS_PER_BATCH)
@@ -357,7 +400,10 @@ class Lab:
         batches, added to ``recorder`` (None: untimed, recorded nowhere). A failure is recorded as
         the run's error: one broken strategy must not cost the others their numbers."""
         prefix = f"bench/{strategy}-{workload}-{keys}-{uuid.uuid4().hex[:8]}"
-        run = recorder.add_run(strategy, workload, keys, prefix) if recorder else None
+        restore = {key: _setting(self.spark, key) for key in WORKLOAD_CONF.get(workload, {})}
+        for key, value in WORKLOAD_CONF.get(workload, {}).items():
+            self.spark.conf.set(key, value)
+        run = recorder.add_run(strategy, workload, keys, prefix, checkpoint_settings(self.spark)) if recorder else None
         if workload == "file_source":
             workloads.seed_text_files(self.store.client(), self.bucket, f"{prefix}/input", warmup + batches + 1)
         if bar:
@@ -368,7 +414,14 @@ class Lab:
         jvm_mark = self.jvm.mark()
         on_batch = bar.update if bar else None
         try:
-            query = self.start(workload, f"s3a://{self.bucket}/{prefix}", keys)
+            try:
+                query = self.start(workload, f"s3a://{self.bucket}/{prefix}", keys)
+            finally:  # the query keeps the settings it started with
+                for key, value in restore.items():
+                    if value is None:
+                        self.spark.conf.unset(key)
+                    else:
+                        self.spark.conf.set(key, value)
             try:
                 # A slow store or a big state makes batches slow: the limit grows with the count.
                 warm = workloads.await_batches(query, warmup, 120 + 30 * warmup, on_batch)
@@ -402,6 +455,27 @@ class Lab:
             recorder.add_requests(run, jvm_events, warm + measured, source="jvm")
 
 
+def _setting(spark, key: str) -> str | None:
+    """``key``'s value in ``spark``'s session (its default if unset); None if it is unset and this Spark
+    knows no default for it: a setting it does not have, or one of RocksDB's, which are read with
+    their defaults by the store itself (changelog checkpointing: off)."""
+    try:
+        return spark.conf.get(key)
+    except Exception:  # py4j's error for an unset key with no default
+        return None
+
+
+def checkpoint_settings(spark) -> dict[str, str | None]:
+    """The values of ``CHECKPOINT_SETTINGS`` in ``spark``'s session now (None: see ``_setting``)."""
+    return {key: _setting(spark, key) for key in CHECKPOINT_SETTINGS}
+
+
+def workloads_for(plan: Plan, spark_version: str) -> tuple[str, ...]:
+    """``plan``'s workloads that Spark ``spark_version`` ("3.5", "4.3") can run (``NEEDS_SPARK``)."""
+    version = tuple(int(part) for part in spark_version.split(".")[:2])
+    return tuple(w for w in plan.workloads if version >= NEEDS_SPARK.get(w, (0, 0)))
+
+
 @contextlib.contextmanager
 def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict | None = None,
         master: str = "local[2]"):
@@ -421,6 +495,7 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
     (strategy x larger key counts). ``plan`` defaults to the settings' size. Written to
     ``settings.raw`` as ``experiment`` and returned."""
     plan = plan or settings.plan
+    plan = dataclasses.replace(plan, workloads=workloads_for(plan, jars.spark_version()))
     strategies = strategies or list(ckpt_impls.STRATEGIES)
     recorder = results.Recorder()
     with started_store(settings) as (store, bucket):
@@ -430,7 +505,8 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
             # compared with each other instead of landing on one of them.
             measured = [(strategy, workload, plan.keys[0], plan.warmup, plan.batches)
                         for workload in plan.workloads for strategy in strategies]
-            measured += [(strategy, "stateful", keys, warmup, batches)
+            measured += [(strategy, workload, keys, warmup, batches)
+                         for workload in plan.sweep_workloads
                          for keys, (warmup, batches) in zip(plan.keys[1:], plan.sweep, strict=True)
                          for strategy in strategies]
             # JVM warm-up (JIT, class loading, each manager's first use), untimed: a query's own
@@ -444,7 +520,8 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
             for run in measured:
                 bench.run(recorder, *run, bar=bar)
             env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan),
-                                      spark_master=bench.spark.sparkContext.master)
+                                      spark_master=bench.spark.sparkContext.master,
+                                      checkpoint_settings=checkpoint_settings(bench.spark))
     return save(recorder.results(env), settings)
 
 

@@ -49,6 +49,16 @@ def stateful(spark, checkpoint: str, keys: int = 5, rows_per_second: int = 50,
     return writer.trigger(processingTime=trigger).start()
 
 
+def windowed(spark, checkpoint: str, keys: int, rows_per_batch: int, trigger: str = TRIGGER):
+    """rate -> 10-second event-time windows per ``value % keys``, with a 10-second watermark ->
+    noop sink, append mode: each batch advances event time by a second (``rate-micro-batch``), so
+    the state holds about two windows of ``keys`` keys and drops one window every ten batches."""
+    rows = rate(spark, rows_per_batch=rows_per_batch, start_timestamp=0).withWatermark("timestamp", "10 seconds")
+    counts = rows.groupBy(F.window("timestamp", "10 seconds"), (F.col("value") % keys).alias("key")).count()
+    return (counts.writeStream.format("noop").outputMode("append").option("checkpointLocation", checkpoint)
+            .trigger(processingTime=trigger).start())
+
+
 def file_sink(spark, checkpoint: str, output: str, rows_per_second: int = 50,
               compact_interval: int = 10, trigger: str = TRIGGER, rows_per_batch: int | None = None):
     """rate -> parquet file sink on ``output``, with its ``_spark_metadata`` log."""

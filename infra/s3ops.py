@@ -109,6 +109,37 @@ def area_of(key: str) -> str:
     return next((p for p in parts if p in CHECKPOINT_AREAS), "data")
 
 
+#: Directories of the RocksDB state store's immutable files (``state/<op>/<partition>/SSTs/<n>-<uuid>.sst``
+#: and ``logs/``), which its ``RocksDBFileManager`` uploads with ``FileSystem.copyFromLocalFile``.
+FILESYSTEM_DIRS = frozenset({"SSTs", "logs"})
+
+
+def through_manager(op: str, area: str, key: str) -> bool:
+    """Whether a request (``op`` about ``key``, in ``area``) is one the checkpoint strategy
+    controls: made through Spark's ``CheckpointFileManager``, which the strategy replaces.
+
+    Not the strategy's: the ``data`` area (a sink's data files, a source's input: Spark's
+    FileSystem and committers); under ``state/`` the RocksDB store's SST and log files
+    (``FILESYSTEM_DIRS``: the upload, S3A's probes around it, its parent-marker clean-up, and
+    their reads), which ``RocksDBFileManager`` moves with ``FileSystem.copyFromLocalFile`` /
+    ``copyToLocalFile``; and the GET of a RocksDB ``.zip``, which it unzips from ``FileSystem.open``.
+    Writing the ``<version>.zip``, ``<version>.changelog`` and ``_metadata`` files is the manager's.
+    Measured, not assumed: with ``rename`` every file the manager writes is a temp PUT then a
+    COPY, and in RocksDB runs (Spark 3.5 and 4.3, changelog on and off) exactly the SST files
+    were PUT straight to their key (``tests/test_state_stores.py`` checks it on every run).
+    Conservative: the old SST files RocksDB deletes in maintenance go through the manager's
+    ``delete``, but are counted as the FileSystem's with the rest of their key's requests.
+    """
+    if area == "data":
+        return False
+    if area != "state":
+        return True
+    parts = key.split("/")
+    if FILESYSTEM_DIRS.intersection(parts[parts.index("state") + 1:]):
+        return False
+    return not (op == "GET" and key.endswith(".zip"))
+
+
 def first_deleted_key(delete_body: bytes) -> str:
     """The first ``<Key>`` of a DeleteObjects request body (its first
     ``BULK_DELETE_CAPTURE`` bytes are enough), or ``""``."""

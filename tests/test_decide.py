@@ -9,16 +9,19 @@ from ckptbench import decide, results
 from conftest import event, progress
 
 
-def record(wal_ms: dict[str, float], puts: dict[str, int]) -> results.Results:
+def record(wal_ms: dict[str, float], puts: dict[str, int], sst_puts: dict[str, int] | None = None) -> results.Results:
     """A stateful run per strategy: 3 measured batches with walCommit ``wal_ms[s]`` (commitOffsets
-    half that) and ``puts[s]`` PUTs per batch."""
+    half that), ``puts[s]`` PUTs per batch to offsets/ and ``sst_puts[s]`` RocksDB SST uploads."""
+    sst_puts = sst_puts or {}
     recorder = results.Recorder()
     for strategy, wal in wal_ms.items():
         run = recorder.add_run(strategy, "stateful", 10, "p")
         batches = [progress(b, wal) for b in (1, 2, 3)]
         recorder.add_batches(run, "measured", batches)
         recorder.add_requests(run, [event(b + 0.01 * (i + 1), "PUT", f"p/offsets/{b}")
-                                    for b in (1, 2, 3) for i in range(puts[strategy])], batches)
+                                    for b in (1, 2, 3) for i in range(puts[strategy])]
+                               + [event(b + 0.001 * (i + 1), "PUT", f"p/state/0/1/SSTs/{b}-{i}.sst")
+                                  for b in (1, 2, 3) for i in range(sst_puts.get(strategy, 0))], batches)
     return recorder.results({"store": "ceph", "plan": {"keys": [10]}})
 
 
@@ -77,6 +80,17 @@ def test_no_candidate_left():
 def test_cost_is_a_labelled_projection():
     d = decide.decide(record(BASE, PUTS), "stateful", trigger_s=10)
     # 2 PUTs a batch, $0.005 per 1,000, 259,200 batches a month.
-    assert d.reasons[1] == ("2.0 billable requests per batch: $2.59 a month at one batch every 10 s "
-                            "(projection at AWS S3 list prices)")
+    assert d.reasons[1] == ("2.0 billable requests per batch through the strategy: $2.59 a month at one batch "
+                            "every 10 s (projection at AWS S3 list prices)")
     assert next(c for c in d.candidates if c.strategy == "conditional").dollars_per_month == pytest.approx(2.592)
+
+
+def test_requests_the_strategy_never_made_are_not_credited_to_it():
+    # conditional makes 4 requests a batch, manifest 3 plus 10 SST uploads RocksDB makes with the
+    # FileSystem: the tie goes to manifest, and the SST uploads are named as the same for all.
+    d = decide.decide(record({**BASE, "manifest": 12.5}, {**PUTS, "conditional": 4}, {"manifest": 10}), "stateful")
+    assert d.recommended == "manifest"
+    manifest = next(c for c in d.candidates if c.strategy == "manifest")
+    assert (manifest.requests_per_batch, manifest.other_requests_per_batch) == (3, 10)
+    assert d.reasons[1].endswith("; 10.0 more per batch (data files, RocksDB's SST uploads) are the same whatever "
+                                 "the strategy")

@@ -20,7 +20,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
-from ckpt_impls import jars, manifest_format
+from ckpt_impls import build, jars, manifest_format
 from conftest import CheckpointFiles, bucket_of, java_class
 
 MANAGER = "ckptbench.checkpoint.ManifestCheckpointFileManager"
@@ -93,7 +93,9 @@ class Manifest(CheckpointFiles):
 def driver_classpath(tmp_path_factory) -> str:
     classpath = ":".join([f"{jars.pyspark_jars_dir()}/*", str(jars.MANAGERS_JAR), *map(str, jars.s3a_jars())])
     classes = tmp_path_factory.mktemp("manifest-driver")
-    subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", classpath, "-d", str(classes), str(DRIVER)],
+    # Written against Spark 4.1+'s CheckpointFileManager, rewritten for the running Spark as the strategies are.
+    source = build._for_package([DRIVER], jars.checkpoint_package(), classes / "src")[0]
+    subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", classpath, "-d", str(classes), str(source)],
                    check=True)
     return f"{classes}:{classpath}"
 

@@ -159,6 +159,14 @@ def test_a_record_in_parts_reads_merged_and_a_whole_one_replaces_them(tmp_path):
     assert results.parts_of(where) == [] and list(results.read(where).crash_series.strategy) == ["conditional"] * 2
 
 
+def test_a_schema_2_record_reads_with_no_settings_recorded(record, tmp_path):
+    record.environment["schema_version"] = 2
+    record.tables["runs"] = record.runs.drop(columns="settings")  # what schema 2 wrote
+    back = results.read(record.write(tmp_path / "rec"))
+    assert back.environment["schema_version"] == results.SCHEMA_VERSION
+    assert list(back.runs.settings) == ["{}"] * len(back.runs)
+
+
 # -- drift --------------------------------------------------------------------------------------
 
 

@@ -4,8 +4,6 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
 
-import com.amazonaws.services.s3.model.ListObjectsV2Result;
-import com.amazonaws.services.s3.model.S3ObjectSummary;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
@@ -82,23 +80,22 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
     try {
       String token = null;
       do {
-        ListObjectsV2Result page = store.listPage(prefix, true, 1000, token);
-        for (S3ObjectSummary o : page.getObjectSummaries()) {
-          if (!o.getKey().equals(prefix)) { // the directory's own marker
-            FileStatus status = new FileStatus(o.getSize(), false, 1, 0,
-                o.getLastModified().getTime(), store.path(o.getKey()));
+        S3ObjectStore.Page page = store.listPage(prefix, true, 1000, token);
+        for (S3ObjectStore.Entry o : page.objects()) {
+          if (!o.key().equals(prefix)) { // the directory's own marker
+            FileStatus status = new FileStatus(o.size(), false, 1, 0, o.lastModifiedMs(), store.path(o.key()));
             if (filter.accept(status.getPath())) {
               out.add(status);
             }
           }
         }
-        for (String dir : page.getCommonPrefixes()) {
+        for (String dir : page.prefixes()) {
           Path dirPath = store.path(dir.substring(0, dir.length() - 1));
           if (filter.accept(dirPath)) {
             out.add(new FileStatus(0, true, 1, 0, 0, dirPath));
           }
         }
-        token = page.getNextContinuationToken();
+        token = page.next();
       } while (token != null);
     } catch (IOException e) {
       throw Unchecked.io(e);
@@ -124,18 +121,18 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
   public boolean exists(Path path) {
     String key = store.key(path);
     try {
-      ListObjectsV2Result page = store.listPage(key, false, 1, null);
-      if (page.getObjectSummaries().isEmpty()) {
+      S3ObjectStore.Page page = store.listPage(key, false, 1, null);
+      if (page.objects().isEmpty()) {
         return false;
       }
-      String first = page.getObjectSummaries().get(0).getKey();
+      String first = page.objects().get(0).key();
       if (first.equals(key) || first.startsWith(key + "/")) {
         return true;
       }
       if (first.charAt(key.length()) > '/') {
         return false;
       }
-      return !store.listPage(key + "/", false, 1, null).getObjectSummaries().isEmpty();
+      return !store.listPage(key + "/", false, 1, null).objects().isEmpty();
     } catch (IOException e) {
       throw Unchecked.io(e);
     }

@@ -13,8 +13,6 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 
-import com.amazonaws.services.s3.model.ListObjectsV2Result;
-import com.amazonaws.services.s3.model.S3ObjectSummary;
 
 /**
  * The manifest of one directory: which files and subdirectories it holds and where each file's
@@ -477,15 +475,14 @@ final class DirManifest {
     String stagedPrefix = prefix + "s/";
     String token = null;
     do {
-      ListObjectsV2Result page = store.listPage(stagedPrefix, false, 1000, token);
-      for (S3ObjectSummary o : page.getObjectSummaries()) {
-        String staged = o.getKey().substring(stagedPrefix.length());
-        if (!referenced.contains(staged)
-            && o.getLastModified().getTime() < now - settings.cleanupDelayMs) {
-          out.add(o.getKey());
+      S3ObjectStore.Page page = store.listPage(stagedPrefix, false, 1000, token);
+      for (S3ObjectStore.Entry o : page.objects()) {
+        String staged = o.key().substring(stagedPrefix.length());
+        if (!referenced.contains(staged) && o.lastModifiedMs() < now - settings.cleanupDelayMs) {
+          out.add(o.key());
         }
       }
-      token = page.getNextContinuationToken();
+      token = page.next();
     } while (token != null);
     return out;
   }

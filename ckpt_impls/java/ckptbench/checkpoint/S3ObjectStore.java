@@ -32,6 +32,10 @@ import org.apache.hadoop.fs.s3a.S3AFileSystem;
  * credentials and signer of the S3A filesystem configured for that bucket, so a strategy that
  * talks S3 directly needs no settings of its own. Keys are the path without its leading slash.
  *
+ * <p>The one class of the strategies that uses the AWS SDK (v1, as S3A 3.3.x does): its methods
+ * take and return plain Java types ({@link Page}, {@link Entry}, bytes), so S3A 3.4.x (SDK v2) needs
+ * a new body for this class and nothing else in the strategies.
+ *
  * <p>Create-only PUTs ({@code If-None-Match: *}, every conditional write of the strategies goes
  * through {@link #put}) survive a lost answer. When the store applied a PUT but the connection
  * broke before its answer arrived, the SDK (v1) sends the same PUT again by itself: it retries any
@@ -247,8 +251,14 @@ final class S3ObjectStore {
     }
   }
 
+  /** One listed object: its key, size in bytes and last-modified time (epoch milliseconds). */
+  record Entry(String key, long size, long lastModifiedMs) {}
+
+  /** One LIST page: its objects, its common prefixes (when grouped by '/'), the next page's token or null. */
+  record Page(List<Entry> objects, List<String> prefixes, String next) {}
+
   /** One LIST v2 page of at most {@code maxKeys} under {@code prefix}, optionally grouped by '/'. */
-  ListObjectsV2Result listPage(String prefix, boolean delimited, int maxKeys, String token)
+  Page listPage(String prefix, boolean delimited, int maxKeys, String token)
       throws IOException {
     ListObjectsV2Request req = new ListObjectsV2Request()
         .withBucketName(bucket).withPrefix(prefix).withMaxKeys(maxKeys).withContinuationToken(token);
@@ -256,7 +266,11 @@ final class S3ObjectStore {
       req.setDelimiter("/");
     }
     try {
-      return s3.listObjectsV2(req);
+      ListObjectsV2Result page = s3.listObjectsV2(req);
+      List<Entry> objects = new ArrayList<>();
+      page.getObjectSummaries().forEach(
+          o -> objects.add(new Entry(o.getKey(), o.getSize(), o.getLastModified().getTime())));
+      return new Page(objects, page.getCommonPrefixes(), page.getNextContinuationToken());
     } catch (AmazonClientException e) {
       throw translate("LIST", prefix, e);
     }
@@ -298,9 +312,9 @@ final class S3ObjectStore {
   void deletePrefix(String prefix) throws IOException {
     String token = null;
     do {
-      ListObjectsV2Result page = listPage(prefix, false, 1000, token);
+      Page page = listPage(prefix, false, 1000, token);
       List<DeleteObjectsRequest.KeyVersion> keys = new ArrayList<>();
-      page.getObjectSummaries().forEach(o -> keys.add(new DeleteObjectsRequest.KeyVersion(o.getKey())));
+      page.objects().forEach(o -> keys.add(new DeleteObjectsRequest.KeyVersion(o.key())));
       if (!keys.isEmpty()) {
         try {
           s3.deleteObjects(new DeleteObjectsRequest(bucket).withKeys(keys).withQuiet(true));
@@ -308,7 +322,7 @@ final class S3ObjectStore {
           throw translate("DELETE", prefix, e);
         }
       }
-      token = page.getNextContinuationToken();
+      token = page.next();
     } while (token != null);
   }
 

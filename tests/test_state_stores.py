@@ -1,0 +1,74 @@
+"""The state store workloads: which of their requests the checkpoint strategy makes at all
+(``infra.s3ops.through_manager``), checked against what a real run shows, and the checkpoint
+settings each run records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ckpt_impls import jars
+from ckptbench import metrics, results, runs
+from infra.s3ops import through_manager
+
+STATE = "bench/p/checkpoint/state/0/1"
+
+
+@pytest.mark.parametrize(("op", "key", "strategy_made_it"), [
+    ("PUT", f"{STATE}/3.changelog", True),
+    ("PUT", f"{STATE}/.3.changelog.0b1c.TID7.tmp", True),  # rename's temp file
+    ("COPY", f"{STATE}/3.zip", True),
+    ("PUT", f"{STATE}/3.delta.crc", True),
+    ("GET", f"{STATE}/3.changelog", True),
+    ("PUT", f"{STATE}/SSTs/000008-4e0c.sst", False),
+    ("HEAD", f"{STATE}/SSTs/000008-4e0c.sst", False),
+    ("LIST", f"{STATE}/SSTs/000008-4e0c.sst/", False),
+    ("BULK_DELETE", f"{STATE}/SSTs/", False),  # S3A's parent-marker clean-up after an upload
+    ("PUT", f"{STATE}/logs/000009-4e0c.log", False),
+    ("GET", f"{STATE}/3.zip", False),  # RocksDB unzips with FileSystem.open
+    ("PUT", "logs/job/checkpoint/state/0/1/3.delta", True),  # "logs" above the state directory
+    ("PUT", "bench/p/output/part-00000.parquet", False),
+    ("PUT", "bench/p/checkpoint/offsets/3", True),
+])
+def test_which_requests_the_strategy_makes(op, key, strategy_made_it):
+    from infra.s3ops import area_of
+
+    assert through_manager(op, area_of(key), key) is strategy_made_it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["stateful_rocksdb", "stateful_rocksdb_changelog"])
+def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_stores, lab, workload):
+    """With ``rename``, every file the manager writes is a temp PUT then a COPY to its key; the
+    FileSystem's uploads are PUT straight to theirs. The classification must agree with that for
+    every state file the run wrote. Without changelog checkpointing each batch uploads SST files, so
+    that run must show both kinds (one with no SST upload would check nothing); with it, SST files go
+    up only when maintenance uploads a snapshot, which a short run may not reach."""
+    store, bucket = metered_stores(lab.get("embedded"))
+    recorder = results.Recorder()
+    runs.Lab(spark, store, bucket, runs.PLANS["smallest"]).run(recorder, "rename", workload, 100, 1, 12)
+    record = recorder.results({"plan": {"keys": [100]}})
+    run = record.run("rename", workload, 100)
+    settings = json.loads(run.info.settings)
+    assert set(settings) == set(runs.CHECKPOINT_SETTINGS) and settings[runs.STATE_PROVIDER] == runs.ROCKSDB
+    has_checksums = tuple(map(int, jars.spark_version().split("."))) >= (4, 1)
+    assert (settings[runs.FILE_CHECKSUM] is None) is not has_checksums
+    assert spark.conf.get(runs.STATE_PROVIDER).endswith("HDFSBackedStateStoreProvider")  # restored after the run
+    requests = record.requests[(record.requests.source == "proxy") & (record.requests.area == "state")]
+    copied = set(requests[requests.op == "COPY"].key)
+    put = {k for k in requests[requests.op == "PUT"].key if "/." not in k and not k.endswith("/")}  # not temps, markers
+    written = copied | put
+    assert copied, sorted(written)
+    if workload == "stateful_rocksdb":  # SST files uploaded in each batch's commit, not in maintenance
+        assert any("/SSTs/" in k for k in put), sorted(written)
+        assert 0 < metrics.strategy_share(run) < 1
+    wrong = {k for k in written if through_manager("PUT", "state", k) != (k in copied)}
+    assert not wrong, sorted(wrong)
+
+
+def test_checksums_off_is_a_workload_only_where_spark_has_them():
+    plan = runs.PLANS["quick"]
+    assert "stateful_no_checksum" in runs.workloads_for(plan, "4.3")
+    assert "stateful_no_checksum" not in runs.workloads_for(plan, "3.5")
+    assert "stateful_rocksdb_changelog" in runs.workloads_for(plan, "3.5")
