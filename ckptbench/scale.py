@@ -72,7 +72,11 @@ class HeapReader:
     point to are not, so the KiB is a floor). The heap is then read as each heap pool's use just
     after the last collection (``MemoryPoolMXBean.getCollectionUsage``) following a ``System.gc()``:
     the live set, which a reading of the heap in use would blur with whatever the running query
-    allocated since (measured here: 110 to 250 MiB between consecutive readings)."""
+    allocated since (measured here: 110 to 250 MiB between consecutive readings).
+
+    Both are the whole JVM's: they include what the session's earlier queries left behind (state
+    store providers, with their managers, that Spark has not unloaded yet), so a strategy's first
+    reading is not its own alone; growth over the long query is what says whether memory is bounded."""
 
     def __init__(self, spark) -> None:
         self.jvm = spark._jvm

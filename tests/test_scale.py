@@ -85,7 +85,7 @@ def test_heap_growth_catches_a_growing_heap_and_passes_a_flat_one(record):
 def test_scale_axes_on_spark(tmp_path):
     """Every strategy along every axis through real Spark: each partition's state store writes a
     file a batch, so state requests grow by at least one per partition; a second stateful operator
-    writes more; the managers' objects are found in the heap (none for rename, Spark's own)."""
+    writes more; the managers' objects are found in the heap."""
     settings = runs.Settings("embedded", "smallest", None, tmp_path / "raw")
     axes = scale.Axes(partitions=(2, 8), operators=(1, 2), operators_partitions=8, warmup=1, batches=2,
                       long_batches=9, retain=3, windows=3)
@@ -97,7 +97,8 @@ def test_scale_axes_on_spark(tmp_path):
         assert two > one, strategy
         memory = metrics.memory_readings(record, strategy)
         assert len(memory) == axes.windows and (memory.heap_mib > 0).all()
-        assert (memory.manager_objects > 0).all() == (strategy != "rename"), (strategy, memory)
+        if strategy != "rename":  # Spark's own manager; the JVM-wide count may hold earlier queries' managers
+            assert (memory.manager_objects > 0).all(), (strategy, memory)
         for cls, at in ((ScaleByPartitions, 8), (ScaleByOperators, 2)):
             assert cls().track_requests_state(record, strategy, at) > 0
         assert ScaleSlopes().track_requests_per_partition(record, strategy) >= 1
