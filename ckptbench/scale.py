@@ -10,7 +10,8 @@ operators and batch count, for every strategy; ``scale(settings)`` returns the r
   ``dropDuplicates`` before the aggregation) at ``Axes.operators_partitions``; the one-operator
   point is the partitions axis's run at that count, not run twice.
 - Batches: one long query per strategy (``Axes.long_batches``, 2 partitions, Spark's purge on with
-  ``spark.sql.streaming.minBatchesToRetain`` at ``Axes.retain``), cut into ``Axes.windows``
+  ``spark.sql.streaming.minBatchesToRetain`` at ``Axes.retain``, its first ``retain`` batches
+  warm-up too, so that the purge runs from the first measured batch), cut into ``Axes.windows``
   windows by batch id (``ckptbench.metrics.scale_points``): offsets/, commits/ and the state
   directory stop growing once the purge starts, so their requests and times per batch should
   stay flat in the batch count. Every ``long_batches / windows`` batches the driver JVM is
@@ -44,7 +45,7 @@ class Axes:
     partitions: tuple[int, ...]  # shuffle partitions, at one stateful operator
     operators: tuple[int, ...]  # stateful operators, at operators_partitions partitions
     operators_partitions: int
-    warmup: int  # batches run first in each point's query, recorded as warm-up
+    warmup: int  # batches run first in each query, recorded as warm-up (the long query: retain more)
     batches: int  # measured batches per point
     long_batches: int  # measured batches of the long query (the batch-count axis)
     retain: int  # spark.sql.streaming.minBatchesToRetain in the long query
@@ -53,7 +54,7 @@ class Axes:
 
 AXES = {
     "smallest": Axes((2, 20), (1, 2), 20, 1, 2, 30, 10, 3),
-    "quick": Axes((2, 20, 200), (1, 2), 20, 2, 3, 150, 20, 5),
+    "quick": Axes((2, 20, 200), (1, 2), 20, 1, 3, 100, 20, 5),
     "full": Axes((2, 20, 200, 1000), (1, 2), 200, 3, 10, 10_000, 100, 20),
 }
 LONG_PARTITIONS = 2
@@ -72,7 +73,9 @@ class HeapReader:
     point to are not, so the KiB is a floor). The heap is then read as each heap pool's use just
     after the last collection (``MemoryPoolMXBean.getCollectionUsage``) following a ``System.gc()``:
     the live set, which a reading of the heap in use would blur with whatever the running query
-    allocated since (measured here: 110 to 250 MiB between consecutive readings).
+    allocated since (measured here: 110 to 250 MiB between consecutive readings). One such
+    reading still came out ~100 MiB high now and then (150 or 250 MiB in one query on Ceph, quick
+    size), so it is taken twice and the smaller kept.
 
     Both are the whole JVM's: they include what the session's earlier queries left behind (state
     store providers, with their managers, that Spark has not unloaded yet), so a strategy's first
@@ -90,11 +93,15 @@ class HeapReader:
             fields = line.split()
             if len(fields) >= 4 and fields[3].startswith(MANAGER_PACKAGE):
                 objects, size = objects + int(fields[1]), size + int(fields[2])
+        heap = min(self._live_heap() for _ in range(2))
+        return {"heap_mib": heap / 2**20, "manager_objects": objects, "manager_kib": size / 1024}
+
+
+    def _live_heap(self) -> int:
         management = self.jvm.java.lang.management
         self.jvm.java.lang.System.gc()
-        heap = sum(pool.getCollectionUsage().getUsed() for pool in management.ManagementFactory.getMemoryPoolMXBeans()
+        return sum(pool.getCollectionUsage().getUsed() for pool in management.ManagementFactory.getMemoryPoolMXBeans()
                    if pool.getType() == management.MemoryType.HEAP and pool.getCollectionUsage() is not None)
-        return {"heap_mib": heap / 2**20, "manager_objects": objects, "manager_kib": size / 1024}
 
 
 class _Sampled:
@@ -146,8 +153,8 @@ def scale(settings: runs.Settings, strategies: list[str] | None = None, axes: Ax
         lab = ScaleLab(base.spark, store, bucket, base.plan)
         spark = lab.spark
         points = _points(axes)
-        total = (len(strategies) * (len(points) * (axes.warmup + axes.batches) + axes.warmup + axes.long_batches)
-                 + len(strategies))
+        long_warmup = axes.warmup + axes.retain
+        total = len(strategies) * (len(points) * (axes.warmup + axes.batches) + long_warmup + axes.long_batches + 1)
         bar = progress.Recorder("scale axes", total, "batch")
         # JVM warm-up (JIT, class loading, each manager's first use), untimed.
         spark.conf.set("spark.sql.shuffle.partitions", str(axes.partitions[0]))
@@ -167,8 +174,8 @@ def scale(settings: runs.Settings, strategies: list[str] | None = None, axes: Ax
         reader = HeapReader(spark)
         for strategy in strategies:
             run = len(recorder.rows["runs"])
-            sampled = _Sampled(bar, reader, max(1, axes.long_batches // axes.windows), axes.warmup)
-            lab.run(recorder, strategy, "stateful", KEYS, axes.warmup, axes.long_batches, sampled)
+            sampled = _Sampled(bar, reader, max(1, axes.long_batches // axes.windows), long_warmup)
+            lab.run(recorder, strategy, "stateful", KEYS, long_warmup, axes.long_batches, sampled)
             recorder.add_scale(run, LONG_PARTITIONS, 1, "long")
             for reading in sampled.readings:
                 recorder.add_memory(run, **reading)
