@@ -173,6 +173,7 @@ def scale(name: str, record: results.Results, path: Path) -> Path:
         step, unit = metrics.AXIS_STEP[axis]
         for row, (figure, label) in enumerate(SCALE_PANELS):
             ax = grid[row][col]
+            spans_decades = axis == "partitions" and max(record.environment["plan"]["partitions"]) >= 100
             for strategy in record.strategies():
                 points = _value(metrics.scale_values, record, axis, strategy, figure)
                 if not points:
@@ -180,10 +181,11 @@ def scale(name: str, record: results.Results, path: Path) -> Path:
                 xs, ys = zip(*points, strict=True)
                 line, = ax.plot(xs, ys, "o", label=strategy)
                 intercept, slope, r2 = metrics.scale_fit(record, axis, strategy, figure)
-                grid_x = np.linspace(min(xs), max(xs), 50)
-                ax.plot(grid_x, intercept + slope * grid_x / step, "-", color=line.get_color(), alpha=0.6,
+                grid_x = (np.geomspace if spans_decades else np.linspace)(min(xs), max(xs), 50)
+                fit = intercept + slope * grid_x / step
+                shown = fit > 0 if spans_decades else fit == fit  # a log axis has no room for the rest
+                ax.plot(grid_x[shown], fit[shown], "-", color=line.get_color(), alpha=0.6,
                         label=f"fit: {slope:.3g} per {unit} (r² {r2:.2f})")
-            spans_decades = axis == "partitions" and max(record.environment["plan"]["partitions"]) >= 100
             if spans_decades:
                 ax.set(xscale="log", yscale="log")
             ax.set(xlabel=axis, ylabel=label)
