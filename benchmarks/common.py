@@ -8,7 +8,7 @@ parameter would hide each other.
 
 Starting Spark costs ~10 s and asv runs every benchmark, for every parameter combination, in a
 process of its own. So each experiment (streaming, the store alone, log histories, the failure
-lab) runs once, in ``setup_cache``: asv keys it by the module
+lab, the scale axes) runs once, in ``setup_cache``: asv keys it by the module
 and line that define the function, so every class that sets
 ``setup_cache = staticmethod(common.streaming)`` reads the same pickled record of one run per
 ``asv run``. Benchmarks are ``track_*`` over those records (``ckptbench.metrics``), never
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ckpt_impls
 from ckpt_impls import jars
-from ckptbench import crashlab, faultlab, histories, runs
+from ckptbench import crashlab, faultlab, histories, runs, scale
 
 SETTINGS = runs.Settings.from_env()
 PLAN = SETTINGS.plan
@@ -49,8 +49,13 @@ def fault_lab():
     return faultlab.faultlab(SETTINGS)
 
 
+def scale_axes():
+    return scale.scale(SETTINGS)
+
+
 streaming.timeout = runs.streaming.timeout
 store_alone.timeout = runs.store_alone.timeout
 history.timeout = histories.history.timeout
 crashes.timeout = crashlab.crashes.timeout
 fault_lab.timeout = faultlab.faultlab.timeout
+scale_axes.timeout = scale.scale.timeout

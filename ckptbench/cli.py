@@ -192,6 +192,11 @@ def cmd_cost(args) -> None:
         trigger = cost.parse_interval(args.trigger)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if args.partitions is not None:
+        _cost_at_scale(args, trigger)
+        return
+    if args.strategy:
+        raise UsageError("--strategy goes with --partitions (the projection from the scale results)")
     paths = [Path(p) for p in args.record] if args.record else sorted((RESULTS / "raw").glob("*-streaming"))
     if not paths:
         raise UsageError("no streaming results in results/raw: run `make bench` first, or name one with --record DIR")
@@ -214,6 +219,82 @@ def cmd_cost(args) -> None:
                 print(f"| {record.environment['store']} | {strategy} | {workload} | {per_batch:.1f} | "
                       f"{dollars * 1e6:,.2f} | {cost.per_month(per_batch, trigger):,.0f} | "
                       f"{cost.per_month(dollars, trigger):,.2f} |")
+
+
+def _cost_at_scale(args, trigger: float) -> None:
+    """``cost --partitions N``: the requests of one batch at N shuffle partitions, from each operation's
+    fit against partitions in the recorded scale results, per month and in dollars."""
+    from . import cost, metrics, results
+
+    if args.partitions < 1:
+        raise UsageError(f"--partitions must be at least 1, not {args.partitions}")
+    strategies = _names(args.strategy, ckpt_impls.STRATEGIES, "strategy") if args.strategy else None
+    paths = [Path(p) for p in args.record] if args.record else sorted((results_root() / "raw").glob("*-scale"))
+    if not paths:
+        raise UsageError("no scale results in results/raw: run `python -m ckptbench scale` or `make bench` first, "
+                         "or name one with --record DIR")
+    try:
+        records = [results.read(path) for path in paths]
+    except (OSError, ValueError) as e:
+        raise UsageError(f"not a results record: {e}") from None
+    others = [r.environment["experiment"] for r in records if r.environment["experiment"] != "scale"]
+    if others:
+        raise UsageError(f"--partitions needs scale records (results/raw/<store>-scale), not {', '.join(others)}")
+    print(f"Cost per month, one query with {args.partitions:,} shuffle partitions and one stateful operator, a batch "
+          f"every {args.trigger}: a PROJECTION from the measured slopes ({cost.caption()}).\n")
+    print("| store | strategy | measured partitions | requests per partition (fit) | billable requests per batch "
+          "(projected) | requests per month | $ per month |")
+    print("|---|---|---|---|---|---|---|")
+    shown = 0
+    for record in records:
+        for strategy in strategies or record.strategies():
+            try:
+                points = metrics.scale_points(record, "partitions", strategy)
+                by_op = metrics.projected_requests_by_op(record, strategy, args.partitions)
+                _, slope, r2 = metrics.scale_fit(record, "partitions", strategy, "requests")
+            except (results.RunFailed, KeyError, TypeError, ValueError) as e:
+                print(f"| {record.environment['store']} | {strategy} | no fit: {e} | | | | |")
+                continue
+            measured = ", ".join(f"{x:,.0f}" for x, _ in points)
+            beyond = " (extrapolated)" if args.partitions > max(x for x, _ in points) else ""
+            per_batch = sum(by_op.values())
+            print(f"| {record.environment['store']} | {strategy} | {measured} | {slope:.2f} (r² {r2:.2f}) | "
+                  f"{per_batch:,.1f}{beyond} | {cost.per_month(per_batch, trigger):,.0f} | "
+                  f"{cost.per_month(cost.dollars(by_op), trigger):,.2f} |")
+            shown += 1
+    if not shown:
+        raise UsageError("no strategy asked for has a partitions fit in the scale results")
+
+
+def cmd_scale(args) -> None:
+    from . import report, results, runs, scale
+
+    store = args.store or runs.default_store()
+    _names(store, infra.STORES, "store")
+    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    default = scale.AXES[args.size]
+
+    def counts(text: str | None, fallback: tuple[int, ...], option: str) -> tuple[int, ...]:
+        if text is None:
+            return fallback
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        if not values or not all(v.isdigit() and int(v) > 0 for v in values):
+            raise UsageError(f"{option} takes whole numbers above 0, comma-separated (such as 2,20,200), not {text!r}")
+        return tuple(sorted({int(v) for v in values}))
+
+    operators = counts(args.operators, default.operators, "--operators")
+    if set(operators) - {1, 2}:
+        raise UsageError(f"--operators takes 1 and/or 2 (the stateful workload has at most two), not {args.operators}")
+    long_batches = default.long_batches if args.batches is None else args.batches
+    if long_batches < default.windows:
+        raise UsageError(f"--batches must be at least {default.windows} (one per window), not {long_batches}")
+    axes = dataclasses.replace(default, partitions=counts(args.partitions, default.partitions, "--partitions"),
+                               operators=operators, long_batches=long_batches)
+    settings = runs.Settings(store, args.size, args.bucket, results_root() / "raw")
+    record = scale.scale(settings, strategies, axes)
+    print("\n\n".join(table.markdown() for table in report.scale_tables(record)))
+    print(f"\nrecord: {results.directory(settings.raw, store, 'scale')} "
+          "(python -m ckptbench cost --partitions N projects from it; the report shows it after a bench or report run)")
 
 
 def cmd_faultlab(args) -> None:
@@ -395,8 +476,24 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cost", help="what the measured requests would cost on AWS S3 (a projection)")
     c.add_argument("--trigger", default="10s", help="the query's trigger interval (default 10s)")
     c.add_argument("--record", nargs="+", metavar="DIR",
-                   help="streaming records (default: every results/raw/*-streaming)")
+                   help="streaming records (default: every results/raw/*-streaming; with --partitions, every "
+                        "results/raw/*-scale)")
+    c.add_argument("--partitions", type=int, metavar="N",
+                   help="project to N shuffle partitions from the slopes in the recorded scale results")
+    c.add_argument("--strategy", help="with --partitions: comma-separated strategies (default: all recorded)")
     c.set_defaults(run=cmd_cost)
+    s = sub.add_parser("scale", help="cost against shuffle partitions, stateful operators and batch count, "
+                                     "per strategy (the scale experiment)")
+    s.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: ceph where it can start here, "
+                                   "else embedded)")
+    s.add_argument("--size", choices=list(PLANS), default="quick", help="the axes' defaults (default quick)")
+    s.add_argument("--partitions", help="shuffle partitions, comma-separated (default: the size's, quick 2,20,200)")
+    s.add_argument("--operators", help="stateful operators, of 1,2 (default both)")
+    s.add_argument("--batches", type=int, help="measured batches of the long query, the batch-count axis "
+                                               "(default: the size's, quick 150, full 10,000)")
+    s.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    s.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    s.set_defaults(run=cmd_scale)
     f = sub.add_parser("faultlab", help="failure rates per strategy under the fault profiles (the failure lab)")
     f.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where it "
                                    "can start here, else embedded)")

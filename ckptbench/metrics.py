@@ -17,7 +17,7 @@ import pandas as pd
 
 from infra.s3ops import AREAS, through_manager
 
-from .results import Results, Run
+from .results import Results, Run, RunFailed
 
 #: Areas written through the checkpoint manager: all but the data files.
 MANAGED = tuple(a for a in AREAS if a != "data")
@@ -430,3 +430,117 @@ def exactly_once_violations(results: Results, strategy: str, profile: str) -> in
     """File-sink runs whose output did not hold every row of whole batches exactly once."""
     runs = fault_runs(results, strategy, profile, "file_sink")
     return int((runs.exactly_once == False).sum())  # noqa: E712 (NA, not asked, is neither)
+
+
+# -- the scale axes (ckptbench.scale) -------------------------------------------------------
+
+#: What one step along each axis is: the fitted slopes are per this many units of it.
+AXIS_STEP = {"partitions": (1, "partition"), "operators": (1, "operator"), "batches": (1000, "1,000 batches")}
+#: The checkpoint areas a stateful query writes every batch.
+STATEFUL_AREAS = ("offsets", "commits", "state")
+
+#: The per-batch figures along the scale axes: name -> (the figure of a run, its unit).
+SCALE_FIGURES = {
+    "requests": (requests_per_batch, "requests"),
+    **{f"requests_{area}": (lambda run, area=area: requests_per_batch(run, areas=[area]), "requests")
+       for area in STATEFUL_AREAS},
+    "kib": (kib_sent_per_batch, "KiB"),
+    **{f"{key}_p{q}": (lambda run, name=name, q=q: duration_percentile(run, name, q), "ms")
+       for key, name in (("wal_commit", "walCommit"), ("commit_offsets", "commitOffsets")) for q in (50, 95)},
+    **{f"state_commit_p{q}": (lambda run, q=q: state_commit_percentile(run, q), "ms") for q in (50, 95)},
+}
+
+
+def _scale_run(results: Results, run: int) -> Run:
+    row = results.runs.set_index("run").loc[run]
+    if isinstance(row.error, str):
+        raise RunFailed(f"{row.strategy} at scale run {run} failed: {row.error}")
+    return Run(results, run)
+
+
+def scale_points(results: Results, axis: str, strategy: str) -> list[tuple[float, Run]]:
+    """The measured points of ``axis`` for ``strategy``, in order: (x, its run).
+
+    ``partitions`` and ``operators``: one query per point, x the partitions (at one operator) or
+    the operators (at ``operators_partitions``). ``batches``: the long query cut into its plan's
+    ``windows`` windows of consecutive measured batches, x the batches done at a window's middle,
+    each window a ``Run`` of its batches only. Raises ``RunFailed`` if a run failed, ``KeyError``
+    if there is none."""
+    plan = results.environment["plan"]
+    scale = results.scale.merge(results.runs[["run", "strategy"]], on="run")
+    scale = scale[scale.strategy == strategy]
+    if axis == "partitions":
+        rows = scale[(scale.kind == "point") & (scale.operators == 1)].sort_values("partitions")
+        return [(float(r.partitions), _scale_run(results, int(r.run))) for r in rows.itertuples()]
+    if axis == "operators":
+        rows = scale[(scale.kind == "point") & (scale.partitions == plan["operators_partitions"])]
+        rows = rows.sort_values("operators")
+        return [(float(r.operators), _scale_run(results, int(r.run))) for r in rows.itertuples()]
+    if axis != "batches":
+        raise KeyError(f"no scale axis {axis!r}; axes: {', '.join(AXIS_STEP)}")
+    rows = scale[scale.kind == "long"]
+    if rows.empty:
+        raise KeyError(f"no long scale run of {strategy}")
+    run = _scale_run(results, int(rows.run.iloc[-1]))
+    ids = run.batches.batch_id.to_numpy()
+    windows = [chunk for chunk in np.array_split(ids, plan["windows"]) if len(chunk)]
+    return [(float((chunk[0] + chunk[-1]) / 2 - ids[0] + 1),
+             Run(results, run.run, window=(int(chunk[0]), int(chunk[-1])))) for chunk in windows]
+
+
+def scale_values(results: Results, axis: str, strategy: str, figure: str) -> list[tuple[float, float]]:
+    """(x, ``SCALE_FIGURES[figure]`` of the point) along ``axis``."""
+    metric = SCALE_FIGURES[figure][0]
+    return [(x, metric(run)) for x, run in scale_points(results, axis, strategy)]
+
+
+def scale_fit(results: Results, axis: str, strategy: str, figure: str) -> tuple[float, float, float]:
+    """Least squares of ``figure`` against ``axis``: (intercept, slope per ``AXIS_STEP`` of the axis,
+    r squared). Requests per partition, ms per partition, requests per 1,000 batches..."""
+    step = AXIS_STEP[axis][0]
+    points = scale_values(results, axis, strategy, figure)
+    return linear_fit([x / step for x, _ in points], [y for _, y in points])
+
+
+def projected_requests_by_op(results: Results, strategy: str, partitions: float) -> dict[str, float]:
+    """Billable requests per batch of each operation at ``partitions`` shuffle partitions (one
+    stateful operator): each operation's own linear fit over the partitions axis, evaluated there
+    (never below zero). A projection: beyond the largest measured point it extrapolates."""
+    points = scale_points(results, "partitions", strategy)
+    counts = [billable_requests_by_op(run) for _, run in points]
+    out = {}
+    for op in sorted({op for c in counts for op in c}):
+        intercept, slope, _ = linear_fit([x for x, _ in points], [c.get(op, 0.0) for c in counts])
+        out[op] = max(0.0, intercept + slope * partitions)
+    return out
+
+
+def memory_readings(results: Results, strategy: str) -> pd.DataFrame:
+    """The heap readings of ``strategy``'s long scale query, by batches done."""
+    run = scale_points(results, "batches", strategy)[0][1].run
+    memory = results.memory[results.memory.run == run].sort_values("batch")
+    if memory.empty:
+        raise KeyError(f"no heap reading in the long scale run of {strategy}")
+    return memory
+
+
+def heap_peak_mib(results: Results, strategy: str) -> float:
+    """The largest driver heap in use after a full GC over the long query's readings, MiB."""
+    return float(memory_readings(results, strategy).heap_mib.max())
+
+
+def heap_growth_mib(results: Results, strategy: str) -> float:
+    """Driver heap in use after a full GC: its fitted growth, MiB per 1,000 batches of the long query."""
+    memory = memory_readings(results, strategy)
+    return linear_fit(memory.batch / AXIS_STEP["batches"][0], memory.heap_mib)[1]
+
+
+def manager_kib_peak(results: Results, strategy: str) -> float:
+    """The largest shallow size of the checkpoint managers' own objects over the long query, KiB."""
+    return float(memory_readings(results, strategy).manager_kib.max())
+
+
+def manager_objects_growth(results: Results, strategy: str) -> float:
+    """The checkpoint managers' live objects: fitted growth per 1,000 batches of the long query."""
+    memory = memory_readings(results, strategy)
+    return linear_fit(memory.batch / AXIS_STEP["batches"][0], memory.manager_objects)[1]

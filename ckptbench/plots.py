@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
+import numpy as np
 
 from . import metrics, results, runs
 
@@ -154,4 +155,59 @@ def requests_by_area(name: str, record: results.Results, workload: str, path: Pa
         ax.legend(fontsize=7)
         ax.grid(True, axis="y", alpha=0.3)
     fig.suptitle(f"What each strategy sends on {name}{_emulated(record)}")
+    return save(fig, path)
+
+
+#: What the scale figure draws against each axis: (SCALE_FIGURES name, y label).
+SCALE_PANELS = (("requests", "requests per batch (mean)"), ("state_commit_p50", "state commit p50 (ms, Spark)"),
+                ("wal_commit_p50", "walCommit p50 (ms, Spark)"))
+
+
+def scale(name: str, record: results.Results, path: Path) -> Path:
+    """Cost against each scale axis, per strategy: the measured points and the fitted line (log-log
+    where the axis spans decades), with the slope in the legend."""
+    axes_names = [a for a in metrics.AXIS_STEP if any(_value(metrics.scale_points, record, a, s)
+                                                      for s in record.strategies())]
+    fig, grid = plt.subplots(len(SCALE_PANELS), len(axes_names), figsize=(5 * len(axes_names), 11), squeeze=False)
+    for col, axis in enumerate(axes_names):
+        step, unit = metrics.AXIS_STEP[axis]
+        for row, (figure, label) in enumerate(SCALE_PANELS):
+            ax = grid[row][col]
+            spans_decades = axis == "partitions" and max(record.environment["plan"]["partitions"]) >= 100
+            for strategy in record.strategies():
+                points = _value(metrics.scale_values, record, axis, strategy, figure)
+                if not points:
+                    continue
+                xs, ys = zip(*points, strict=True)
+                line, = ax.plot(xs, ys, "o", label=strategy)
+                intercept, slope, r2 = metrics.scale_fit(record, axis, strategy, figure)
+                grid_x = (np.geomspace if spans_decades else np.linspace)(min(xs), max(xs), 50)
+                fit = intercept + slope * grid_x / step
+                shown = fit > 0 if spans_decades else fit == fit  # a log axis has no room for the rest
+                ax.plot(grid_x[shown], fit[shown], "-", color=line.get_color(), alpha=0.6,
+                        label=f"fit: {slope:.3g} per {unit} (r² {r2:.2f})")
+            if spans_decades:
+                ax.set(xscale="log", yscale="log")
+            ax.set(xlabel=axis, ylabel=label)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6)
+    fig.suptitle(f"Cost against the scale axes on {name}{_emulated(record)}")
+    return save(fig, path)
+
+
+def memory(name: str, record: results.Results, path: Path) -> Path:
+    """The long query's driver heap after a full GC, and the managers' own objects, against batches."""
+    fig, (heap_ax, manager_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for strategy in record.strategies():
+        memory = _value(metrics.memory_readings, record, strategy)
+        if memory is None:
+            continue
+        heap_ax.plot(memory.batch, memory.heap_mib, "o-", label=strategy)
+        manager_ax.plot(memory.batch, memory.manager_kib, "o-", label=strategy)
+    heap_ax.set(xlabel="batches", ylabel="driver heap in use after full GC (MiB)")
+    manager_ax.set(xlabel="batches", ylabel="checkpoint managers' objects (KiB, shallow)")
+    for ax in (heap_ax, manager_ax):
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Memory over a long query on {name}{_emulated(record)}")
     return save(fig, path)

@@ -2,7 +2,7 @@
 recommendation per store x workload and its reasons, the tables behind it and the figures.
 
 Reads the records in ``results/raw`` (``ckptbench.results``: the latest ``streaming``, ``store``,
-``manifest-compaction``, ``crashes`` and ``faults`` record per store); every number comes from
+``manifest-compaction``, ``crashes``, ``faults`` and ``scale`` record per store); every number comes from
 ``ckptbench.metrics``, as the asv benchmarks' do, so the page and asv's HTML agree; the verdict
 from ``ckptbench.decide``; money from ``ckptbench.cost``, labelled a projection wherever it shows. The page embeds its
 figures (also written as PNG files beside it) and its style, so it opens from a file share or a
@@ -233,6 +233,83 @@ def _history(name: str, record: results.Results, figures: Path) -> Section:
                 "Compact size and compaction time against batch number, for the longest history.")])
 
 
+PROJECTED_PARTITIONS = 200  # the partitions the report's cost projection is shown at (Spark's default)
+
+
+def scale_tables(record: results.Results) -> list[Table]:
+    """The scale experiment's tables: every point of every axis, the fitted slopes (with a cost
+    projection), and memory over the long query."""
+    point_rows, slope_rows, memory_rows = [], [], []
+    for axis in metrics.AXIS_STEP:
+        for strategy in record.strategies():
+            for x, run in plots._value(metrics.scale_points, record, axis, strategy) or []:
+                def f(figure, spec=".0f", run=run):
+                    return _fmt(plots._value(metrics.SCALE_FIGURES[figure][0], run), spec)
+
+                point_rows.append([axis, f"{x:,.0f}", strategy, f("requests", ".1f"),
+                                   " / ".join(f(f"requests_{a}", ".1f") for a in metrics.STATEFUL_AREAS),
+                                   f("kib", ".1f"), f"{f('wal_commit_p50')} / {f('wal_commit_p95')}",
+                                   f"{f('commit_offsets_p50')} / {f('commit_offsets_p95')}",
+                                   f"{f('state_commit_p50')} / {f('state_commit_p95')}"])
+    for strategy in record.strategies():
+        def slope(axis, figure, strategy=strategy):
+            fit = plots._value(metrics.scale_fit, record, axis, strategy, figure)
+            return "failed" if fit is None else f"{fit[1]:.3g} (r² {fit[2]:.2f})"
+
+        by_op = plots._value(metrics.projected_requests_by_op, record, strategy, PROJECTED_PARTITIONS)
+        slope_rows.append([strategy, slope("partitions", "requests"), slope("partitions", "state_commit_p50"),
+                           slope("operators", "requests"), slope("batches", "requests"),
+                           slope("batches", "state_commit_p50"), slope("batches", "wal_commit_p50"),
+                           _fmt(by_op and cost.per_month(cost.dollars(by_op), TRIGGER_S), ",.2f")])
+
+        def m(metric, spec=".1f", strategy=strategy):
+            return _fmt(plots._value(metric, record, strategy), spec)
+
+        long_run = plots._value(metrics.scale_points, record, "batches", strategy)
+        rss = long_run[0][1].info.peak_rss_mib if long_run else None
+        memory_rows.append([strategy, _fmt(rss), m(metrics.heap_peak_mib), m(metrics.heap_growth_mib),
+                            m(metrics.manager_kib_peak), m(metrics.manager_objects_growth)])
+    plan = record.environment["plan"]
+    return [
+        Table("Per batch at each point of each scale axis",
+              ["axis", "at", "strategy", "requests", "offsets / commits / state requests", "KiB sent",
+               "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", "state commit p50 / p95 (ms)"],
+              point_rows,
+              f"partitions: one stateful operator, {plan['batches']} measured batches per point; operators: at "
+              f"{plan['operators_partitions']} partitions; batches: one query of {plan['long_batches']:,} measured "
+              f"batches at {record.environment['long_partitions']} partitions, purge keeping {plan['retain']}, cut "
+              f"into {plan['windows']} windows (at: batches done at a window's middle). Requests by the metering "
+              "proxy, a mean per batch; times are Spark's."),
+        Table("Fitted slopes (least squares over the points above)",
+              ["strategy", "requests per partition", "state commit ms per partition", "requests per operator",
+               "requests per 1,000 batches", "state commit ms per 1,000 batches", "walCommit ms per 1,000 batches",
+               f"$ per month at {PROJECTED_PARTITIONS} partitions (projection)"], slope_rows,
+              f"The dollars: {cost.caption()}; each operation's requests fitted against partitions and evaluated at "
+              f"{PROJECTED_PARTITIONS}, one batch every {TRIGGER_S:g} s (`python -m ckptbench cost --partitions N` "
+              "for another scale)."),
+        Table("Memory over the long query",
+              ["strategy", "driver peak RSS (MiB)", "driver heap after full GC, peak (MiB)",
+               "heap growth (MiB per 1,000 batches)", "managers' objects, peak (KiB, shallow)",
+               "managers' objects growth (per 1,000 batches)"], memory_rows,
+              "Heap read after a full GC every window; the managers' objects are the instances of the "
+              "ckptbench.checkpoint classes (jcmd GC.class_histogram; shallow sizes, a floor). Bounded means the "
+              "growth is near zero against the peak.")]
+
+
+def _scale(name: str, record: results.Results, figures: Path) -> Section:
+    return Section(f"{name}: how cost grows with scale", [
+        f"Measured on {_where(record)}.",
+        f"The stateful workload ({record.environment['keys']:,} keys) along three axes, every strategy: shuffle "
+        "partitions (each partition's state store writes its own file each batch), stateful operators, and batch "
+        "count (Spark's purge on). State store maintenance runs every "
+        f"{record.environment['maintenance_interval']}, so that it happens within the runs."],
+        scale_tables(record),
+        [Figure(plots.scale(name, record, figures / f"{name}-scale.png"),
+                "Requests per batch and commit times against each axis, with the least-squares fit."),
+         Figure(plots.memory(name, record, figures / f"{name}-memory.png"),
+                "Driver heap after a full GC and the checkpoint managers' objects over the long query.")])
+
+
 def _faults(name: str, record: results.Results) -> Section:
     plan, profiles = record.environment["plan"], record.environment["profiles"]
     text = [f"Measured on {_where(record)}.",
@@ -276,6 +353,8 @@ def write(out: Path) -> list[Path]:
             sections.append(_history(name, kinds["manifest-compaction"], figures))
         if "faults" in kinds:
             sections.append(_faults(name, kinds["faults"]))
+        if "scale" in kinds:
+            sections.append(_scale(name, kinds["scale"], figures))
     if copy_plot:
         sections.append(Section("Rename cost on every store", figures=[
             Figure(copy_plot, "Server-side COPY (a rename's cost) and PUT against object size.")]))

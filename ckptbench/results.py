@@ -43,6 +43,12 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
   exception; ``runs.error`` has Spark's own), whether a restart without faults ``recovered``
   (None: not needed),
   whether the file sink's output held every row ``exactly_once`` (None: no file sink), seconds.
+- ``scale``: one row per run of the scale experiment (``ckptbench.scale``): its shuffle
+  ``partitions``, stateful ``operators`` and ``kind`` (``point``: a few batches at one point of the
+  partitions and operators axes; ``long``: one long query, the batch-count axis).
+- ``memory``: heap readings taken while a long scale run ran, after a full GC: the batches done
+  (``batch``), the driver JVM's heap in use (MiB) and the checkpoint managers' own objects
+  (``ckptbench.checkpoint`` classes: their count and shallow KiB).
 - ``injections``: one row per fault the metering proxy injected into a run's requests: the
   request's ``start``, operation and key, and the ``fault`` label (``infra.faults``).
 
@@ -95,6 +101,8 @@ TABLES: dict[str, tuple[str, ...]] = {
     "fault_runs": ("run", "profile", "seed", "batches", "batches_done", "outcome", "cause", "recovered",
                    "exactly_once", "seconds"),
     "injections": ("run", "start", "op", "key", "fault"),
+    "scale": ("run", "partitions", "operators", "kind"),
+    "memory": ("run", "batch", "heap_mib", "manager_objects", "manager_kib"),
 }
 #: Integer columns that may be missing (NA): a request between batches, a check that did not run.
 NULLABLE_INTS = {
@@ -303,6 +311,8 @@ class Run:
     results: Results
     run: int
     source: str | None = None
+    #: Only the measured batches with ids in ``first..last`` (a window of a long run), when given.
+    window: tuple[int, int] | None = None
 
     @property
     def sources(self) -> list[str]:
@@ -332,7 +342,8 @@ class Run:
     def batches(self) -> pd.DataFrame:
         """The measured batches."""
         batches = self.all_batches
-        return batches[batches.phase == "measured"]
+        batches = batches[batches.phase == "measured"]
+        return batches if self.window is None else batches[batches.batch_id.between(*self.window)]
 
     @property
     def warmup(self) -> pd.DataFrame:
@@ -408,6 +419,12 @@ class Recorder:
 
     def add_fault_run(self, run: int, **row) -> None:
         self.rows["fault_runs"].append({"run": run, **row})
+
+    def add_scale(self, run: int, partitions: int, operators: int, kind: str) -> None:
+        self.rows["scale"].append({"run": run, "partitions": partitions, "operators": operators, "kind": kind})
+
+    def add_memory(self, run: int, **row) -> None:
+        self.rows["memory"].append({"run": run, **row})
 
     def add_injections(self, run: int, injections) -> None:
         """``injections`` (``infra.faults.Injection``s, as the metering proxy keeps them) of ``run``."""

@@ -29,8 +29,12 @@ def rate(spark, rows_per_second: int = 50, rows_per_batch: int | None = None, st
 
 def stateful(spark, checkpoint: str, keys: int = 5, rows_per_second: int = 50,
              sink: str = "noop", name: str | None = None, trigger: str = TRIGGER,
-             rows_per_batch: int | None = None, digest: bool = False):
+             rows_per_batch: int | None = None, digest: bool = False, operators: int = 1):
     """rate -> groupBy(value % keys) count/max: state store files grow with ``keys``.
+
+    ``operators=2`` puts a ``dropDuplicates`` on the same key before the aggregation: a second
+    stateful operator, with a state store of its own (every partition writes two files per batch),
+    its state bounded by ``keys`` too.
 
     ``sink="memory"`` keeps the complete result in the driver as table ``name``.
     ``digest=True`` adds a 64-character hash to each key's state, so a state file holds
@@ -39,8 +43,12 @@ def stateful(spark, checkpoint: str, keys: int = 5, rows_per_second: int = 50,
     aggregates = [F.count("*").alias("rows"), F.max("value").alias("max_value")]
     if digest:
         aggregates.append(F.max(F.sha2(F.col("value").cast("string"), 256)).alias("digest"))
-    counts = (rate(spark, rows_per_second, rows_per_batch)
-              .groupBy((F.col("value") % keys).alias("key")).agg(*aggregates))
+    if operators not in (1, 2):
+        raise ValueError(f"operators must be 1 or 2, not {operators}")
+    rows = rate(spark, rows_per_second, rows_per_batch).withColumn("key", F.col("value") % keys)
+    if operators == 2:
+        rows = rows.dropDuplicates(["key"])
+    counts = rows.groupBy("key").agg(*aggregates)
     writer = counts.writeStream.format(sink).option("checkpointLocation", checkpoint)
     if sink == "memory":
         writer = writer.outputMode("complete").queryName(name)

@@ -83,3 +83,24 @@ def test_missing_user_jars():
 def test_drift_without_results(tmp_path):
     line = one_error_line(ckptbench("drift", str(tmp_path), str(tmp_path)))
     assert "no asv results under" in line and "--results DIR" in line
+
+
+def test_cost_at_scale_needs_scale_records(tmp_path):
+    from ckptbench import results
+
+    streaming = tmp_path / "embedded-streaming"
+    results.Recorder().results({"schema_version": results.SCHEMA_VERSION, "plan": {"keys": [10]}, "store": "embedded",
+                                "experiment": "streaming"}).write(streaming)
+    line = one_error_line(ckptbench("cost", "--partitions", "200", "--record", str(streaming)))
+    assert "needs scale records" in line and "streaming" in line
+
+
+@pytest.mark.parametrize("args, says", [
+    (("cost", "--partitions", "200", "--strategy", "bogus"), "'bogus'"),
+    (("cost", "--partitions", "0"), "at least 1"),
+    (("cost", "--strategy", "direct"), "--partitions"),
+    (("scale", "--operators", "3"), "--operators"),
+    (("scale", "--partitions", "2,lots"), "--partitions"),
+])
+def test_scale_options_say_what_is_wrong(args, says):
+    assert says in one_error_line(ckptbench(*args))

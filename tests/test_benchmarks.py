@@ -40,7 +40,7 @@ def test_every_benchmark_produces_a_number(tmp_path):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-5000:]
     # asv holds back the set-up's own output; its progress reaches the terminal through a file.
-    for bar in ("streaming queries", "store alone", "compaction histories"):
+    for bar in ("streaming queries", "store alone", "compaction histories", "scale axes"):
         assert re.search(rf"^{bar}: 100%", output, re.M), output[-5000:]
 
     benchmarks = json.loads((results / "asv" / "benchmarks.json").read_text())

@@ -1,0 +1,114 @@
+"""The scale axes (``ckptbench.scale``): the fits and projections on fixed inputs whose right answers
+are known, then the experiment itself on the embedded store through real Spark, its record read by
+the report, the asv classes and ``cost --partitions``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.scale import ScaleByOperators, ScaleByPartitions, ScaleMemory, ScaleSlopes
+from ckptbench import metrics, report, results, runs, scale
+from conftest import event, progress
+from infra.embedded import EmbeddedStore
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAN = {"partitions": [2, 20, 200], "operators": [1, 2], "operators_partitions": 20, "warmup": 0, "batches": 2,
+        "long_batches": 6, "retain": 2, "windows": 3}
+
+
+def _run(recorder, partitions, operators, kind, batches, state_puts, base=0):
+    """A run whose every measured batch sends one offsets PUT and ``state_puts(batch)`` state PUTs."""
+    run = recorder.add_run("conditional", "stateful", scale.KEYS, f"p{len(recorder.rows['runs'])}")
+    measured = [progress(base + b, 10.0, trigger=500, state_ms=float(partitions)) for b in range(batches)]
+    recorder.add_batches(run, "measured", measured)
+    events = []
+    for b in range(batches):
+        events.append(event(base + b + 0.01, "PUT", "p/offsets/x"))
+        events += [event(base + b + 0.02 + i / 10_000, "PUT", f"p/state/{i}.delta") for i in range(state_puts(b))]
+    recorder.add_requests(run, events, measured)
+    recorder.add_scale(run, partitions, operators, kind)
+    return run
+
+
+@pytest.fixture
+def record() -> results.Results:
+    """Points at 2, 20, 200 partitions (a state PUT per partition and batch), 2 operators at 20 (two
+    per partition), and a long run of 6 batches whose state PUTs grow by one a batch, with heap
+    readings growing 5 MiB every 2 batches."""
+    recorder = results.Recorder()
+    for partitions in PLAN["partitions"]:
+        _run(recorder, partitions, 1, "point", 2, lambda b, p=partitions: p)
+    _run(recorder, 20, 2, "point", 2, lambda b: 40)
+    long = _run(recorder, 2, 1, "long", 6, lambda b: b, base=1000)
+    for batch in (2, 4, 6):
+        recorder.add_memory(long, batch=batch, heap_mib=100 + 2.5 * batch, manager_objects=10, manager_kib=1.0)
+    return recorder.results({"plan": PLAN, "store": "test", "experiment": "scale"})
+
+
+def test_partitions_slope_is_requests_per_partition(record):
+    intercept, slope, r2 = metrics.scale_fit(record, "partitions", "conditional", "requests")
+    assert slope == pytest.approx(1.0) and intercept == pytest.approx(1.0) and r2 == pytest.approx(1.0)
+    assert metrics.scale_fit(record, "partitions", "conditional", "requests_offsets")[1] == pytest.approx(0.0)
+    assert metrics.scale_fit(record, "partitions", "conditional", "state_commit_p50")[1] == pytest.approx(1.0)
+
+
+def test_operators_axis_is_taken_at_its_partitions(record):
+    assert metrics.scale_values(record, "operators", "conditional", "requests") == [(1.0, 21.0), (2.0, 41.0)]
+
+
+def test_the_long_run_is_cut_into_windows_and_fitted_per_1000_batches(record):
+    # Batches 1000-1005, state PUTs 0..5: windows {0,1}, {2,3}, {4,5} hold 1.5, 3.5, 5.5 requests a batch.
+    points = metrics.scale_values(record, "batches", "conditional", "requests")
+    assert points == [(1.5, 1.5), (3.5, 3.5), (5.5, 5.5)]
+    assert metrics.scale_fit(record, "batches", "conditional", "requests")[1] == pytest.approx(1000.0)
+
+
+def test_projection_extrapolates_each_operation(record):
+    assert metrics.projected_requests_by_op(record, "conditional", 1000) == {"PUT": pytest.approx(1001.0)}
+
+
+def test_heap_growth_catches_a_growing_heap_and_passes_a_flat_one(record):
+    assert metrics.heap_growth_mib(record, "conditional") == pytest.approx(2500.0)  # 2.5 MiB a batch
+    assert metrics.heap_peak_mib(record, "conditional") == pytest.approx(115.0)
+    flat = results.Results(record.environment, {**record.tables,
+                                                "memory": record.memory.assign(heap_mib=100.0, manager_objects=10)})
+    assert metrics.heap_growth_mib(flat, "conditional") == pytest.approx(0.0, abs=1e-6)
+    assert metrics.manager_objects_growth(flat, "conditional") == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.skipif(EmbeddedStore.unavailable_reason() is not None, reason=str(EmbeddedStore.unavailable_reason()))
+@pytest.mark.slow  # starts Spark of its own, as the suite does
+def test_scale_axes_on_spark(tmp_path):
+    """Every strategy along every axis through real Spark: each partition's state store writes a
+    file a batch, so state requests grow by at least one per partition; a second stateful operator
+    writes more; the managers' objects are found in the heap."""
+    settings = runs.Settings("embedded", "smallest", None, tmp_path / "raw")
+    axes = scale.Axes(partitions=(2, 8), operators=(1, 2), operators_partitions=8, warmup=1, batches=2,
+                      long_batches=9, retain=3, windows=3)
+    record = scale.scale(settings, None, axes)
+    assert record.runs.error.isna().all(), record.runs.error.dropna().tolist()
+    for strategy in record.strategies():
+        assert metrics.scale_fit(record, "partitions", strategy, "requests_state")[1] >= 1, strategy
+        (_, one), (_, two) = metrics.scale_values(record, "operators", strategy, "requests_state")
+        assert two > one, strategy
+        memory = metrics.memory_readings(record, strategy)
+        assert len(memory) == axes.windows and (memory.heap_mib > 0).all()
+        if strategy != "rename":  # Spark's own manager; the JVM-wide count may hold earlier queries' managers
+            assert (memory.manager_objects > 0).all(), (strategy, memory)
+        for cls, at in ((ScaleByPartitions, 8), (ScaleByOperators, 2)):
+            assert cls().track_requests_state(record, strategy, at) > 0
+        assert ScaleSlopes().track_requests_per_partition(record, strategy) >= 1
+        assert ScaleMemory().track_driver_heap_peak(record, strategy) > 0
+
+    written = report.write(tmp_path)
+    assert "how cost grows with scale" in written[0].read_text()
+    done = subprocess.run([sys.executable, "-m", "ckptbench", "cost", "--partitions", "200", "--strategy",
+                           "conditional,rename", "--record", str(results.directory(settings.raw, "embedded", "scale"))],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "PROJECTION" in done.stdout and "| embedded | rename |" in done.stdout
+    assert "(extrapolated)" in done.stdout
