@@ -8,6 +8,9 @@ the store's COPY does with the bytes:
   object's tail instead (its per-MiB cost is a few percent of a PUT's), so no MB/s is fitted
   there (n/a) and the ratio says why; AWS S3 moves the bytes (6-10 MB/s in the zero-rename
   committer paper). An emulator's figures are its process's, not a store's;
+- ``ProjectedCopyTime``: the same COPYs sent through the metering proxy's ``aws-projection``
+  profile, which holds a COPY to 8 MB/s and gives every request AWS-like latency: a
+  **projection** to AWS S3 (``infra.faults``), not a measurement of it;
 - ``StateCheckpointCost``: what checkpointing the state costs per batch as the state grows,
   each batch rewriting every key: Spark's state store commit time (writing the delta files
   through the checkpoint manager, the rename included), the store's time for the requests in
@@ -57,6 +60,30 @@ class CopyThroughput:
     track_copy_ms_per_mib.unit = track_put_ms_per_mib.unit = "ms/MiB"
     track_copy_share_of_put.unit = "ratio"
     track_copy_mb_per_s.unit = "MB/s"
+
+
+class ProjectedCopyTime:
+    """A projection to AWS S3, not a measurement: COPY through the ``aws-projection`` profile."""
+
+    params = [list(common.PLAN.copy_sizes)]
+    param_names = ["bytes"]
+    setup_cache = staticmethod(common.store_alone)
+
+    def track_projected_copy_ms(self, results, size):
+        return metrics.copy_percentile(results, "COPY", size, 50, metrics.PROJECTED_COPY)
+
+    track_projected_copy_ms.unit = "ms"
+
+
+class ProjectedCopyThroughput:
+    """A projection to AWS S3, not a measurement."""
+
+    setup_cache = staticmethod(common.store_alone)
+
+    def track_projected_copy_mb_per_s(self, results):
+        return metrics.projected_copy_mb_per_s(results)
+
+    track_projected_copy_mb_per_s.unit = "MB/s"
 
 
 class StateCheckpointCost:

@@ -201,12 +201,18 @@ def proxy_added_pct_of_put(results: Results, op: str) -> float:
     return 100 * proxy_added_ms(results, op) / median(samples(results, "overhead", "PUT", "direct"))
 
 
-def copy_sizes(results: Results) -> list[int]:
-    return sorted(int(s) for s in results.samples[results.samples.experiment == "copy"]["size"].unique())
+#: The samples of COPY against size: measured on the store, and through the metering proxy's
+#: ``aws-projection`` profile (``runs.projected_copy_samples``): a projection to AWS S3, never a
+#: measurement of it.
+COPY, PROJECTED_COPY = "copy", "copy-aws-projection"
 
 
-def copy_percentile(results: Results, op: str, size: int, q: float) -> float:
-    return percentile(samples(results, "copy", op, size=size), q)
+def copy_sizes(results: Results, experiment: str = COPY) -> list[int]:
+    return sorted(int(s) for s in results.samples[results.samples.experiment == experiment]["size"].unique())
+
+
+def copy_percentile(results: Results, op: str, size: int, q: float, experiment: str = COPY) -> float:
+    return percentile(samples(results, experiment, op, size=size), q)
 
 
 def linear_fit(x, y) -> tuple[float, float, float]:
@@ -224,14 +230,14 @@ def linear_fit(x, y) -> tuple[float, float, float]:
 COPY_MOVES_DATA = 0.1
 
 
-def copy_fit(results: Results) -> dict:
+def copy_fit(results: Results, experiment: str = COPY) -> dict:
     """Fit ``ms = base + per_mib * MiB`` to COPY and to PUT durations over all object sizes and
     say whether the COPY moves the data.
 
     ``mb_per_s`` (10^6 bytes/s) is only given when it does: for a store whose COPY time barely
     grows with size, a throughput would be a misleading line through noise.
     """
-    copies = results.samples[results.samples.experiment == "copy"]
+    copies = results.samples[results.samples.experiment == experiment]
     fits = {}
     for op in ("COPY", "PUT"):
         rows = copies[copies.op == op]
@@ -240,8 +246,18 @@ def copy_fit(results: Results) -> dict:
     share = per_mib / put_per_mib if put_per_mib > 0 else float("nan")
     moves = share >= COPY_MOVES_DATA
     return {"base_ms": base, "ms_per_mib": per_mib, "r2": r2, "put_ms_per_mib": put_per_mib,
-            "share_of_put": share, "moves_data": moves,
-            "mb_per_s": 2**20 / 1e6 * 1000 / per_mib if moves and per_mib > 0 else float("nan")}
+            "share_of_put": share, "moves_data": moves, "mb_per_s": _mb_per_s(per_mib) if moves else float("nan")}
+
+
+def _mb_per_s(ms_per_mib: float) -> float:
+    return 2**20 / 1e6 * 1000 / ms_per_mib if ms_per_mib > 0 else float("nan")
+
+
+def projected_copy_mb_per_s(results: Results) -> float:
+    """COPY's throughput fitted to the samples projected to AWS S3 (a projection): the
+    ``aws-projection`` profile's cap, slowed a little by the store's own COPY. Fitted whatever a
+    projected PUT does, whose per-MiB cost is the local store's."""
+    return _mb_per_s(copy_fit(results, PROJECTED_COPY)["ms_per_mib"])
 
 
 def wal_commit_in_store_puts(results: Results, run: Run) -> float:

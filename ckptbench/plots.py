@@ -32,10 +32,13 @@ def _emulated(record: results.Results) -> str:
 
 
 def copy(stores: dict[str, dict[str, results.Results]], path: Path) -> Path | None:
+    """COPY and PUT p50 against object size per store, measured; and, where the record has them,
+    the same COPYs projected to AWS S3, each such series labelled a projection in its legend."""
     stored = {name: kinds["store"] for name, kinds in stores.items() if "store" in kinds}
     if not stored:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    projected_any = False
     for name, record in stored.items():
         sizes = metrics.copy_sizes(record)
         x = [size / 2**20 for size in sizes]
@@ -43,12 +46,22 @@ def copy(stores: dict[str, dict[str, results.Results]], path: Path) -> Path | No
         note = f"{fit['mb_per_s']:.0f} MB/s" if fit["moves_data"] else "does not move the bytes"
         emulator = ", emulator" if record.environment["emulator"] else ""
         line, = ax.plot(x, [metrics.copy_percentile(record, "COPY", s, 50) for s in sizes], "o-",
-                        label=f"{name} COPY ({note}{emulator})")
+                        label=f"{name} COPY, measured ({note}{emulator})")
         ax.plot(x, [metrics.copy_percentile(record, "PUT", s, 50) for s in sizes], "s--", color=line.get_color(),
-                alpha=0.5, label=f"{name} PUT")
+                alpha=0.5, label=f"{name} PUT, measured")
+        projected = metrics.copy_sizes(record, metrics.PROJECTED_COPY)
+        if projected:
+            projected_any = True
+            ax.plot([size / 2**20 for size in projected],
+                    [metrics.copy_percentile(record, "COPY", s, 50, metrics.PROJECTED_COPY) for s in projected],
+                    "^:", color=line.get_color(), linewidth=2,
+                    label=f"PROJECTION to AWS S3: {name} COPY through {runs.PROJECTION} "
+                          f"({metrics.projected_copy_mb_per_s(record):.1f} MB/s fitted)")
+    title = "Server-side COPY (a rename's cost) against object size"
     ax.set(xscale="log", yscale="log", xlabel="object size (MiB)", ylabel="p50 (ms, proxy-timed)",
-           title="Server-side COPY (a rename's cost) against object size")
-    ax.legend(fontsize=8)
+           title=title + ("\nmeasured (solid, dashed) and projected to AWS S3 (dotted: a projection)"
+                          if projected_any else ""))
+    ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     return save(fig, path)
 

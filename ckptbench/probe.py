@@ -303,6 +303,14 @@ def verdicts(checks: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
+def recorded_checks(record: results.Results) -> dict[str, dict]:
+    """The checks a probe recorded (``results.Recorder.add_capabilities``), in ``run``'s form, for
+    ``verdicts``; empty where the record holds no probe."""
+    return {row.capability: {"ok": bool(row.ok), "detail": row.detail, "seconds": row.seconds,
+                             "what": ckpt_impls.CAPABILITIES.get(row.capability, "")}
+            for row in record.capabilities.itertuples()}
+
+
 def run(store, bucket: str, copy_sizes=COPY_SIZES, copy_samples: int = COPY_SAMPLES,
         race_keys: int = RACE_KEYS) -> dict:
     """Probe ``store``'s ``bucket`` (which must exist) for every capability the strategies need.
@@ -362,6 +370,13 @@ def on_store(store, bucket: str | None = None, **settings) -> dict:
                 store.client().delete_bucket(Bucket=created)
 
 
+def can_run(verdict: dict) -> str:
+    """One strategy's verdict (of ``verdicts``) in words: yes, yes with the settings it needs, or NO."""
+    if verdict["can_run"] and verdict["settings"]:
+        return "yes, with " + ", ".join(f"spark.hadoop.{s}" for s in verdict["settings"])
+    return "yes" if verdict["can_run"] else "NO"
+
+
 def table(data: dict) -> str:
     """The probe's data as text: one table of the checks, then what each strategy can do here."""
     checks = data["checks"]
@@ -373,10 +388,7 @@ def table(data: dict) -> str:
     lines += ["", "strategies this store can run:"]
     sw = max(map(len, data["strategies"]))
     for name, v in data["strategies"].items():
-        if v["can_run"] and v["settings"]:
-            verdict = "yes, with " + ", ".join(f"spark.hadoop.{s}" for s in v["settings"])
-        else:
-            verdict = "yes" if v["can_run"] else "NO"
+        verdict = can_run(v)
         lines.append(f"{name:<{sw}}  {verdict:<3}  depends on: {', '.join(v['depends_on'])}")
         lines += [f"{'':<{sw}}       cannot run: {reason}" for reason in v["reasons"]]
         lines += [f"{'':<{sw}}       {note}" for note in v["notes"]]

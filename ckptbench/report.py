@@ -1,10 +1,13 @@
 """The report: one self-contained HTML page (``results/report/index.html``) with the
 recommendation per store x workload and its reasons, the tables behind it and the figures.
 
-Reads the records in ``results/raw`` (``ckptbench.results``: the latest ``streaming``, ``store``,
-``manifest-compaction``, ``crashes``, ``faults`` and ``scale`` record per store); every number comes from
+Reads the records in ``results/raw`` (``ckptbench.results``: the latest ``streaming``, ``store``
+(with the store probe's checks), ``manifest-compaction``, ``crashes``, ``faults`` and ``scale``
+record per store); every number comes from
 ``ckptbench.metrics``, as the asv benchmarks' do, so the page and asv's HTML agree; the verdict
-from ``ckptbench.decide``; money from ``ckptbench.cost``, labelled a projection wherever it shows. The page embeds its
+from ``ckptbench.decide``, which never recommends what the probe found the store cannot run; money
+from ``ckptbench.cost`` and COPY projected to AWS S3 (``runs.PROJECTION``), each labelled a
+projection wherever it shows. The page embeds its
 figures (also written as PNG files beside it) and its style, so it opens from a file share or a
 CI artifact with no network; it links to asv's pages (``../html/index.html``) for history.
 Rendered with Jinja2 (``templates/report.html``), which escapes everything it inserts.
@@ -20,7 +23,9 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from . import cost, decide, faultlab, metrics, plots, results, runs
+from infra.faults import PROFILES
+
+from . import cost, decide, faultlab, metrics, plots, probe, results, runs
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TRIGGER_S = 10.0  # the trigger interval money per month is shown at
@@ -143,8 +148,36 @@ def _crashes(name: str, record: results.Results) -> Section:
         crash_tables(record))
 
 
+def runnable(record: results.Results) -> dict[str, str | None] | None:
+    """What the store probe recorded in ``record`` (a ``store`` record) says of each strategy, for
+    the recommendation: None if it can run, else why not; None for a record with no probe."""
+    checks = probe.recorded_checks(record)
+    if not checks:
+        return None
+    return {name: "; ".join(v["reasons"]) or None for name, v in probe.verdicts(checks).items()}
+
+
+def _probe(name: str, record: results.Results) -> Section:
+    checks = probe.recorded_checks(record)
+    said = record.environment.get("probe", {})
+    verdicts = probe.verdicts(checks)
+    return Section(f"{name}: what the store can do (the probe)", [
+        f"Probed on {_where(record)}.",
+        f"python -m ckptbench probe's checks, sent with boto3 straight to the store (not through the metering "
+        f"proxy), all under {said.get('prefix', 'its own prefix')} ({said.get('cleanup', 'clean-up not recorded')} "
+        "afterwards). A strategy the store cannot run is never recommended."],
+        [Table("What each strategy needs, checked against the store",
+               ["capability", "what is needed", "result", "what the store did"],
+               [[capability, check["what"], "ok" if check["ok"] else "FAIL", check["detail"]]
+                for capability, check in checks.items()]),
+         Table("Which strategies the store can run", ["strategy", "can run", "depends on", "why not, or notes"],
+               [[strategy, probe.can_run(v), ", ".join(v["depends_on"]),
+                 "; ".join(v["reasons"] + v["notes"]) or "-"] for strategy, v in verdicts.items()])])
+
+
 def _streaming(name: str, record: results.Results, figures: Path,
-               found: dict[str, decide.Safety] | None = None) -> Section:
+               found: dict[str, decide.Safety] | None = None,
+               can_run: dict[str, str | None] | None = None) -> Section:
     plan = record.environment["plan"]
     largest, interval = plan["keys"][-1], plan["compact_interval"]
     section = Section(f"{name}: streaming queries", [
@@ -152,7 +185,8 @@ def _streaming(name: str, record: results.Results, figures: Path,
         f"{plan['batches']} measured batches after {plan['warmup']} warm-up per query; state keys "
         f"{plan['keys'][0]:,} unless said; the store's own 1 KiB PUT p50 is "
         f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms (proxy-timed, same run)."])
-    section.decisions = [decide.decide(record, workload, TRIGGER_S, safety=found) for workload in plan["workloads"]
+    section.decisions = [decide.decide(record, workload, TRIGGER_S, safety=found, runnable=can_run)
+                         for workload in plan["workloads"]
                          if workload in set(record.runs.workload)]
     rows = []
     for strategy in record.strategies():
@@ -199,7 +233,7 @@ def _store(name: str, record: results.Results) -> Section:
         copy = (f"COPY does not move the data: its per-MiB cost is {fit['share_of_put']:.0%} of a PUT's "
                 f"({fit['ms_per_mib']:.2f} vs {fit['put_ms_per_mib']:.2f} ms/MiB), so no throughput is fitted; "
                 "a rename measured on this store says nothing about AWS S3, where a COPY moves the bytes.")
-    return Section(f"{name}: the store on its own", [
+    section = Section(f"{name}: the store on its own", [
         f"Measured on {_where(record)}.",
         f"The metering proxy adds {metrics.proxy_added_ms(record, 'PUT'):.2f} ms to a 1 KiB PUT "
         f"({metrics.proxy_added_pct_of_put(record, 'PUT'):.1f}% of the direct PUT's median, paired requests in the "
@@ -207,6 +241,35 @@ def _store(name: str, record: results.Results) -> Section:
         [Table("Latency per request, 1 KiB objects, timed by the proxy", ["", *ops],
                [[f"p{q} (ms)", *(_fmt(metrics.floor_percentile(record, op, q), ".1f") for op in ops)]
                 for q in (50, 95)])])
+    section.tables.append(_rename_cost(name, record))
+    if metrics.copy_sizes(record, metrics.PROJECTED_COPY):
+        section.text.append(
+            f"Projected to AWS S3 (a projection, not a measurement): the same COPYs sent through the metering "
+            f"proxy's {runs.PROJECTION} profile ({PROFILES[runs.PROJECTION].description}; its sources in "
+            f"infra/faults.py) take {metrics.projected_copy_mb_per_s(record):.1f} MB/s fitted: there a rename's "
+            "COPY grows with the bytes, whatever this store's COPY does.")
+    return section
+
+
+def _rename_cost(name: str, record: results.Results) -> Table:
+    """COPY (a rename's server-side part) against object size: measured on the store, and projected
+    to AWS S3 in columns of their own, each headed a projection."""
+    measured, projected = (set(metrics.copy_sizes(record, e)) for e in (metrics.COPY, metrics.PROJECTED_COPY))
+    header = ["object size", f"COPY p50 (ms), measured on {name}", f"PUT p50 (ms), measured on {name}"]
+    if projected:
+        header.append(f"COPY p50 (ms), PROJECTED to AWS S3 ({runs.PROJECTION}): a projection")
+
+    def p50(op, size, experiment, sizes):
+        return _fmt(metrics.copy_percentile(record, op, size, 50, experiment), ".1f") if size in sizes else "-"
+
+    rows = [[f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size / 1024:g} KiB",
+             p50("COPY", size, metrics.COPY, measured), p50("PUT", size, metrics.COPY, measured),
+             *([p50("COPY", size, metrics.PROJECTED_COPY, projected)] if projected else [])]
+            for size in sorted(measured | projected)]
+    return Table("Rename cost against object size: server-side COPY, timed by the proxy", header, rows,
+                 "A rename on S3 is a COPY and a DELETE. The projected column is not a measurement of AWS S3: the "
+                 "proxy held each COPY to the throughput published for AWS and gave every request AWS-like latency."
+                 if projected else "")
 
 
 def _history(name: str, record: results.Results, figures: Path) -> Section:
@@ -343,8 +406,11 @@ def write(out: Path) -> list[Path]:
     copy_plot = plots.copy(stores, figures / "copy.png")
     for name, kinds in stores.items():
         found = safety(kinds["crashes"]) if "crashes" in kinds else None
+        can_run = runnable(kinds["store"]) if "store" in kinds else None
         if "streaming" in kinds:
-            sections.append(_streaming(name, kinds["streaming"], figures, found))
+            sections.append(_streaming(name, kinds["streaming"], figures, found, can_run))
+        if can_run is not None:
+            sections.append(_probe(name, kinds["store"]))
         if "crashes" in kinds:
             sections.append(_crashes(name, kinds["crashes"]))
         if "store" in kinds:
@@ -357,7 +423,8 @@ def write(out: Path) -> list[Path]:
             sections.append(_scale(name, kinds["scale"], figures))
     if copy_plot:
         sections.append(Section("Rename cost on every store", figures=[
-            Figure(copy_plot, "Server-side COPY (a rename's cost) and PUT against object size.")]))
+            Figure(copy_plot, "Server-side COPY (a rename's cost) and PUT against object size, measured on each "
+                              "store; dotted: the same COPYs projected to AWS S3, a projection.")]))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html").render(

@@ -51,6 +51,9 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
   (``ckptbench.checkpoint`` classes: their count and shallow KiB).
 - ``injections``: one row per fault the metering proxy injected into a run's requests: the
   request's ``start``, operation and key, and the ``fault`` label (``infra.faults``).
+- ``capabilities``: one row per check of the store probe (``ckptbench.probe``): the
+  ``capability`` (``ckpt_impls.CAPABILITIES``), whether the store had it (``ok``), what it did
+  (``detail``) and the check's ``seconds``; which strategies the store can run follows from them.
 
 On disk (``write``/``read``): a directory holding ``environment.json`` (with
 ``schema_version``) and one Parquet file per non-empty table. A reader refuses another schema
@@ -72,8 +75,10 @@ import pandas as pd
 
 #: 2: requests.source (a version 1 record is read as all "proxy"); 3: runs.settings,
 #: crash_series.seconds, two_writers.head_start, overwritten_files and seconds (an older record's
-#: are read as missing, its settings as none recorded).
-SCHEMA_VERSION = 3
+#: are read as missing, its settings as none recorded); 4: the capabilities table (the store probe's).
+SCHEMA_VERSION = 4
+#: Versions this reader reads: an older record lacks the tables and columns added since.
+READABLE = (1, 2, 3, SCHEMA_VERSION)
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
@@ -103,6 +108,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "injections": ("run", "start", "op", "key", "fault"),
     "scale": ("run", "partitions", "operators", "kind"),
     "memory": ("run", "batch", "heap_mib", "manager_objects", "manager_kib"),
+    "capabilities": ("capability", "ok", "detail", "seconds"),
 }
 #: Integer columns that may be missing (NA): a request between batches, a check that did not run.
 NULLABLE_INTS = {
@@ -258,7 +264,7 @@ def read(directory: Path) -> Results:
         return merge([read(part) for part in parts])
     env = json.loads((directory / "environment.json").read_text())
     version = env.get("schema_version")
-    if version not in (1, 2, SCHEMA_VERSION):
+    if version not in READABLE:
         raise SchemaMismatch(f"{directory} has results schema {env.get('schema_version')}, this ckptbench reads "
                              f"{SCHEMA_VERSION}: rerun the benchmark, or read it with the commit that wrote it "
                              f"({env.get('commit', 'unknown')[:8]})")
@@ -430,6 +436,11 @@ class Recorder:
         """``injections`` (``infra.faults.Injection``s, as the metering proxy keeps them) of ``run``."""
         self.rows["injections"] += [{"run": run, "start": i.start, "op": i.op, "key": i.key, "fault": i.fault}
                                     for i in injections]
+
+    def add_capabilities(self, checks: dict[str, dict]) -> None:
+        """The probe's ``checks`` (``ckptbench.probe.run``'s: ``{capability: {"ok", "detail", ...}}``)."""
+        self.rows["capabilities"] += [{"capability": name, "ok": bool(check["ok"]), "detail": check["detail"],
+                                       "seconds": check["seconds"]} for name, check in checks.items()]
 
     def results(self, environment: dict) -> Results:
         return Results(environment, {name: _table(name, rows) for name, rows in self.rows.items()})

@@ -4,7 +4,9 @@ strategy, and return what was measured as a results record (``ckptbench.results`
 - ``streaming(settings)``: every strategy x workload as a streaming query, then the state sweep
   (stateful queries with larger key counts); Spark's progress per batch and every request.
 - ``store_alone(settings)``: the store with no Spark: its floor per operation, the metering
-  proxy's own overhead, server-side COPY against object size.
+  proxy's own overhead, server-side COPY against object size (measured, and projected to AWS S3
+  through the proxy's ``aws-projection`` profile), and the store probe (``ckptbench.probe``:
+  which strategies the store can run).
 - ``ckptbench.histories``: a log's compaction against history length.
 
 The clocks are Spark's own (progress ``durationMs``, in the JVM), the metering proxy's (per
@@ -31,7 +33,7 @@ from ckpt_impls import jars
 from infra.faults import PROFILES
 from infra.metered import MeteredStore
 
-from . import jvm_requests, progress, results, workloads
+from . import jvm_requests, metrics, probe, progress, results, workloads
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -111,6 +113,13 @@ WORKLOAD_CONF = {
 NEEDS_SPARK = {"stateful_no_checksum": (4, 1)}
 #: The requests of the store's floor, in the order ``floor_samples`` makes them.
 FLOOR_OPS = ("PUT", "HEAD", "COPY", "LIST", "DELETE")
+#: Object sizes of the probe's COPY check in a run: ``copy_samples`` measures COPY against size;
+#: the check needs identical copies, and two sizes for its fit.
+PROBE_COPY_SIZES = (KiB, MiB)
+#: The metering proxy's fault profile that projects a store to AWS S3 (``infra.faults``).
+PROJECTION = "aws-projection"
+#: The parts of ``record_store_alone``, in the order it runs them.
+STORE_ALONE_PARTS = ("floor", "overhead", "copy", "projected copy", "probe")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,6 +283,21 @@ def copy_samples(store: MeteredStore, bucket: str, sizes, samples: int,
     return out
 
 
+def projected_copy_samples(store: MeteredStore, bucket: str, sizes, samples: int) -> dict[int, dict[str, list[float]]]:
+    """``copy_samples`` through the metering proxy's ``aws-projection`` profile
+    (``PROJECTION``): COPY against size projected to AWS S3, a COPY held to the throughput
+    measured there and every request given AWS-like latency (``infra.faults``). A projection, not a
+    measurement. One source object per size: the cap, not the store, decides a projected COPY's
+    time, and an in-memory store keeps its space."""
+    proxy = store.proxy
+    before = proxy.fault_profile, proxy.seed
+    proxy.use_profile(PROJECTION)
+    try:
+        return copy_samples(store, bucket, sizes, samples, budget=0)
+    finally:
+        proxy.use_profile(*before)
+
+
 def proxy_overhead(store: MeteredStore, bucket: str, samples: int = 300) -> dict[str, dict[str, list[float]]]:
     """What the metering proxy adds: client-timed milliseconds of 1 KiB PUTs (then HEADs of the
     same keys) straight to the store and through the proxy, in pairs: each direct request next to
@@ -301,41 +325,48 @@ def proxy_overhead(store: MeteredStore, bucket: str, samples: int = 300) -> dict
 
 
 def record_store_alone(recorder: results.Recorder, store: MeteredStore, bucket: str, plan: Plan,
-                       parts=("floor", "overhead", "copy"), bar=None) -> None:
-    """The store-alone measurements named in ``parts``, added to ``recorder``'s samples."""
-    if "floor" in parts:
+                       parts=STORE_ALONE_PARTS, bar=None) -> dict:
+    """The store-alone measurements named in ``parts`` (of ``STORE_ALONE_PARTS``), added to
+    ``recorder``; returns what the environment should say of them (the probe's prefix and its
+    clean-up)."""
+    said = {}
+    for part in parts:
         if bar:
-            bar.set_postfix_str("the store's floor")
-        for op, ms in floor_samples(store, bucket, plan.floor_samples).items():
-            recorder.add_samples("floor", op, ms)
+            bar.set_postfix_str(part)
+        if part == "floor":
+            for op, ms in floor_samples(store, bucket, plan.floor_samples).items():
+                recorder.add_samples("floor", op, ms)
+        elif part == "overhead":
+            for op, routes in proxy_overhead(store, bucket, plan.overhead_samples).items():
+                for route, ms in routes.items():
+                    recorder.add_samples("overhead", op, ms, route=route)
+        elif part in ("copy", "projected copy"):
+            measure, experiment = ((copy_samples, metrics.COPY) if part == "copy"
+                                   else (projected_copy_samples, metrics.PROJECTED_COPY))
+            for size, ops in measure(store, bucket, plan.copy_sizes, plan.copy_samples).items():
+                for op, ms in ops.items():
+                    recorder.add_samples(experiment, op, ms, size=size)
+        elif part == "probe":
+            # The store itself, not through the proxy: a fault profile in force must not decide
+            # what the store can do.
+            found = probe.run(store.inner, bucket, copy_sizes=PROBE_COPY_SIZES)
+            recorder.add_capabilities(found["checks"])
+            said["probe"] = {key: found[key] for key in ("prefix", "cleanup", "checked_at")}
+        else:
+            raise ValueError(f"unknown store-alone part {part!r}; valid: {', '.join(STORE_ALONE_PARTS)}")
         if bar:
             bar.update()
-    if "overhead" in parts:
-        if bar:
-            bar.set_postfix_str("the proxy's overhead")
-        for op, routes in proxy_overhead(store, bucket, plan.overhead_samples).items():
-            for route, ms in routes.items():
-                recorder.add_samples("overhead", op, ms, route=route)
-        if bar:
-            bar.update()
-    if "copy" in parts:
-        if bar:
-            bar.set_postfix_str("COPY against size")
-        for size, ops in copy_samples(store, bucket, plan.copy_sizes, plan.copy_samples).items():
-            for op, ms in ops.items():
-                recorder.add_samples("copy", op, ms, size=size)
-        if bar:
-            bar.update()
+    return said
 
 
 def store_alone(settings: Settings) -> results.Results:
-    """The store on its own, no Spark: request latency floor, proxy overhead, COPY against size.
-    Written to ``settings.raw`` and returned."""
+    """The store on its own, no Spark: request latency floor, proxy overhead, COPY against size
+    (measured and projected to AWS S3), the store probe. Written to ``settings.raw`` and returned."""
     recorder = results.Recorder()
     with started_store(settings) as (store, bucket):
-        bar = progress.Recorder("store alone", 3, "part")
-        record_store_alone(recorder, store, bucket, settings.plan, bar=bar)
-        env = results.environment(store, "store", settings.size, dataclasses.asdict(settings.plan))
+        bar = progress.Recorder("store alone", len(STORE_ALONE_PARTS), "part")
+        said = record_store_alone(recorder, store, bucket, settings.plan, bar=bar)
+        env = results.environment(store, "store", settings.size, dataclasses.asdict(settings.plan), **said)
     return save(recorder.results(env), settings)
 
 
