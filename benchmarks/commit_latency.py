@@ -79,3 +79,26 @@ class WarmUp:
         return metrics.duration_percentile(results.run(strategy, workload), "triggerExecution", 50, warmup=True)
 
     track_wal_commit_p50.unit = track_commit_offsets_p50.unit = track_batch_p50.unit = "ms"
+
+
+class Overhead:
+    """Whose time a commit is: Spark's own share (its p50 through the benchmark floor, a manager
+    keeping files in the JVM's memory with no store: ``ckpt_impls.FLOOR``), and the strategy's
+    overhead beyond that share and one store PUT round trip (the store's 1 KiB PUT p50 from the
+    same run), in ms and as a fraction of the PUT. The overhead's floor is 0."""
+
+    params = [common.STRATEGIES, common.WORKLOADS, ["walCommit", "commitOffsets"]]
+    param_names = ["strategy", "workload", "commit"]
+    setup_cache = staticmethod(common.streaming)
+
+    def track_spark_share_ms(self, results, strategy, workload, commit):
+        return metrics.spark_share_ms(results, workload, commit)
+
+    def track_overhead_ms(self, results, strategy, workload, commit):
+        return metrics.strategy_overhead_ms(results, results.run(strategy, workload), commit)
+
+    def track_overhead_of_put(self, results, strategy, workload, commit):
+        return metrics.strategy_overhead_of_put(results, results.run(strategy, workload), commit)
+
+    track_spark_share_ms.unit = track_overhead_ms.unit = "ms"
+    track_overhead_of_put.unit = "x store PUT"

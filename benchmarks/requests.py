@@ -97,6 +97,26 @@ class Requests:
         """Request payload bytes per batch, all areas (checkpoint files and data)."""
         return metrics.kib_sent_per_batch(results.run(strategy, workload))
 
+    def track_per_checkpoint_file(self, results, strategy, workload):
+        """Requests in the manager's areas per checkpoint file Spark wrote (counted by the benchmark
+        floor's manager): 1 is one round trip per file."""
+        return metrics.requests_per_checkpoint_file(results, results.run(strategy, workload))
+
     track_total_per_batch.unit = track_outside_batches.unit = "requests"
+    track_per_checkpoint_file.unit = "requests per checkpoint file"
     track_copies_per_put.unit = track_deletes_per_put.unit = "per PUT"
     track_kib_sent_per_batch.unit = "KiB"
+
+
+class CheckpointFiles:
+    """Checkpoint files Spark writes per batch, whatever the strategy: counted by the benchmark
+    floor's in-memory manager, the denominator of ``Requests.track_per_checkpoint_file``."""
+
+    params = [common.WORKLOADS]
+    param_names = ["workload"]
+    setup_cache = staticmethod(common.streaming)
+
+    def track_per_batch(self, results, workload):
+        return metrics.checkpoint_files_per_batch(results, workload)
+
+    track_per_batch.unit = "files"

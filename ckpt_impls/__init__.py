@@ -155,6 +155,14 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 
+#: NOT a strategy: the benchmark's floor. Its manager keeps checkpoint files in the JVM's memory
+#: and sends no request, so Spark's commit times through it are Spark's own share; the benchmark
+#: runs it beside the strategies and subtracts it. Kept out of ``STRATEGIES``: no user can choose,
+#: deploy or be recommended it (``get`` refuses its name), only ``select``/``use`` take it.
+FLOOR = Strategy("in-memory-floor", "ckptbench.checkpoint.InMemoryCheckpointFileManager",
+                 "benchmark floor, not a strategy: checkpoint files in the JVM's memory, no store")
+
+
 class UnknownStrategy(ValueError):
     def __init__(self, name: str) -> None:
         super().__init__(f"unknown checkpoint strategy '{name}'; valid strategies: {', '.join(STRATEGIES)}")
@@ -234,8 +242,8 @@ def attach(spark, store, bucket: str) -> None:
 
 def select(conf, strategy: str) -> None:
     """Make ``conf`` (a running session's ``spark.conf``, or a JVM Hadoop ``Configuration``) choose
-    ``strategy``'s manager: its class, or Spark's default for ``rename``."""
-    chosen = get(strategy)
+    ``strategy``'s manager: its class, or Spark's default for ``rename`` (also ``FLOOR``'s name)."""
+    chosen = FLOOR if strategy == FLOOR.name else get(strategy)
     if chosen.manager_class:
         conf.set(MANAGER_CLASS_CONF, chosen.manager_class)
     else:

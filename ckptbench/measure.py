@@ -15,6 +15,8 @@ import ckpt_impls
 import infra
 
 from . import metrics, results, runs
+from .plots import _value
+from .report import _fmt
 
 
 def plan(batches: int, warmup: int) -> runs.Plan:
@@ -58,14 +60,24 @@ def rows(record: results.Results) -> list[dict]:
             "commit_offsets_p50": metrics.duration_percentile(run, "commitOffsets", 50),
             "commit_offsets_p95": metrics.duration_percentile(run, "commitOffsets", 95),
             "requests_per_batch": metrics.requests_per_batch(run), "requests_by_op": metrics.requests_by_op(run),
-            "put_p50": put, "head_p50": head, "temp_objects": int(run.info.temp_objects)})
+            "put_p50": put, "head_p50": head, "temp_objects": int(run.info.temp_objects),
+            # None in a record made before the benchmark floor ran beside the strategies.
+            "spark_share_p50": _value(metrics.spark_share_ms, record, "stateful"),
+            "overhead_ms": _value(metrics.strategy_overhead_ms, record, run),
+            "overhead_of_put": _value(metrics.strategy_overhead_of_put, record, run),
+            "checkpoint_files_per_batch": _value(metrics.checkpoint_files_per_batch, record, "stateful"),
+            "requests_per_checkpoint_file": _value(metrics.requests_per_checkpoint_file, record, run)})
     return out
 
 
 def table(records: list[results.Results]) -> str:
-    """The records as a Markdown table."""
+    """The records as a Markdown table. Spark's share is walCommit p50 through the benchmark floor
+    (files in the JVM's memory, no store); the overhead is walCommit p50 minus that share minus the
+    store's PUT p50."""
     head = ("| store | strategy | walCommit p50 / p95 (ms) | commitOffsets p50 / p95 (ms) | "
-            "walCommit / (HEAD+PUT) | S3 requests per batch (mean) | store PUT / HEAD p50 (ms) | temp objects |")
+            "walCommit / (HEAD+PUT) | Spark's share of walCommit p50 (ms) | overhead: ms / x PUT | "
+            "S3 requests per batch (mean) | checkpoint files per batch | requests per checkpoint file | "
+            "store PUT / HEAD p50 (ms) | temp objects |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in (row for record in records for row in rows(record)):
         ops = ", ".join(f"{op} {n:.3g}" for op, n in r["requests_by_op"].items())
@@ -73,6 +85,9 @@ def table(records: list[results.Results]) -> str:
         lines.append(
             f"| {store} | {r['strategy']} | {r['wal_commit_p50']:.0f} / {r['wal_commit_p95']:.0f} | "
             f"{r['commit_offsets_p50']:.0f} / {r['commit_offsets_p95']:.0f} | "
-            f"{r['wal_commit_p50'] / (r['put_p50'] + r['head_p50']):.1f}x | {r['requests_per_batch']:.3g} ({ops}) | "
+            f"{r['wal_commit_p50'] / (r['put_p50'] + r['head_p50']):.1f}x | {_fmt(r['spark_share_p50'], '.1f')} | "
+            f"{_fmt(r['overhead_ms'], '.1f')} / {_fmt(r['overhead_of_put'], '.2f')} | "
+            f"{r['requests_per_batch']:.3g} ({ops}) | {_fmt(r['checkpoint_files_per_batch'], '.3g')} | "
+            f"{_fmt(r['requests_per_checkpoint_file'], '.2f')} | "
             f"{r['put_p50']:.1f} / {r['head_p50']:.1f} | {r['temp_objects']} |")
     return "\n".join(lines)

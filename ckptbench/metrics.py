@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+import ckpt_impls
 from infra.s3ops import AREAS, through_manager
 
 from .results import Results, Run, RunFailed
@@ -263,6 +264,45 @@ def projected_copy_mb_per_s(results: Results) -> float:
 def wal_commit_in_store_puts(results: Results, run: Run) -> float:
     """walCommit p50 as a multiple of the store's own 1 KiB PUT p50 (proxy-timed, same record)."""
     return duration_percentile(run, "walCommit", 50) / floor_percentile(results, "PUT", 50)
+
+
+# -- Spark's own share, and the strategy's ------------------------------------------------
+
+def floor_run(results: Results, workload: str) -> Run:
+    """The benchmark floor's run of ``workload`` (``ckpt_impls.FLOOR``: files in the JVM's memory,
+    no store), its "requests" being the checkpoint files it published, one ``PUT`` each."""
+    return results.run(ckpt_impls.FLOOR.name, workload, source="memory")
+
+
+def spark_share_ms(results: Results, workload: str, name: str = "walCommit") -> float:
+    """Spark's own share of ``name`` (walCommit, commitOffsets): its p50 through the benchmark
+    floor, where no store is involved."""
+    return duration_percentile(floor_run(results, workload), name, 50)
+
+
+def strategy_overhead_ms(results: Results, run: Run, name: str = "walCommit") -> float:
+    """What a strategy adds to ``name`` beyond Spark's share and one store PUT round trip: its p50,
+    minus the floor's p50 (``spark_share_ms``), minus the store's own 1 KiB PUT p50 (proxy-timed,
+    same record). 0 is the physical floor of one PUT per checkpoint file."""
+    return (duration_percentile(run, name, 50) - spark_share_ms(results, run.info.workload, name)
+            - floor_percentile(results, "PUT", 50))
+
+
+def strategy_overhead_of_put(results: Results, run: Run, name: str = "walCommit") -> float:
+    """``strategy_overhead_ms`` as a fraction of the store's 1 KiB PUT p50."""
+    return strategy_overhead_ms(results, run, name) / floor_percentile(results, "PUT", 50)
+
+
+def checkpoint_files_per_batch(results: Results, workload: str) -> float:
+    """Checkpoint files Spark writes per measured batch of ``workload`` (through the manager: offsets,
+    commits, state, logs), counted by the benchmark floor's manager; a mean, like requests."""
+    return requests_per_batch(floor_run(results, workload), ops=["PUT"])
+
+
+def requests_per_checkpoint_file(results: Results, run: Run) -> float:
+    """The strategy's requests per batch in the manager's areas over the checkpoint files per batch
+    (``checkpoint_files_per_batch``): 1.0 is one request per file."""
+    return requests_per_batch(run, areas=MANAGED) / checkpoint_files_per_batch(results, run.info.workload)
 
 
 # -- log histories (compaction against history length) -------------------------------------

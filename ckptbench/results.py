@@ -73,6 +73,8 @@ from pathlib import Path
 
 import pandas as pd
 
+import ckpt_impls
+
 #: 2: requests.source (a version 1 record is read as all "proxy"); 3: runs.settings,
 #: crash_series.seconds, two_writers.head_start, overwritten_files and seconds (an older record's
 #: are read as missing, its settings as none recorded); 4: the capabilities table (the store probe's).
@@ -193,8 +195,8 @@ class Results:
         return Run(self, int(row.run), source)
 
     def strategies(self) -> list[str]:
-        """The strategies of the runs, in the order they ran."""
-        return list(dict.fromkeys(self.runs.strategy))
+        """The strategies of the runs, in the order they ran (the benchmark floor is none)."""
+        return [s for s in dict.fromkeys(self.runs.strategy) if s != ckpt_impls.FLOOR.name]
 
     def write(self, directory: Path) -> Path:
         """Write the record to ``directory`` (replacing what was there); returns it."""
@@ -301,8 +303,9 @@ def directory(raw: Path, store: str, experiment: str) -> Path:
     return raw / f"{store}-{experiment}"
 
 
-#: Who counted a request (``requests.source``), in the order ``Run`` prefers them.
-SOURCES = ("proxy", "jvm")
+#: Who counted a request (``requests.source``), in the order ``Run`` prefers them. ``memory``: not a
+#: request but a checkpoint file the benchmark floor's in-memory manager published (``ckpt_impls.FLOOR``).
+SOURCES = ("proxy", "jvm", "memory")
 
 
 @dataclasses.dataclass(frozen=True)

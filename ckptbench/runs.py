@@ -32,6 +32,7 @@ import infra
 from ckpt_impls import jars
 from infra.faults import PROFILES
 from infra.metered import MeteredStore
+from infra.s3ops import Event, area_of
 
 from . import jvm_requests, metrics, probe, progress, results, workloads
 
@@ -475,6 +476,7 @@ class Lab:
             jvm_events = [e for e in self.jvm.events_since(jvm_mark)
                           if e.bucket == self.bucket and e.key.startswith(mine) and e.start < cut]
             self.jvm.reset()  # drained into this run; nothing else reads them
+            files = floor_files(self.spark, self.bucket, mine, cut) if strategy == ckpt_impls.FLOOR.name else []
             temps = [k for k in self.inner.list_keys(self.bucket, mine) if ckpt_impls.TEMP_FILE.search(k)]
             self.inner.empty_bucket(self.bucket, mine)  # an in-memory store would fill up
         if recorder:
@@ -484,6 +486,24 @@ class Lab:
             if self.proxy:
                 recorder.add_requests(run, events, warm + measured)
             recorder.add_requests(run, jvm_events, warm + measured, source="jvm")
+            if files:
+                recorder.add_requests(run, files, warm + measured, source="memory")
+
+
+def floor_files(spark, bucket: str, prefix: str, cut: float) -> list[Event]:
+    """The checkpoint files the benchmark floor's in-memory manager (``ckpt_impls.FLOOR``) published
+    under ``s3a://bucket/prefix`` before ``cut``, one ``PUT`` event each (no request was made: the
+    count of files a batch writes); the manager forgets them and their contents."""
+    manager = spark._jvm
+    for part in ckpt_impls.FLOOR.manager_class.split("."):
+        manager = getattr(manager, part)
+    events = []
+    for line in manager.drain(f"{bucket}/{prefix}").splitlines():
+        start_us, size, name = line.split("\t", 2)
+        start, key = int(start_us) / 1e6, name.split("/", 1)[1]
+        if start < cut:
+            events.append(Event(start, start, "PUT", "PUT", area_of(key), bucket, key, 200, int(size), 0))
+    return events
 
 
 def _setting(spark, key: str) -> str | None:
@@ -522,12 +542,15 @@ def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict 
 
 def streaming(settings: Settings, strategies: list[str] | None = None, plan: Plan | None = None,
               experiment: str = "streaming", master: str = "local[2]") -> results.Results:
-    """The store's floor, then every streaming run: strategy x workload, then the state sweep
+    """The store's floor, then every streaming run: strategy x workload (and the benchmark floor,
+    ``ckpt_impls.FLOOR``, x workload: Spark's own share, with no store), then the state sweep
     (strategy x larger key counts). ``plan`` defaults to the settings' size. Written to
     ``settings.raw`` as ``experiment`` and returned."""
     plan = plan or settings.plan
     plan = dataclasses.replace(plan, workloads=workloads_for(plan, jars.spark_version()))
     strategies = strategies or list(ckpt_impls.STRATEGIES)
+    # The floor keeps its files in the driver JVM's memory: only where executors share that JVM.
+    floor = [ckpt_impls.FLOOR.name] if master.startswith("local[") else []
     recorder = results.Recorder()
     with started_store(settings) as (store, bucket):
         record_store_alone(recorder, store, bucket, plan, parts=("floor",))
@@ -535,7 +558,7 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
             # Strategies inside workloads: drift in the machine's load spreads over the strategies
             # compared with each other instead of landing on one of them.
             measured = [(strategy, workload, plan.keys[0], plan.warmup, plan.batches)
-                        for workload in plan.workloads for strategy in strategies]
+                        for workload in plan.workloads for strategy in [*strategies, *floor]]
             measured += [(strategy, workload, keys, warmup, batches)
                          for workload in plan.sweep_workloads
                          for keys, (warmup, batches) in zip(plan.keys[1:], plan.sweep, strict=True)
@@ -543,7 +566,7 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
             # JVM warm-up (JIT, class loading, each manager's first use), untimed: a query's own
             # warm-up batches do not cover it, and the first run measured would pay for it.
             jvm_warmup = [(strategies[0], w) for w in plan.workloads] + [(s, plan.workloads[0])
-                                                                          for s in strategies[1:]]
+                                                                          for s in [*strategies[1:], *floor]]
             total = len(jvm_warmup) * plan.jvm_warmup + sum(w + b for *_, w, b in measured)
             bar = progress.Recorder("streaming queries", total, "batch")
             for strategy, workload in jvm_warmup:

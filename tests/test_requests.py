@@ -13,8 +13,14 @@ harness's ``runs.Lab``, as the suite runs it); in each measured batch, the reque
 
 from __future__ import annotations
 
+import uuid
+
+import pytest
+from py4j.protocol import Py4JJavaError
+
 import ckpt_impls
-from ckptbench import results, runs
+from ckptbench import metrics, results, runs
+from conftest import CheckpointFiles, java_class
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
 FILE_AREAS = ("offsets", "commits", "state")
@@ -53,3 +59,44 @@ def test_requests_per_batch_follow_the_strategy(spark, metered, strategy):
             assert not copies, seen
             assert logs <= set(puts), seen
             assert not any(ckpt_impls.TEMP_FILE.search(k) for k in puts), seen
+
+
+def test_conditional_sends_one_request_per_checkpoint_file(spark, metered):
+    """The floor's in-memory manager counts the checkpoint files Spark writes per batch (offsets,
+    commits, a state file per partition); conditional sends exactly one request for each: its
+    existence checks are answered from memory. A LIST per check (the old way) makes it 1.5."""
+    proxied, bucket = metered
+    recorder = results.Recorder()
+    lab = runs.Lab(spark, proxied, bucket, runs.PLANS["smallest"])
+    for strategy in ("conditional", ckpt_impls.FLOOR.name):
+        lab.run(recorder, strategy, "stateful", KEYS, WARMUP, BATCHES)
+    record = recorder.results({"plan": {"keys": [KEYS]}})
+    files = metrics.checkpoint_files_per_batch(record, "stateful")
+    assert files >= 3 and files == int(files), files  # offsets, commits and at least one state file
+    conditional = record.run("conditional", "stateful")
+    assert metrics.requests_per_batch(conditional) == files, metrics.requests_by_op(conditional)
+    assert metrics.requests_per_checkpoint_file(record, conditional) == 1.0
+
+
+def test_conditional_existence_checks_come_from_its_listing(spark, metered):
+    """After a listing, exists costs no request and sees the manager's own writes; a file another
+    writer made since is missed, and the create-only PUT that follows refuses to overwrite it."""
+    proxied, bucket = metered
+    prefix = f"listing-{uuid.uuid4().hex[:8]}"
+    fm = CheckpointFiles(spark, "conditional", proxied, prefix, bucket=bucket)
+    fm.mkdirs("offsets")
+    fm.write("offsets/0", b"0")
+    assert fm.names("offsets") == {"0"}
+    mark = proxied.proxy.mark()
+    assert fm.exists("offsets/0") and not fm.exists("offsets/1")
+    fm.write("offsets/1", b"1")
+    assert fm.exists("offsets/1")
+    assert [e.op for e in proxied.proxy.events_since(mark)] == ["PUT"]
+
+    proxied.client().put_object(Bucket=bucket, Key=f"{prefix}/offsets/2", Body=b"other writer")
+    assert not fm.exists("offsets/2")  # stale: another writer wrote it since the listing
+    with pytest.raises(Py4JJavaError) as raised:
+        fm.write("offsets/2", b"mine")
+    assert java_class(raised.value) == "org.apache.hadoop.fs.FileAlreadyExistsException"
+    assert fm.read("offsets/2") == b"other writer"
+    assert fm.exists("offsets/2")  # the 412 taught it

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import ckpt_impls
 from benchmarks.commit_latency import CommitLatency
 from benchmarks.requests import Requests
 from ckptbench import drift, measure, metrics, results, runs
@@ -234,3 +235,33 @@ def test_measure_and_the_suite_show_the_same_numbers(recorded):
                 f"{suite['commit_offsets_p50']:.0f} / {suite['commit_offsets_p95']:.0f} |") in printed, printed
         assert f"| {suite['requests_per_batch']:.3g} (" in printed, printed
     assert {row["strategy"] for row in measure.rows(record)} == {"rename", "conditional"}
+
+
+def test_spark_share_overhead_and_requests_per_checkpoint_file():
+    """The benchmark floor's run gives Spark's share and the files per batch; a strategy's overhead
+    is its p50 minus that share minus the store's PUT p50. Chosen so that a wrong definition shows:
+    a mean instead of a p50, the data area's requests counted, the floor taken for a strategy."""
+    recorder = results.Recorder()
+    floor = recorder.add_run(ckpt_impls.FLOOR.name, "stateful", 10, "f")
+    strategy = recorder.add_run("conditional", "stateful", 10, "p")
+    measured = [progress(b, 2.0) for b in (1, 2, 3, 4)]
+    recorder.add_batches(floor, "measured", measured)
+    recorder.add_batches(strategy, "measured", [progress(b, wal) for b, wal in ((1, 10.0), (2, 12.0), (3, 14.0),
+                                                                                 (4, 40.0))])
+    recorder.add_requests(floor, [event(b + 0.01, "PUT", f"f/offsets/{b}") for b in (1, 2, 3, 4)]
+                          + [event(b + 0.02, "PUT", f"f/state/{b}.delta") for b in (1, 2, 3, 4)],
+                          measured, source="memory")
+    requests = [event(b + 0.01, op, f"p/offsets/{b}") for b in (1, 2, 3, 4) for op in ("PUT", "LIST")]
+    requests += [event(b + 0.02, "PUT", f"p/state/{b}.delta") for b in (1, 2, 3, 4)]
+    requests.append(dataclasses.replace(event(1.03, "PUT", "p/out/part-0"), area="data"))  # not a checkpoint file
+    recorder.add_requests(strategy, requests, measured)
+    recorder.add_samples("floor", "PUT", [4.0, 4.0])
+    record = recorder.results({"plan": {"keys": [10]}})
+
+    assert record.strategies() == ["conditional"]
+    run = record.run("conditional", "stateful")
+    assert metrics.spark_share_ms(record, "stateful") == 2.0
+    assert metrics.checkpoint_files_per_batch(record, "stateful") == 2.0
+    assert metrics.strategy_overhead_ms(record, run) == 13.0 - 2.0 - 4.0  # p50 13, not the mean 19
+    assert metrics.strategy_overhead_of_put(record, run) == 7.0 / 4.0
+    assert metrics.requests_per_checkpoint_file(record, run) == 1.5  # 3 per batch, the data PUT left out

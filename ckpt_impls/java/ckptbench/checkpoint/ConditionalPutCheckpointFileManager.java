@@ -2,7 +2,9 @@ package ckptbench.checkpoint;
 
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -17,8 +19,8 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * Direct writes made create-only by the store itself: {@code If-None-Match: *} on the PUT.
  *
  * <p>Talks to the S3 API directly (with the client S3A configured for the bucket) instead of
- * through S3A's directory emulation, so a checkpoint file costs one PUT plus Spark's own
- * existence check (and one HEAD after a 412, see below).
+ * through S3A's directory emulation, so a checkpoint file costs one PUT (and one HEAD after a
+ * 412, see below); Spark's own existence checks are answered from memory where that is safe.
  *
  * <p>Guarantees:
  * <ul>
@@ -40,16 +42,35 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *       header (a second conditional PUT of a probe key must fail) and refuses to start if not,
  *       rather than silently losing the guarantee.</li>
  *   <li>Directories are prefixes: {@code mkdirs} writes a {@code dir/} marker; a path exists when
- *       it is an object or has anything under it. {@code exists} costs one LIST of at most two
- *       keys; {@code delete} removes the object and anything under it.</li>
+ *       it is an object or has anything under it. {@code delete} removes the object and anything
+ *       under it.</li>
+ *   <li>{@code exists} sends no request when the path's directory was listed in this JVM: the
+ *       listing, kept up to date by this JVM's own writes and deletes ({@link KnownListings}),
+ *       answers. Otherwise it costs one LIST of at most two keys. So a batch costs exactly one
+ *       PUT per checkpoint file: Spark lists {@code offsets/} and {@code commits/} when the
+ *       query starts, and its per-batch check before writing {@code offsets/N} and
+ *       {@code commits/N} (formerly a LIST each) is answered from memory.</li>
  * </ul>
+ *
+ * <p>Why answering from a listing is safe: the answer can be stale only about what another JVM
+ * did since, that is, another query writing the same checkpoint. Spark's check before a write
+ * ({@code HDFSMetadataLog.addNewBatchByStream}) is followed by a create-only PUT, which the store
+ * refuses (412, {@code FileAlreadyExistsException}) when the file is there after all, and Spark
+ * stops the query reporting concurrent writers, exactly as a fresh check would have made it do
+ * (its {@code add} would have returned false, which Spark also treats as another writer). Spark's
+ * check before a read ({@code applyFnToBatchByStream}) can only miss another writer's file, and
+ * that writer's query, or this one, is stopped by the next create-only PUT of the same batch.
+ * Two queries in ONE JVM share the listings, so they see each other's writes.
  * Files are held in memory until close: fine for checkpoint files, and a single PUT is limited
  * to 5 GiB.
  */
 public class ConditionalPutCheckpointFileManager extends ConditionalS3CheckpointFileManager {
 
+  private final KnownListings known;
+
   public ConditionalPutCheckpointFileManager(Path path, Configuration conf) throws IOException {
     super(path, conf, "conditional", "stop two writers creating the same checkpoint file");
+    this.known = new KnownListings(store.endpoint());
   }
 
   @Override
@@ -58,8 +79,13 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
     return new BufferedPublishStream(bytes -> {
       try {
         store.put(key, bytes, !overwriteIfPossible);
+        known.created(key);
       } catch (S3ObjectStore.KeyExistsException e) {
+        known.created(key);
         throw new FileAlreadyExistsException(e.getMessage());
+      } catch (IOException | RuntimeException e) {
+        known.unsure(key);
+        throw e;
       }
     });
   }
@@ -75,14 +101,18 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
 
   @Override
   public FileStatus[] list(Path path, PathFilter filter) {
-    String prefix = store.key(path) + "/";
+    String dirKey = store.key(path);
+    String prefix = dirKey + "/";
     List<FileStatus> out = new ArrayList<>();
+    Set<String> names = new HashSet<>();
+    long stamp = known.beforeListing(dirKey);
     try {
       String token = null;
       do {
         S3ObjectStore.Page page = store.listPage(prefix, true, 1000, token);
         for (S3ObjectStore.Entry o : page.objects()) {
           if (!o.key().equals(prefix)) { // the directory's own marker
+            names.add(o.key().substring(prefix.length()));
             FileStatus status = new FileStatus(o.size(), false, 1, 0, o.lastModifiedMs(), store.path(o.key()));
             if (filter.accept(status.getPath())) {
               out.add(status);
@@ -90,6 +120,7 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
           }
         }
         for (String dir : page.prefixes()) {
+          names.add(dir.substring(prefix.length(), dir.length() - 1));
           Path dirPath = store.path(dir.substring(0, dir.length() - 1));
           if (filter.accept(dirPath)) {
             out.add(new FileStatus(0, true, 1, 0, 0, dirPath));
@@ -100,26 +131,39 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
     } catch (IOException e) {
       throw Unchecked.io(e);
     }
+    known.listed(dirKey, names, stamp);
     return out.toArray(new FileStatus[0]);
   }
 
   @Override
   public void mkdirs(Path path) {
+    String key = store.key(path);
     try {
-      store.put(store.key(path) + "/", new byte[0], false);
+      store.put(key + "/", new byte[0], false);
+      known.created(key);
     } catch (IOException e) {
+      known.unsure(key);
       throw Unchecked.io(e);
     }
   }
 
   /**
-   * One LIST of the keys starting with the path's key: the exact key sorts first when the file
-   * exists; otherwise the directory's entries start with {@code key/}. Only a sibling such as
-   * {@code key.compact} (sorting between the two) costs a second LIST, of {@code key/} itself.
+   * No request when the path's directory was listed in this JVM ({@link KnownListings}): Spark
+   * lists a metadata log's directory when a query starts, so every batch's check of
+   * {@code offsets/N} and {@code commits/N} is answered from memory. Otherwise one LIST of the
+   * keys starting with the path's key: the exact key sorts first when the file exists; otherwise
+   * the directory's entries start with {@code key/}. Only a sibling such as {@code key.compact}
+   * (sorting between the two) costs a second LIST, of {@code key/} itself. A LIST rather than a
+   * HEAD: these probes are of directories as often as of files (at a query's start), and a HEAD
+   * answers only for a file, so a directory would cost it a HEAD and a LIST.
    */
   @Override
   public boolean exists(Path path) {
     String key = store.key(path);
+    Boolean answer = known.exists(key);
+    if (answer != null) {
+      return answer;
+    }
     try {
       S3ObjectStore.Page page = store.listPage(key, false, 1, null);
       if (page.objects().isEmpty()) {
@@ -144,7 +188,9 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
     try {
       store.delete(key);
       store.deletePrefix(key + "/");
+      known.deleted(key);
     } catch (IOException e) {
+      known.unsure(key);
       throw Unchecked.io(e);
     }
   }

@@ -222,6 +222,16 @@ final class DirManifest {
     }
   }
 
+  /**
+   * Loads the view only if it is not loaded or no longer trusted; otherwise sends nothing and the
+   * view stays as this writer last saw it (its own records included, another writer's since not).
+   */
+  synchronized void loadIfStale() throws IOException {
+    if (stale()) {
+      load();
+    }
+  }
+
   /** The entry named {@code name} in the view as it is (call {@link #refresh} first). */
   synchronized Entry get(String name) {
     return entries.get(name);

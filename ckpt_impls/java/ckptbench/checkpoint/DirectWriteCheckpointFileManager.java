@@ -2,10 +2,15 @@ package ckptbench.checkpoint;
 
 import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -36,6 +41,15 @@ import org.slf4j.LoggerFactory;
  *   <li>{@code overwriteIfPossible=false} fails with {@code FileAlreadyExistsException} when the
  *       path exists. The check and the write are two requests, so two concurrent writers can
  *       both pass it: use {@link ConditionalPutCheckpointFileManager} where that matters.</li>
+ *   <li>{@code exists} sends no request when the path's directory was listed in this JVM: the
+ *       listing, kept up to date by this JVM's own writes and deletes ({@link KnownListings}),
+ *       answers (formerly S3A's HEAD + LIST per check, for each batch's {@code offsets/N} and
+ *       {@code commits/N}). The answer can be stale only about another JVM's writes since, that
+ *       is, another query on the same checkpoint. Before a write Spark's check is redundant:
+ *       S3A's {@code create(overwrite=false)} checks again itself and throws
+ *       {@code FileAlreadyExistsException}, which Spark reports as concurrent writers; the
+ *       guarantee on two writers is as before (none). Before a read, a stale answer can only
+ *       miss the other query's file.</li>
  * </ul>
  * {@code ckptbench.direct.cancel.abort=false} forces the close-and-delete path even for
  * abortable streams (for stores whose abort is unreliable, and to test that path).
@@ -49,17 +63,30 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
   private final boolean abortOnCancel;
   private final Backoff deleteRetry;
 
+  private final KnownListings known;
+
   public DirectWriteCheckpointFileManager(Path path, Configuration conf) throws IOException {
     this.root = path;
     this.fs = path.getFileSystem(conf);
     this.abortOnCancel = conf.getBoolean("ckptbench.direct.cancel.abort", true);
     this.deleteRetry = Backoff.fromConf(conf, "ckptbench.direct.cancel.delete");
+    this.known = new KnownListings(fs.getUri().toString());
+  }
+
+  /** The path's key in {@link #known}: its qualified path without the leading slash. */
+  private String key(Path path) {
+    String p = fs.makeQualified(path).toUri().getPath();
+    return p.startsWith("/") ? p.substring(1) : p;
   }
 
   @Override
   public CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
+    String key = key(path);
     try {
-      return new DirectOutputStream(path, fs.create(path, overwriteIfPossible));
+      return new DirectOutputStream(path, key, fs.create(path, overwriteIfPossible));
+    } catch (FileAlreadyExistsException e) {
+      known.created(key);
+      throw Unchecked.io(e);
     } catch (IOException e) {
       throw Unchecked.io(e);
     }
@@ -76,8 +103,20 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
 
   @Override
   public FileStatus[] list(Path path, PathFilter filter) {
+    String dir = key(path);
+    long stamp = known.beforeListing(dir);
     try {
-      return fs.listStatus(path, filter);
+      FileStatus[] all = fs.listStatus(path);
+      Set<String> names = new HashSet<>();
+      List<FileStatus> out = new ArrayList<>();
+      for (FileStatus status : all) {
+        names.add(status.getPath().getName());
+        if (filter.accept(status.getPath())) {
+          out.add(status);
+        }
+      }
+      known.listed(dir, names, stamp);
+      return out.toArray(new FileStatus[0]);
     } catch (IOException e) {
       throw Unchecked.io(e);
     }
@@ -85,15 +124,26 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
 
   @Override
   public void mkdirs(Path path) {
+    String key = key(path);
     try {
       fs.mkdirs(path, FsPermission.getDirDefault());
+      known.created(key);
     } catch (IOException e) {
+      known.unsure(key);
       throw Unchecked.io(e);
     }
   }
 
+  /**
+   * No request when the path's directory was listed in this JVM ({@link KnownListings}); else
+   * S3A's probe (HEAD, then a LIST). See the class comment for why that is safe.
+   */
   @Override
   public boolean exists(Path path) {
+    Boolean answer = known.exists(key(path));
+    if (answer != null) {
+      return answer;
+    }
     try {
       return fs.exists(path);
     } catch (IOException e) {
@@ -103,11 +153,15 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
 
   @Override
   public void delete(Path path) {
+    String key = key(path);
     try {
       fs.delete(path, true);
+      known.deleted(key);
     } catch (FileNotFoundException ignored) {
       // already gone: that is what delete promises
+      known.deleted(key);
     } catch (IOException e) {
+      known.unsure(key);
       throw Unchecked.io(e);
     }
   }
@@ -127,12 +181,14 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
   /** Writes to the final path; close publishes, cancel aborts (or closes and deletes). */
   private final class DirectOutputStream extends CancellableFSDataOutputStream {
     private final Path path;
+    private final String key;
     private final FSDataOutputStream target;
     private boolean terminated;
 
-    DirectOutputStream(Path path, FSDataOutputStream target) {
+    DirectOutputStream(Path path, String key, FSDataOutputStream target) {
       super(target);
       this.path = path;
+      this.key = key;
       this.target = target;
     }
 
@@ -142,7 +198,13 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
         return;
       }
       terminated = true;
-      target.close();
+      try {
+        target.close();
+        known.created(key);
+      } catch (IOException | RuntimeException e) {
+        known.unsure(key);
+        throw e;
+      }
     }
 
     @Override
@@ -151,6 +213,7 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
         return;
       }
       terminated = true;
+      known.unsure(key); // aborted, or closed and then deleted: either way not ours to assume
       if (abortOnCancel && target.hasCapability(StreamCapabilities.ABORTABLE_STREAM)) {
         target.abort();
         return;

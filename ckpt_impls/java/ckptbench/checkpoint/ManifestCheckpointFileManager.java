@@ -57,9 +57,20 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *       taken once.</li>
  * </ul>
  *
- * <p>Requests per checkpoint file, once a directory's view is loaded: {@code exists} 1 GET (the
- * next record, a 404); {@code createAtomic} + {@code close} 2 PUTs (staged object, record), so
- * Spark's {@code HDFSMetadataLog.add} costs 3; {@code open} 2 GETs (next record, staged object);
+ * <p>{@code exists} answers from the directory's view as this manager last saw it, sending
+ * nothing once the view is loaded (formerly a GET of the next record, a 404, per check). Why that
+ * is safe: the view can be stale only about another writer's records. Spark checks before
+ * writing a batch file ({@code HDFSMetadataLog.addNewBatchByStream}), and the write that follows
+ * publishes a record whose number the stale view would reuse: the store refuses it (412), the
+ * writer catches up and refuses the file ({@code FileAlreadyExistsException}), which Spark
+ * reports as another query writing the checkpoint, the truth. Spark's check before reading
+ * ({@code applyFnToBatchByStream}) can only miss another writer's file, and the next record
+ * either publishes is refused the same way. {@code open} and {@code list} still bring the view
+ * up to date first.
+ *
+ * <p>Requests per checkpoint file, once a directory's view is loaded: {@code exists} none;
+ * {@code createAtomic} + {@code close} 2 PUTs (staged object, record), so Spark's
+ * {@code HDFSMetadataLog.add} costs 2; {@code open} 2 GETs (next record, staged object);
  * {@code delete} 1 GET + 1 PUT. Each record other writers added since costs one more GET, and a
  * record number another writer took first one more HEAD (the 412's write-id check). Every
  * {@code compactInterval} records the publishing writer adds a LIST of the staged objects, at
@@ -174,11 +185,20 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
     }
   }
 
+  /**
+   * From the directory's view as this manager last saw it, with no request once it is loaded
+   * (and trusted): see the class comment for why a stale "absent" is safe.
+   */
   @Override
   public boolean exists(Path path) {
     try {
       Path p = store.qualify(path);
-      return p.getParent() == null || lookUp(p) != null;
+      if (p.getParent() == null) {
+        return true;
+      }
+      DirManifest parent = manifest(p.getParent());
+      parent.loadIfStale();
+      return parent.get(p.getName()) != null;
     } catch (IOException e) {
       throw Unchecked.io(e);
     }

@@ -1,0 +1,118 @@
+package ckptbench.checkpoint;
+
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * What this JVM knows of the directories (key prefixes) a manager listed in full, kept up to date
+ * by this JVM's own writes and deletes there, so an existence check can be answered without a
+ * request. Shared by every manager of one store and bucket in the JVM (Spark makes one per
+ * metadata log and per state store provider), so one manager's write is seen by the others.
+ *
+ * <p>It can only be wrong about what another JVM did since the listing. Spark asks
+ * {@code exists} before writing a batch file ({@code HDFSMetadataLog.addNewBatchByStream}):
+ * there a wrong "absent" is caught by the create-only PUT that follows, whose 412 Spark reports
+ * as another query writing the checkpoint, the truth. It also asks before reading one
+ * ({@code applyFnToBatchByStream}), where a wrong answer can only come from another writer of
+ * the same checkpoint, which the create-only PUT of its next batch file stops.
+ *
+ * <p>A listing is installed only if no write or delete in that directory happened while it was
+ * taken (a per-directory change count), so a list racing this JVM's own write never hides it.
+ * A write whose outcome is unknown (an I/O error) forgets its directory's listing.
+ */
+final class KnownListings {
+
+  /** Per store and bucket scope, then directory key (no trailing slash): the child names in it. */
+  private static final Map<String, Map<String, Set<String>>> LISTINGS = new ConcurrentHashMap<>();
+  private static final Map<String, Map<String, AtomicLong>> CHANGES = new ConcurrentHashMap<>();
+
+  private final Map<String, Set<String>> listings;
+  private final Map<String, AtomicLong> changes;
+
+  KnownListings(String scope) {
+    this.listings = LISTINGS.computeIfAbsent(scope, s -> new ConcurrentHashMap<>());
+    this.changes = CHANGES.computeIfAbsent(scope, s -> new ConcurrentHashMap<>());
+  }
+
+  private static String parent(String key) {
+    int slash = key.lastIndexOf('/');
+    return slash < 0 ? "" : key.substring(0, slash);
+  }
+
+  private static String child(String key) {
+    return key.substring(key.lastIndexOf('/') + 1);
+  }
+
+  private AtomicLong changesOf(String dir) {
+    return changes.computeIfAbsent(dir, d -> new AtomicLong());
+  }
+
+  /** Whether {@code key} (a file or a directory) exists, or null when its directory is not known. */
+  Boolean exists(String key) {
+    Set<String> names = listings.get(parent(key));
+    return names == null ? null : names.contains(child(key));
+  }
+
+  /** Call before listing {@code dir}; pass the result to {@link #listed}. */
+  long beforeListing(String dir) {
+    return changesOf(dir).get();
+  }
+
+  /** {@code dir} holds exactly {@code names} (files and subdirectories), as listed after {@code stamp}. */
+  void listed(String dir, Set<String> names, long stamp) {
+    Set<String> known = ConcurrentHashMap.newKeySet();
+    known.addAll(names);
+    AtomicLong count = changesOf(dir);
+    synchronized (count) {
+      if (count.get() == stamp) {
+        listings.put(dir, known);
+      }
+    }
+  }
+
+  /** {@code key} now exists (written, or refused as existing), and so does each directory above it. */
+  void created(String key) {
+    for (String k = key; !k.isEmpty(); k = parent(k)) {
+      String dir = parent(k);
+      AtomicLong count = changesOf(dir);
+      synchronized (count) {
+        count.incrementAndGet();
+        Set<String> names = listings.get(dir);
+        if (names != null) {
+          names.add(child(k));
+        }
+      }
+    }
+  }
+
+  /**
+   * {@code key} and everything under it are gone. Its directory keeps its other entries; were it
+   * left empty and unmarked it would vanish from its own parent, which still lists it: a
+   * harmless "exists" for an empty directory.
+   */
+  void deleted(String key) {
+    String dir = parent(key);
+    AtomicLong count = changesOf(dir);
+    synchronized (count) {
+      count.incrementAndGet();
+      Set<String> names = listings.get(dir);
+      if (names != null) {
+        names.remove(child(key));
+      }
+    }
+    listings.keySet().removeIf(d -> d.equals(key) || d.startsWith(key + "/"));
+  }
+
+  /** A write or delete of {@code key} may or may not have happened: its directory, and anything listed under it, is no longer known. */
+  void unsure(String key) {
+    String dir = parent(key);
+    AtomicLong count = changesOf(dir);
+    synchronized (count) {
+      count.incrementAndGet();
+      listings.remove(dir);
+    }
+    listings.keySet().removeIf(d -> d.equals(key) || d.startsWith(key + "/"));
+  }
+}
