@@ -89,7 +89,15 @@ def test_scale_axes_on_spark(tmp_path):
     settings = runs.Settings("embedded", "smallest", None, tmp_path / "raw")
     axes = scale.Axes(partitions=(2, 8), operators=(1, 2), operators_partitions=8, warmup=1, batches=2,
                       long_batches=9, retain=3, windows=3)
-    record = scale.scale(settings, None, axes)
+    # In a JVM of its own: the experiment stops its SparkSession when done, which in this process
+    # would be the suite's shared one (every later test using the `spark` fixture failed so).
+    experiment = ("import sys; from pathlib import Path; from ckptbench import runs, scale; "
+                  "scale.scale(runs.Settings('embedded', 'smallest', None, Path(sys.argv[1])), None, "
+                  f"scale.{axes!r})")
+    done = subprocess.run([sys.executable, "-c", experiment, str(settings.raw)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = results.read(results.directory(settings.raw, "embedded", "scale"))
     assert record.runs.error.isna().all(), record.runs.error.dropna().tolist()
     for strategy in record.strategies():
         assert metrics.scale_fit(record, "partitions", strategy, "requests_state")[1] >= 1, strategy
