@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
+import signal
+import subprocess
+import tempfile
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 from py4j.protocol import Py4JJavaError
@@ -24,6 +29,8 @@ from infra.s3ops import Event
 TEST_STORES = ("embedded", "ceph", "minio")
 #: (strategy, store, test) -> temp objects left under the checkpoint, filled by the streaming tests.
 LEFTOVERS = pytest.StashKey[dict]()
+#: start function of a ``beside_the_suite`` test -> (its child process, its working directory).
+BESIDE = pytest.StashKey[dict]()
 
 
 # -- fixed inputs for the results model: progress reports and requests at known times ----------
@@ -251,6 +258,49 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_collection_finish(session):
+    """Start each selected ``beside_the_suite`` test's child process now and move the test last.
+
+    Here, after -k/-m have deselected, only a selected test's work starts. Such a test checks a
+    child process that runs for many minutes (the whole smallest bench) and shares nothing with
+    the suite (its own store, JVMs, results and HOME). Started here, it runs beside the other
+    tests instead of after them; most of either is JVMs starting and requests waiting on stores,
+    so on 2 cores the suite ends sooner than with the two in a row.
+    """
+    if session.config.option.collectonly:
+        return
+    items = session.items
+    beside = [item for item in items if item.get_closest_marker("beside_the_suite")]
+    started = session.config.stash.setdefault(BESIDE, {})
+    for item in beside:
+        start = item.get_closest_marker("beside_the_suite").args[0]
+        if start not in started:
+            workdir = Path(tempfile.mkdtemp(prefix="ckptbench-beside-"))
+            started[start] = (start(workdir), workdir)
+    items[:] = [item for item in items if item not in beside] + beside
+
+
+@pytest.fixture
+def beside(request) -> tuple[subprocess.Popen, Path]:
+    """The child process the hook above started for this test, and its working directory."""
+    start = request.node.get_closest_marker("beside_the_suite").args[0]
+    return request.config.stash[BESIDE][start]
+
+
+def pytest_unconfigure(config):
+    """A child still running when the session ends (-x, ^C) is stopped with it: interrupted first,
+    so that it stops its store and JVMs as on ^C, then killed if it has not ended."""
+    for proc, workdir in config.stash.get(BESIDE, {}).values():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -2,8 +2,9 @@
 
 Runs the README's main command, `python -m ckptbench bench`, on the embedded store with
 CKPT_BENCH_SIZE=smallest into a temporary results directory, so a broken benchmark, a broken
-setup_cache or a broken publish fails CI. The labs (crash cycles, faults) make it the longest test: the
-timeout only guards against a hang.
+setup_cache or a broken publish fails CI. The labs (crash cycles, faults) make it the longest test, so
+it starts with the session and runs beside the others (conftest.py ``beside_the_suite``); the timeout
+only guards against a hang.
 """
 
 from __future__ import annotations
@@ -20,8 +21,24 @@ import pytest
 
 from infra.embedded import EmbeddedStore
 
-pytestmark = pytest.mark.slow  # a whole benchmark run in a child process
 ROOT = Path(__file__).resolve().parent.parent
+#: Against a hang only: the run took 10-17 minutes on 2 cores in fresh-clone CI runs (2026-11-23).
+TIMEOUT_S = 2400
+
+
+def smallest_bench(workdir: Path) -> subprocess.Popen:
+    """`python -m ckptbench bench --store embedded --size smallest` into ``workdir``, output to a file.
+
+    HOME is ``workdir``: asv keeps its machine file in ~/.asv-machine.json.
+    """
+    log = (workdir / "output.txt").open("w")
+    return subprocess.Popen([sys.executable, "-m", "ckptbench", "bench", "--store", "embedded", "--size", "smallest",
+                             "--results", str(workdir / "results")], cwd=ROOT, env={**os.environ, "HOME": str(workdir)},
+                            stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+# The run starts with the session and goes on beside the other tests (conftest.py), checked last.
+pytestmark = [pytest.mark.slow, pytest.mark.beside_the_suite.with_args(smallest_bench)]
 
 
 def _values(result) -> list:
@@ -30,14 +47,15 @@ def _values(result) -> list:
 
 
 @pytest.mark.skipif(EmbeddedStore.unavailable_reason() is not None, reason=str(EmbeddedStore.unavailable_reason()))
-def test_every_benchmark_produces_a_number(tmp_path):
-    results = tmp_path / "results"
-    # HOME: asv keeps its machine file in ~/.asv-machine.json; the test's stays in tmp_path.
-    env = {**os.environ, "HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "ckptbench", "bench", "--store", "embedded", "--size", "smallest",
-                           "--results", str(results)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=2400)
-    output = proc.stdout + proc.stderr
+def test_every_benchmark_produces_a_number(beside, tmp_path):
+    proc, workdir = beside
+    results = workdir / "results"
+    try:
+        proc.wait(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the smallest bench still runs {TIMEOUT_S} s after the suite's end: "
+                    f"{(workdir / 'output.txt').read_text()[-3000:]}")
+    output = (workdir / "output.txt").read_text()
     assert proc.returncode == 0, output[-5000:]
     # asv holds back the set-up's own output; its progress reaches the terminal through a file.
     for bar in ("streaming queries", "store alone", "compaction histories", "scale axes"):
