@@ -15,8 +15,7 @@ import ckpt_impls
 import infra
 
 from . import metrics, results, runs
-from .plots import _value
-from .report import _fmt
+from .report import cell
 
 
 def plan(batches: int, warmup: int) -> runs.Plan:
@@ -62,11 +61,11 @@ def rows(record: results.Results) -> list[dict]:
             "requests_per_batch": metrics.requests_per_batch(run), "requests_by_op": metrics.requests_by_op(run),
             "put_p50": put, "head_p50": head, "temp_objects": int(run.info.temp_objects),
             # None in a record made before the benchmark floor ran beside the strategies.
-            "spark_share_p50": _value(metrics.spark_share_ms, record, "stateful"),
-            "overhead_ms": _value(metrics.strategy_overhead_ms, record, run),
-            "overhead_of_put": _value(metrics.strategy_overhead_of_put, record, run),
-            "checkpoint_files_per_batch": _value(metrics.checkpoint_files_per_batch, record, "stateful"),
-            "requests_per_checkpoint_file": _value(metrics.requests_per_checkpoint_file, record, run)})
+            "spark_share_p50": metrics.or_none(metrics.spark_share_ms, record, "stateful"),
+            "overhead_ms": metrics.or_none(metrics.strategy_overhead_ms, record, run),
+            "overhead_of_put": metrics.or_none(metrics.strategy_overhead_of_put, record, run),
+            "checkpoint_files_per_batch": metrics.or_none(metrics.checkpoint_files_per_batch, record, "stateful"),
+            "requests_per_checkpoint_file": metrics.or_none(metrics.requests_per_checkpoint_file, record, run)})
     return out
 
 
@@ -85,9 +84,9 @@ def table(records: list[results.Results]) -> str:
         lines.append(
             f"| {store} | {r['strategy']} | {r['wal_commit_p50']:.0f} / {r['wal_commit_p95']:.0f} | "
             f"{r['commit_offsets_p50']:.0f} / {r['commit_offsets_p95']:.0f} | "
-            f"{r['wal_commit_p50'] / (r['put_p50'] + r['head_p50']):.1f}x | {_fmt(r['spark_share_p50'], '.1f')} | "
-            f"{_fmt(r['overhead_ms'], '.1f')} / {_fmt(r['overhead_of_put'], '.2f')} | "
-            f"{r['requests_per_batch']:.3g} ({ops}) | {_fmt(r['checkpoint_files_per_batch'], '.3g')} | "
-            f"{_fmt(r['requests_per_checkpoint_file'], '.2f')} | "
+            f"{r['wal_commit_p50'] / (r['put_p50'] + r['head_p50']):.1f}x | {cell(r['spark_share_p50'], '.1f')} | "
+            f"{cell(r['overhead_ms'], '.1f')} / {cell(r['overhead_of_put'], '.2f')} | "
+            f"{r['requests_per_batch']:.3g} ({ops}) | {cell(r['checkpoint_files_per_batch'], '.3g')} | "
+            f"{cell(r['requests_per_checkpoint_file'], '.2f')} | "
             f"{r['put_p50']:.1f} / {r['head_p50']:.1f} | {r['temp_objects']} |")
     return "\n".join(lines)

@@ -24,6 +24,19 @@ from .results import Results, Run, RunFailed
 MANAGED = tuple(a for a in AREAS if a != "data")
 
 
+def or_none(metric, *args) -> float | None:
+    """``metric(*args)``, or None where its run failed (the tables say why)."""
+    try:
+        return metric(*args)
+    except (RunFailed, RuntimeError, KeyError, IndexError, ZeroDivisionError):
+        return None
+
+
+def of_run(record: Results, strategy: str, workload: str, metric, *args, keys: int | None = None) -> float | None:
+    """``metric(run, *args)`` for that run of the record, or None where it failed."""
+    return or_none(lambda: metric(record.run(strategy, workload, keys), *args))
+
+
 def percentile(values, q: float) -> float:
     values = np.asarray(values, dtype=float)
     values = values[~np.isnan(values)]

@@ -14,19 +14,6 @@ import numpy as np
 from . import metrics, results, runs
 
 
-def _value(metric, *args) -> float | None:
-    """A metric, or None where its run failed (the tables say why)."""
-    try:
-        return metric(*args)
-    except (results.RunFailed, RuntimeError, KeyError, IndexError, ZeroDivisionError):
-        return None
-
-
-def _of_run(record: results.Results, strategy: str, workload: str, metric, *args, keys: int | None = None):
-    """``metric(run, *args)`` for that run, or None where it failed."""
-    return _value(lambda: metric(record.run(strategy, workload, keys), *args))
-
-
 def _emulated(record: results.Results) -> str:
     return " (emulator)" if record.environment["emulator"] else ""
 
@@ -79,7 +66,7 @@ def compaction(name: str, record: results.Results, path: Path) -> Path:
     for col, (log, workload) in enumerate(runs.LOGS.items()):
         size_ax, time_ax = axes[0][col], axes[1][col]
         for strategy in record.strategies():
-            run = _value(record.run, strategy, workload)
+            run = metrics.or_none(record.run, strategy, workload)
             if run is None:
                 continue
             sizes = metrics.compacts(run, log, interval)
@@ -98,8 +85,9 @@ def compaction(name: str, record: results.Results, path: Path) -> Path:
 def state(name: str, record: results.Results, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for strategy in record.strategies():
-        points = [(_of_run(record, strategy, "stateful", metrics.mib_sent_per_batch_median, ["state"], keys=keys),
-                   _of_run(record, strategy, "stateful", metrics.state_commit_percentile, 50, keys=keys))
+        points = [(metrics.of_run(record, strategy, "stateful", metrics.mib_sent_per_batch_median, ["state"],
+                                  keys=keys),
+                   metrics.of_run(record, strategy, "stateful", metrics.state_commit_percentile, 50, keys=keys))
                   for keys in record.environment["plan"]["keys"]]
         points = [p for p in points if None not in p]
         if points:
@@ -140,7 +128,7 @@ def manifest_compaction(name: str, record: results.Results, path: Path) -> Path:
 
 def latency(name: str, record: results.Results, workload: str, path: Path) -> Path:
     """walCommit and commitOffsets over the measured batches, one box per strategy."""
-    strategies = [s for s in record.strategies() if _of_run(record, s, workload, lambda run: run) is not None]
+    strategies = [s for s in record.strategies() if metrics.of_run(record, s, workload, lambda run: run) is not None]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
     for ax, name_ms in zip(axes, ("walCommit", "commitOffsets"), strict=True):
         data = [record.run(s, workload).batches[name_ms].dropna().to_numpy() for s in strategies]
@@ -155,7 +143,7 @@ def requests_by_area(name: str, record: results.Results, workload: str, path: Pa
     """Mean requests per batch, stacked by checkpoint area, and by operation, per strategy."""
     from infra.s3ops import AREAS, OPS
 
-    strategies = [s for s in record.strategies() if _of_run(record, s, workload, lambda run: run) is not None]
+    strategies = [s for s in record.strategies() if metrics.of_run(record, s, workload, lambda run: run) is not None]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     for ax, (by, values) in zip(axes, (("area", AREAS), ("op", OPS)), strict=True):
         bottom = [0.0] * len(strategies)
@@ -179,7 +167,7 @@ SCALE_PANELS = (("requests", "requests per batch (mean)"), ("state_commit_p50", 
 def scale(name: str, record: results.Results, path: Path) -> Path:
     """Cost against each scale axis, per strategy: the measured points and the fitted line (log-log
     where the axis spans decades), with the slope in the legend."""
-    axes_names = [a for a in metrics.AXIS_STEP if any(_value(metrics.scale_points, record, a, s)
+    axes_names = [a for a in metrics.AXIS_STEP if any(metrics.or_none(metrics.scale_points, record, a, s)
                                                       for s in record.strategies())]
     fig, grid = plt.subplots(len(SCALE_PANELS), len(axes_names), figsize=(5 * len(axes_names), 11), squeeze=False)
     for col, axis in enumerate(axes_names):
@@ -188,7 +176,7 @@ def scale(name: str, record: results.Results, path: Path) -> Path:
             ax = grid[row][col]
             spans_decades = axis == "partitions" and max(record.environment["plan"]["partitions"]) >= 100
             for strategy in record.strategies():
-                points = _value(metrics.scale_values, record, axis, strategy, figure)
+                points = metrics.or_none(metrics.scale_values, record, axis, strategy, figure)
                 if not points:
                     continue
                 xs, ys = zip(*points, strict=True)
@@ -212,7 +200,7 @@ def memory(name: str, record: results.Results, path: Path) -> Path:
     """The long query's driver heap after a full GC, and the managers' own objects, against batches."""
     fig, (heap_ax, manager_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     for strategy in record.strategies():
-        memory = _value(metrics.memory_readings, record, strategy)
+        memory = metrics.or_none(metrics.memory_readings, record, strategy)
         if memory is None:
             continue
         heap_ax.plot(memory.batch, memory.heap_mib, "o-", label=strategy)

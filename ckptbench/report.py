@@ -66,7 +66,8 @@ class Section:
     decisions: list[decide.Decision] = dataclasses.field(default_factory=list)
 
 
-def _fmt(value, spec: str = ".0f") -> str:
+def cell(value, spec: str = ".0f") -> str:
+    """A table cell of the report and of `measure`: a failed run's metric says so; NaN is n/a."""
     if value is None:
         return "failed"
     return "n/a" if value != value else format(value, spec)
@@ -84,7 +85,7 @@ def crash_tables(record: results.Results) -> list[Table]:
     rows = []
     for strategy, workload in record.crash_series[["strategy", "workload"]].drop_duplicates().itertuples(index=False):
         def m(metric, *args, spec=".0f", strategy=strategy, workload=workload):
-            return _fmt(plots._value(metric, record, strategy, *args, workload), spec)
+            return cell(metrics.or_none(metric, record, strategy, *args, workload), spec)
 
         rows.append([strategy, workload, f"{m(metrics.crash_cycles)} ({m(metrics.kills_inside_a_batch)})",
                      m(metrics.restart_failure_rate, spec=".0%"),
@@ -191,23 +192,23 @@ def _streaming(name: str, record: results.Results, figures: Path,
     rows = []
     for strategy in record.strategies():
         def stateful(metric, *args, keys=None, strategy=strategy):
-            return plots._of_run(record, strategy, "stateful", metric, *args, keys=keys)
+            return metrics.of_run(record, strategy, "stateful", metric, *args, keys=keys)
 
         rows.append([
             strategy,
-            f"{_fmt(stateful(metrics.duration_percentile, 'walCommit', 50))} / "
-            f"{_fmt(stateful(metrics.duration_percentile, 'walCommit', 95))}",
-            f"{_fmt(stateful(metrics.duration_percentile, 'commitOffsets', 50))} / "
-            f"{_fmt(stateful(metrics.duration_percentile, 'commitOffsets', 95))}",
-            f"{_fmt(stateful(lambda run: metrics.wal_commit_in_store_puts(record, run)), '.1f')}x",
-            _fmt(plots._value(metrics.spark_share_ms, record, "stateful"), ".1f"),
-            f"{_fmt(stateful(lambda run: metrics.strategy_overhead_ms(record, run)), '.1f')} / "
-            f"{_fmt(stateful(lambda run: metrics.strategy_overhead_of_put(record, run)), '.2f')}",
-            _fmt(stateful(metrics.requests_per_batch), ".1f"),
-            _fmt(stateful(lambda run: metrics.requests_per_checkpoint_file(record, run)), ".2f"),
-            _fmt(stateful(metrics.per_put, "COPY"), ".2f"),
-            f"{_fmt(plots._of_run(record, strategy, 'file_sink', metrics.compaction_ratio, interval), '.1f')}x",
-            _fmt(stateful(metrics.state_commit_percentile, 50, keys=largest))])
+            f"{cell(stateful(metrics.duration_percentile, 'walCommit', 50))} / "
+            f"{cell(stateful(metrics.duration_percentile, 'walCommit', 95))}",
+            f"{cell(stateful(metrics.duration_percentile, 'commitOffsets', 50))} / "
+            f"{cell(stateful(metrics.duration_percentile, 'commitOffsets', 95))}",
+            f"{cell(stateful(lambda run: metrics.wal_commit_in_store_puts(record, run)), '.1f')}x",
+            cell(metrics.or_none(metrics.spark_share_ms, record, "stateful"), ".1f"),
+            f"{cell(stateful(lambda run: metrics.strategy_overhead_ms(record, run)), '.1f')} / "
+            f"{cell(stateful(lambda run: metrics.strategy_overhead_of_put(record, run)), '.2f')}",
+            cell(stateful(metrics.requests_per_batch), ".1f"),
+            cell(stateful(lambda run: metrics.requests_per_checkpoint_file(record, run)), ".2f"),
+            cell(stateful(metrics.per_put, "COPY"), ".2f"),
+            f"{cell(metrics.of_run(record, strategy, 'file_sink', metrics.compaction_ratio, interval), '.1f')}x",
+            cell(stateful(metrics.state_commit_percentile, 50, keys=largest))])
     section.tables.append(Table(
         "The stateful workload, per strategy",
         ["strategy", "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", "walCommit / store PUT",
@@ -247,7 +248,7 @@ def _store(name: str, record: results.Results) -> Section:
         f"({metrics.proxy_added_pct_of_put(record, 'PUT'):.1f}% of the direct PUT's median, paired requests in the "
         f"same run) and {metrics.proxy_added_ms(record, 'HEAD'):.2f} ms to a HEAD.", copy],
         [Table("Latency per request, 1 KiB objects, timed by the proxy", ["", *ops],
-               [[f"p{q} (ms)", *(_fmt(metrics.floor_percentile(record, op, q), ".1f") for op in ops)]
+               [[f"p{q} (ms)", *(cell(metrics.floor_percentile(record, op, q), ".1f") for op in ops)]
                 for q in (50, 95)])])
     section.tables.append(_rename_cost(name, record))
     if metrics.copy_sizes(record, metrics.PROJECTED_COPY):
@@ -268,7 +269,7 @@ def _rename_cost(name: str, record: results.Results) -> Table:
         header.append(f"COPY p50 (ms), PROJECTED to AWS S3 ({runs.PROJECTION}): a projection")
 
     def p50(op, size, experiment, sizes):
-        return _fmt(metrics.copy_percentile(record, op, size, 50, experiment), ".1f") if size in sizes else "-"
+        return cell(metrics.copy_percentile(record, op, size, 50, experiment), ".1f") if size in sizes else "-"
 
     rows = [[f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size / 1024:g} KiB",
              p50("COPY", size, metrics.COPY, measured), p50("PUT", size, metrics.COPY, measured),
@@ -285,13 +286,13 @@ def _history(name: str, record: results.Results, figures: Path) -> Section:
     rows = []
     for batches in shape["batches"]:
         def last(log, field, scale=1, batches=batches):
-            return plots._value(lambda: metrics.history_last(record, batches, log, field) / scale)
+            return metrics.or_none(lambda: metrics.history_last(record, batches, log, field) / scale)
 
-        rows.append([f"{batches:,}", _fmt(last("manifest", "bytes", 1024), ".1f"), _fmt(last("manifest", "entries")),
-                     _fmt(last("manifest", "garbage_staged")),
-                     _fmt(plots._value(metrics.history_tail_ms, record, batches, "manifest"), ".1f"),
-                     _fmt(last("spark", "bytes", 1024), ".1f"), _fmt(last("spark", "entries")),
-                     _fmt(plots._value(metrics.history_tail_ms, record, batches, "spark"), ".1f")])
+        rows.append([f"{batches:,}", cell(last("manifest", "bytes", 1024), ".1f"), cell(last("manifest", "entries")),
+                     cell(last("manifest", "garbage_staged")),
+                     cell(metrics.or_none(metrics.history_tail_ms, record, batches, "manifest"), ".1f"),
+                     cell(last("spark", "bytes", 1024), ".1f"), cell(last("spark", "entries")),
+                     cell(metrics.or_none(metrics.history_tail_ms, record, batches, "spark"), ".1f")])
     return Section(f"{name}: compaction against history", [
         f"Measured on {_where(record)}.",
         f"The manifest strategy's offsets log (retaining {shape['retain']} batches) against Spark's _spark_metadata "
@@ -313,9 +314,9 @@ def scale_tables(record: results.Results) -> list[Table]:
     point_rows, slope_rows, memory_rows = [], [], []
     for axis in metrics.AXIS_STEP:
         for strategy in record.strategies():
-            for x, run in plots._value(metrics.scale_points, record, axis, strategy) or []:
+            for x, run in metrics.or_none(metrics.scale_points, record, axis, strategy) or []:
                 def f(figure, spec=".0f", run=run):
-                    return _fmt(plots._value(metrics.SCALE_FIGURES[figure][0], run), spec)
+                    return cell(metrics.or_none(metrics.SCALE_FIGURES[figure][0], run), spec)
 
                 point_rows.append([axis, f"{x:,.0f}", strategy, f("requests", ".1f"),
                                    " / ".join(f(f"requests_{a}", ".1f") for a in metrics.STATEFUL_AREAS),
@@ -324,21 +325,21 @@ def scale_tables(record: results.Results) -> list[Table]:
                                    f"{f('state_commit_p50')} / {f('state_commit_p95')}"])
     for strategy in record.strategies():
         def slope(axis, figure, strategy=strategy):
-            fit = plots._value(metrics.scale_fit, record, axis, strategy, figure)
+            fit = metrics.or_none(metrics.scale_fit, record, axis, strategy, figure)
             return "failed" if fit is None else f"{fit[1]:.3g} (r² {fit[2]:.2f})"
 
-        by_op = plots._value(metrics.projected_requests_by_op, record, strategy, PROJECTED_PARTITIONS)
+        by_op = metrics.or_none(metrics.projected_requests_by_op, record, strategy, PROJECTED_PARTITIONS)
         slope_rows.append([strategy, slope("partitions", "requests"), slope("partitions", "state_commit_p50"),
                            slope("operators", "requests"), slope("batches", "requests"),
                            slope("batches", "state_commit_p50"), slope("batches", "wal_commit_p50"),
-                           _fmt(by_op and cost.per_month(cost.dollars(by_op), TRIGGER_S), ",.2f")])
+                           cell(by_op and cost.per_month(cost.dollars(by_op), TRIGGER_S), ",.2f")])
 
         def m(metric, spec=".1f", strategy=strategy):
-            return _fmt(plots._value(metric, record, strategy), spec)
+            return cell(metrics.or_none(metric, record, strategy), spec)
 
-        long_run = plots._value(metrics.scale_points, record, "batches", strategy)
+        long_run = metrics.or_none(metrics.scale_points, record, "batches", strategy)
         rss = long_run[0][1].info.peak_rss_mib if long_run else None
-        memory_rows.append([strategy, _fmt(rss), m(metrics.heap_peak_mib), m(metrics.heap_growth_mib),
+        memory_rows.append([strategy, cell(rss), m(metrics.heap_peak_mib), m(metrics.heap_growth_mib),
                             m(metrics.manager_kib_peak), m(metrics.manager_objects_growth)])
     plan = record.environment["plan"]
     return [
@@ -437,7 +438,7 @@ def write(out: Path) -> list[Path]:
                              undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html").render(
         sections=sections, cost_caption=cost.caption(), trigger_s=TRIGGER_S, decide_doc=decide.__doc__,
-        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), fmt=_fmt)
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), fmt=cell)
     index = page / "index.html"
     index.write_text(html)
     return [index, *sorted(figures.glob("*.png"))]
