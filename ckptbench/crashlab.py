@@ -64,7 +64,7 @@ from pathlib import Path
 
 import ckpt_impls
 from infra.faults import Kill
-from infra.net import ending_with_us, proc_stat
+from infra.net import ending_with_us, live_processes, proc_stat
 from infra.s3ops import Event
 
 from . import progress, results
@@ -264,16 +264,7 @@ class Driver:
 
     def processes(self) -> list[int]:
         """The live processes of the driver's group: itself and its JVM (and whatever they started)."""
-        out = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text()
-            except OSError:
-                continue
-            rest = fields[fields.rindex(")") + 2:].split()
-            if int(rest[2]) == self.proc.pid and rest[0] != "Z":
-                out.append(int(stat.parent.name))
-        return out
+        return live_processes(group=self.proc.pid)
 
     def kill(self) -> float:
         """SIGKILL to the whole process group, then wait until the driver and its JVM are gone;

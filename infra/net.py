@@ -58,3 +58,19 @@ def proc_stat(pid: int) -> tuple[str, str, int] | None:
         return None
     state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
     return stat[stat.index("(") + 1 : stat.rindex(")")], state, int(ppid)
+
+
+def live_processes(group: int | None = None, session: int | None = None) -> list[int]:
+    """The live processes (not zombies) of process group ``group`` or of session ``session``, from
+    /proc: what a process started with ``start_new_session`` left, including children that made
+    groups of their own (asv's fork server does), which ``os.killpg`` misses."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text()
+        except OSError:
+            continue
+        state, _, pgrp, sid = fields[fields.rindex(")") + 2 :].split()[:4]
+        if state != "Z" and (int(pgrp) == group or int(sid) == session):
+            out.append(int(stat.parent.name))
+    return out

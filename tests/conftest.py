@@ -7,6 +7,7 @@ run instead of skipping it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -24,6 +25,7 @@ import ckpt_impls
 import infra
 from ckptbench.spark import session
 from infra.metered import MeteredStore
+from infra.net import live_processes
 from infra.s3ops import Event
 
 TEST_STORES = ("embedded", "ceph", "minio")
@@ -54,6 +56,13 @@ def event(batch: float, op: str, key: str, ms: float = 2.0, bytes_in: int = 0) -
     start = T0 + batch
     return Event(start, start + ms / 1000, "PUT", op, "offsets" if "offsets" in key else "state", "b", key, 200,
                  bytes_in, 0)
+
+
+def skip_unless_ci(reason: str):
+    """Skip for want of ``reason``, except under CI (CI=true), which must run everything."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: not skipped)")
+    pytest.skip(reason)
 
 
 def bucket_of(store) -> str:
@@ -282,7 +291,7 @@ def pytest_collection_finish(session):
     items[:] = [item for item in items if item not in beside] + beside
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def beside(request) -> tuple[subprocess.Popen, Path]:
     """The child process the hook above started for this test, and its working directory."""
     start = request.node.get_closest_marker("beside_the_suite").args[0]
@@ -291,15 +300,16 @@ def beside(request) -> tuple[subprocess.Popen, Path]:
 
 def pytest_unconfigure(config):
     """A child still running when the session ends (-x, ^C) is stopped with it: interrupted first,
-    so that it stops its store and JVMs as on ^C, then killed if it has not ended."""
+    so that it stops its store and JVMs as on ^C, then whatever is left of its session killed."""
     for proc, workdir in config.stash.get(BESIDE, {}).values():
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        for pid in live_processes(session=proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

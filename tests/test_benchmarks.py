@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ckptbench import browser
+from conftest import skip_unless_ci
 from infra.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,10 +48,12 @@ def _values(result) -> list:
     return result if isinstance(result, list) else [result]
 
 
-@pytest.mark.skipif(EmbeddedStore.unavailable_reason() is not None, reason=str(EmbeddedStore.unavailable_reason()))
-def test_every_benchmark_produces_a_number(beside, tmp_path):
+@pytest.fixture(scope="module")
+def bench(beside) -> tuple[Path, str]:
+    """The smallest bench's results directory and output, once it has ended well."""
+    if EmbeddedStore.unavailable_reason() is not None:
+        pytest.skip(str(EmbeddedStore.unavailable_reason()))
     proc, workdir = beside
-    results = workdir / "results"
     try:
         proc.wait(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -57,6 +61,11 @@ def test_every_benchmark_produces_a_number(beside, tmp_path):
                     f"{(workdir / 'output.txt').read_text()[-3000:]}")
     output = (workdir / "output.txt").read_text()
     assert proc.returncode == 0, output[-5000:]
+    return workdir / "results", output
+
+
+def test_every_benchmark_produces_a_number(bench, tmp_path):
+    results, output = bench
     # asv holds back the set-up's own output; its progress reaches the terminal through a file.
     for bar in ("streaming queries", "store alone", "compaction histories", "scale axes"):
         assert re.search(rf"^{bar}: 100%", output, re.M), output[-5000:]
@@ -75,13 +84,6 @@ def test_every_benchmark_produces_a_number(beside, tmp_path):
             missing[name] = values
     assert not missing, f"benchmarks without a number: {missing}\n{output[-3000:]}"
 
-    assert (results / "html" / "index.html").is_file()
-    page = (results / "report" / "index.html").read_text()
-    assert re.search(r"stateful on embedded:\s*<strong>run <code>\w+</code>", page), page[:3000]
-    assert {p.name for p in (results / "report" / "plots").glob("*.png")} >= {
-        "copy.png", "embedded-compaction.png", "embedded-state.png", "embedded-manifest-compaction.png",
-        "embedded-latency.png", "embedded-requests.png"}
-
     # The run against itself: every value found in both, none moved.
     drift = subprocess.run([sys.executable, "-m", "ckptbench", "drift", str(results), str(run)], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
@@ -98,3 +100,41 @@ def test_every_benchmark_produces_a_number(beside, tmp_path):
                            capture_output=True, text=True, timeout=120)
     assert drift.returncode == 0, drift.stderr
     assert "A and B differ in machine, size: what moved below is not run-to-run noise alone" in drift.stdout
+
+
+#: Section titles the report of a bench on the embedded store must hold (ckptbench.report).
+REPORT_SECTIONS = ("embedded: streaming queries", "embedded: the store on its own",
+                   "embedded: what the store can do (the probe)", "embedded: crashes",
+                   "embedded: failure rates under injected faults", "embedded: compaction against history",
+                   "embedded: how cost grows with scale", "How the recommendation is made")
+
+
+def test_the_report_holds_the_decision_and_every_lab(bench):
+    results, _ = bench
+    page = (results / "report" / "index.html").read_text()
+    for workload in ("stateful", "file_sink", "file_source"):
+        assert re.search(rf"{workload} on embedded:\s*<strong>run <code>\w+</code>", page), page[:3000]
+    for title in REPORT_SECTIONS:
+        assert f">{title}</h2>" in page, title
+    assert "PROJECTED to AWS S3" in page
+    assert {p.name for p in (results / "report" / "plots").glob("*.png")} >= {
+        "copy.png", "embedded-compaction.png", "embedded-state.png", "embedded-manifest-compaction.png",
+        "embedded-latency.png", "embedded-requests.png"}
+
+
+def test_the_report_and_asvs_pages_open_offline_in_a_browser(bench, tmp_path):
+    """What `make bench` leaves, opened as a person would: Chromium with networking off sees no
+    console error, failed request, broken image or broken local link, on the report and asv's grid."""
+    results, _ = bench
+    if browser.executable() is None:
+        skip_unless_ci("chromium not installed (python -m ckptbench.install installs Debian's as root)")
+    with browser.Chromium() as chrome:
+        report = chrome.check_page(results / "report" / "index.html", screenshot=tmp_path / "report.png",
+                                   ready="document.querySelectorAll('.decision').length >= 3 && "
+                                         "[...document.images].every(i => i.complete && i.naturalWidth > 0)")
+        assert report.problems() == [], f"screenshot {report.screenshot}"
+        assert report.value is True, report.screenshot
+        grid = chrome.check_page(results / "html" / "index.html", screenshot=tmp_path / "asv.png",
+                                 ready="$('#summarygrid-display canvas.flot-base').length > 0")
+        assert grid.problems() == [], f"screenshot {grid.screenshot}"
+        assert grid.value is True, grid.screenshot

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from ckptbench import browser, publish, report, results, runs
-from conftest import event, progress
+from conftest import event, progress, skip_unless_ci
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "data" / "asv-smallest"
@@ -66,13 +66,6 @@ SAME_BYTES_AS_ASV_PINS = {
     "jquery/jquery.min.js", "flot-orderbars/jquery.flot.orderBars.js", "blueimp-md5/md5.min.js",
     "bootstrap/js/bootstrap.min.js", "bootstrap/css/bootstrap.min.css",
 }
-
-
-def _needed(reason: str):
-    """Skip for want of ``reason``, except under CI, which must run everything."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: not skipped)")
-    pytest.skip(reason)
 
 
 def _git(*args: str) -> str:
@@ -121,7 +114,7 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     shutil.copytree(published, root / "asv")
     shutil.copytree(published, root / "offline")
     if publish.installed():
-        _needed(f"node_modules lacks {', '.join(publish.installed())}: python -m ckptbench.install runs npm ci")
+        skip_unless_ci(f"node_modules lacks {', '.join(publish.installed())}: python -m ckptbench.install runs npm ci")
     publish.offline(root / "offline")
     return {"asv": root / "asv", "offline": root / "offline"}
 
@@ -145,7 +138,7 @@ def server(pages):
 @pytest.fixture(scope="module")
 def chrome():
     if browser.executable() is None:
-        _needed("chromium not installed (python -m ckptbench.install installs Debian's as root)")
+        skip_unless_ci("chromium not installed (python -m ckptbench.install installs Debian's as root)")
     with browser.Chromium() as chromium:
         yield chromium
 
@@ -186,7 +179,7 @@ def test_every_cdn_url_of_asvs_template_has_a_local_copy():
 
 def test_vendored_files_are_the_bytes_asv_pins():
     if publish.installed():
-        _needed(f"node_modules lacks {', '.join(publish.installed())}: python -m ckptbench.install runs npm ci")
+        skip_unless_ci(f"node_modules lacks {', '.join(publish.installed())}: python -m ckptbench.install runs npm ci")
     files = {f"{name}/{dst}": publish.NODE_MODULES / name / src
              for name, package in publish.PACKAGES.items() for src, dst in package.files.items()}
     same, pinned = set(), set()
@@ -215,7 +208,7 @@ def test_offline_fails_loudly_when_asvs_template_loads_something_new(tmp_path):
     (tmp_path / "index.html").write_text(_asv_template().read_text().replace(
         "</head>", '<script src="https://cdn.example.org/new-lib@2.0.0/lib.min.js"></script>\n</head>'))
     if publish.installed():
-        _needed(f"node_modules lacks {', '.join(publish.installed())}: python -m ckptbench.install runs npm ci")
+        skip_unless_ci(f"node_modules lacks {', '.join(publish.installed())}: python -m ckptbench.install runs npm ci")
     with pytest.raises(publish.NotOffline, match=r"index.html: https://cdn.example.org/new-lib@2.0.0/lib.min.js"):
         publish.offline(tmp_path)
     # What it knew it rewrote all the same.
