@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
 import boto3
 
 from .store import Credentials, ObjectStore, StoreUnavailable
+from .tls import truststore
 
 ENDPOINT_ENV = "CKPT_S3_ENDPOINT"
+#: The CA bundle (PEM) an https endpoint's certificate is checked against: the AWS SDKs' own variable.
+CA_BUNDLE_ENV = "AWS_CA_BUNDLE"
 
 
 class AwsS3Store(ObjectStore):
@@ -19,6 +24,7 @@ class AwsS3Store(ObjectStore):
     """
 
     name = "s3"
+    owns_buckets = False
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -37,12 +43,18 @@ class AwsS3Store(ObjectStore):
 
 
 class EndpointStore(ObjectStore):
-    """Any S3-compatible endpoint (``CKPT_S3_ENDPOINT``), keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY."""
+    """Any S3-compatible endpoint (``CKPT_S3_ENDPOINT``), keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY.
+
+    An https:// endpoint whose certificate no public CA signed is trusted through ``AWS_CA_BUNDLE``
+    (a PEM file, the variable boto3 and the AWS CLI read): boto3 is given it, and Spark's JVMs a
+    truststore made from it at start, in a temp directory removed on stop."""
 
     name = "endpoint"
+    owns_buckets = False
 
     def __init__(self, endpoint: str | None = None) -> None:
         self._endpoint = endpoint or os.environ.get(ENDPOINT_ENV, "")
+        self._tls_dir: tempfile.TemporaryDirectory | None = None
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -53,6 +65,15 @@ class EndpointStore(ObjectStore):
             raise StoreUnavailable(f"endpoint: '{self._endpoint}' is not an http(s):// URL; set {ENDPOINT_ENV}")
         self.endpoint = self._endpoint.rstrip("/")
         self.credentials = Credentials.from_env("endpoint")
+        bundle = os.environ.get(CA_BUNDLE_ENV)
+        if bundle and self.endpoint.startswith("https://"):
+            if not Path(bundle).is_file():
+                raise StoreUnavailable(f"endpoint: {CA_BUNDLE_ENV}={bundle} is not a file; name the PEM CA bundle")
+            self._tls_dir = tempfile.TemporaryDirectory(prefix="ckptbench-tls-")
+            self.ca_bundle = Path(bundle)
+            self.truststore = truststore(self.ca_bundle, Path(self._tls_dir.name))
 
     def _stop(self) -> None:
-        pass
+        if self._tls_dir is not None:
+            self._tls_dir.cleanup()
+            self._tls_dir = None
