@@ -142,7 +142,7 @@ def cmd_bench(args) -> None:
     [fault_profile] = _names(args.fault_profile, PROFILES, "fault profile")
     # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
     # wrong keys, a missing bucket), not after asv has spent minutes on it.
-    with runs.started_stores([store], args.bucket, say=lambda line: None) as started:
+    with runs.started_stores([store], args.bucket, say=lambda line: None, fault_profile=fault_profile) as started:
         if not started:
             raise infra.StoreUnavailable(infra.store_class(store).unavailable_reason())
     if infra.store_class(store).emulator:
