@@ -76,8 +76,22 @@ def cell(value, spec: str = ".0f") -> str:
 def _where(record: results.Results) -> str:
     env = record.environment
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
-    return (f"{env['describe']}; size {env['size']}, commit {env['commit'][:8] or 'unknown'}, "
+    return (f"{env['describe']}; {_endpoint(env)}; size {env['size']}, commit {env['commit'][:8] or 'unknown'}, "
             f"{env['created']}; {versions}")
+
+
+def _endpoint(env: dict) -> str:
+    """Where the requests went and who counted them, the Spark master and its executors, as far as
+    the record says (``results.environment``; older records say less)."""
+    where = env.get("where")
+    said = ([f"{where['scheme']}, {where['location']} endpoint, requests counted by "
+             f"{' and '.join({'proxy': 'the metering proxy', 'jvm': 'Spark JVMs'}[c] for c in where['counted_by'])}"]
+            if where else ["endpoint kind not recorded"])
+    if "spark_master" in env:
+        executors = env.get("executors")
+        said.append(f"master {env['spark_master']}" + ("" if executors is None else
+                    ", executors in the driver JVM" if executors == 0 else f", {executors} executors"))
+    return "; ".join(said)
 
 
 def crash_tables(record: results.Results) -> list[Table]:

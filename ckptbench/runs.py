@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import socket
 import time
 import uuid
@@ -176,53 +177,67 @@ def default_store() -> str:
     return "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
 
 
-#: Every key a run writes in its bucket is under ``RUNS_ROOT<run id>/``, beside an ``OWNER`` object
-#: saying whose run it is; nothing else in a bucket is ever listed, written or deleted by a run.
+#: Every key a run writes in its bucket is under ``RUNS_ROOT<run id>/``, beside which an owner object
+#: (``RUNS_ROOT<run id>.owner.json``: host, pid, start) says whose run it is; nothing else in a bucket is
+#: ever written or deleted by a run, and only ``RUNS_ROOT`` is listed.
 RUNS_ROOT = "ckptbench-runs/"
-OWNER = "owner.json"
+OWNER_SUFFIX = ".owner.json"
+#: A run id: its start (UTC) and a random part.
+RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")
 #: A run prefix older than this is stale whoever owns it: no experiment runs this long.
 STALE_AFTER_S = 24 * 3600
 
 
 @contextlib.contextmanager
 def run_prefix(store: infra.ObjectStore, bucket: str):
-    """A fresh prefix for one run, under ``RUNS_ROOT``, with its ``OWNER`` (host, pid, start); it and
-    everything under it are deleted at the end. A run killed before that leaves it behind, for
+    """A fresh prefix for one run, under ``RUNS_ROOT``, its owner object written first; at the end
+    everything under it is deleted, the owner object last, so that a clean-up cut short leaves a
+    prefix still known as a run's. A run killed before that leaves them behind, for
     ``remove_stale_runs`` (the next run, or ``python -m ckptbench clean``)."""
     started = time.time()
-    prefix = f"{RUNS_ROOT}{time.strftime('%Y%m%dT%H%M%S', time.gmtime(started))}-{uuid.uuid4().hex[:8]}/"
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(started))}-{uuid.uuid4().hex[:8]}"
     owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": started}
-    store.client().put_object(Bucket=bucket, Key=prefix + OWNER, Body=json.dumps(owner).encode())
+    store.client().put_object(Bucket=bucket, Key=RUNS_ROOT + run_id + OWNER_SUFFIX, Body=json.dumps(owner).encode())
     try:
-        yield prefix
+        yield f"{RUNS_ROOT}{run_id}/"
     finally:
-        store.empty_bucket(bucket, prefix)
+        _remove_run(store, bucket, run_id)
+
+
+def _remove_run(store: infra.ObjectStore, bucket: str, run_id: str) -> None:
+    store.empty_bucket(bucket, f"{RUNS_ROOT}{run_id}/")
+    store.client().delete_object(Bucket=bucket, Key=RUNS_ROOT + run_id + OWNER_SUFFIX)
 
 
 def stale_runs(store: infra.ObjectStore, bucket: str) -> list[str]:
-    """The run prefixes in ``bucket`` whose run is over: its process on this host is gone, it began
-    more than ``STALE_AFTER_S`` ago, or its ``OWNER`` is missing or unreadable."""
+    """The run prefixes in ``bucket`` whose run is over: its owner object names a process on this
+    host that is gone, or a start more than ``STALE_AFTER_S`` ago, or cannot be read. Only run ids
+    with an owner object count: a prefix under ``RUNS_ROOT`` without one is not a run's (a run
+    writes its owner first and deletes it last), and stays."""
     s3, stale = store.client(), []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=RUNS_ROOT, Delimiter="/"):
-        for common in page.get("CommonPrefixes", []):
-            prefix = common["Prefix"]
+        for entry in page.get("Contents", []):
+            run_id = entry["Key"][len(RUNS_ROOT):].removesuffix(OWNER_SUFFIX)
+            if not (entry["Key"].endswith(OWNER_SUFFIX) and RUN_ID.fullmatch(run_id)):
+                continue
             try:
-                owner = json.loads(s3.get_object(Bucket=bucket, Key=prefix + OWNER)["Body"].read())
-                running_here = owner["host"] == socket.gethostname() and _alive(int(owner["pid"]))
+                owner = json.loads(s3.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read())
+                here = owner["host"] == socket.gethostname()
+                running = _alive(int(owner["pid"])) if here else True  # another host's: it may be
                 recent = time.time() - float(owner["started"]) < STALE_AFTER_S
-                elsewhere = owner["host"] != socket.gethostname()
             except (s3.exceptions.NoSuchKey, ValueError, KeyError, TypeError):
-                running_here = recent = elsewhere = False
-            if not (recent and (running_here or elsewhere)):
-                stale.append(prefix)
+                running = recent = False
+            if not (running and recent):
+                stale.append(f"{RUNS_ROOT}{run_id}/")
     return stale
 
 
 def remove_stale_runs(store: infra.ObjectStore, bucket: str) -> list[str]:
-    """Delete every stale run prefix (``stale_runs``) in ``bucket``; the prefixes removed."""
+    """Delete every stale run (``stale_runs``) in ``bucket``, its prefix and owner object; the
+    prefixes removed."""
     stale = stale_runs(store, bucket)
     for prefix in stale:
-        store.empty_bucket(bucket, prefix)
+        _remove_run(store, bucket, prefix[len(RUNS_ROOT):-1])
     return stale
 
 
@@ -693,7 +708,7 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
             for run in measured:
                 bench.run(recorder, *run, bar=bar)
             env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan),
-                                      spark_master=bench.spark.sparkContext.master,
+                                      spark=bench.spark,
                                       checkpoint_settings=checkpoint_settings(bench.spark))
     return save(recorder.results(env), settings)
 

@@ -149,6 +149,9 @@ class ObjectStore(abc.ABC):
                 raise StoreUnavailable(f"{where} rejected the credentials for bucket '{bucket}' (HTTP {status}): "
                                        "check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the profile") from None
             raise StoreUnavailable(f"{where} answered HTTP {status} to HEAD bucket '{bucket}': {e}") from None
+        except botocore.exceptions.SSLError:
+            raise StoreUnavailable(f"the certificate of {where} is not trusted: set AWS_CA_BUNDLE to a PEM file "
+                                   "holding its CA (a self-signed certificate: the certificate itself)") from None
         except botocore.exceptions.BotoCoreError as e:
             raise StoreUnavailable(f"cannot talk to the S3 endpoint {where}: {e}") from None
 
