@@ -26,7 +26,7 @@ import boto3
 import botocore.exceptions
 import pytest
 from test_bad_input import ckptbench, one_error_line
-from test_secrets import command_lines
+from test_secrets import command_lines, leaks
 
 import infra
 from ckptbench import results, runs
@@ -172,8 +172,7 @@ def test_a_killed_run_leaves_only_its_prefix_which_clean_removes(tls, users_buck
         [run] = {k[:len(runs.RUNS_ROOT) + 24] for k in commits}
         assert any("org.apache.spark.deploy.SparkSubmit" in line and "javax.net.ssl.trustStore=" in line
                    for line in command_lines()), "no Spark JVM with the store's truststore"
-        leaks = [line[:80] for line in command_lines() if tls.credentials.secret_key in line]
-        assert not leaks, f"secret key on a command line: {leaks}"
+        assert not leaks([tls.credentials.secret_key]), "secret key on a command line"
         # clean leaves a running run alone
         cleaned = ckptbench("clean", "--store", "s3", "--bucket", users_bucket, env=env)
         assert cleaned.returncode == 0 and "0 ended run(s) removed" in cleaned.stdout, cleaned.stdout + cleaned.stderr
@@ -222,7 +221,7 @@ def test_bench_on_an_https_endpoint_end_to_end(tls, users_bucket, tmp_path):
     while proc.poll() is None:  # the keys stay off every command line while Spark runs over HTTPS
         lines = command_lines()
         seen_spark |= any("org.apache.spark.deploy.SparkSubmit" in line and "ckptbench-tls-" in line for line in lines)
-        assert not [line[:80] for line in lines if tls.credentials.secret_key in line], "secret on a command line"
+        assert not leaks([tls.credentials.secret_key], lines), "secret key on a command line"
         time.sleep(1)
     output = proc.stdout.read()
     assert proc.returncode == 0, output[-5000:]
