@@ -152,7 +152,10 @@ STRATEGIES: dict[str, Strategy] = {
                      Option("ckptbench.manifest.compactInterval", "10", "records between compacts"),
                      Option("ckptbench.manifest.cleanupDelayMs", "600000",
                             "how long superseded records, compacts and staged objects stay readable; must far "
-                            "exceed any request and the writers' clock skew"))),
+                            "exceed any request and the writers' clock skew"),
+                     Option("ckptbench.manifest.root", "",
+                            "a directory (s3a://bucket/prefix) taken to exist with its ancestors: no manifest is "
+                            "written above it; empty: the bucket root"))),
     )
 }
 

@@ -200,13 +200,17 @@ def samples(results: Results, experiment: str, op: str, route: str | None = None
     """The milliseconds of ``experiment``'s ``op`` samples timed on ``route`` (by default the first
     of ``TIMED_ROUTES`` the record has for the experiment)."""
     frame = results.samples
-    frame = frame[frame.experiment == experiment]
-    if route is None:
-        route = next((r for r in TIMED_ROUTES if (frame.route == r).any()), TIMED_ROUTES[0])
-    frame = frame[(frame.op == op) & (frame.route == route)]
+    frame = frame[(frame.experiment == experiment) & (frame.op == op)
+                  & (frame.route == (route or timed_by(results, experiment)))]
     if size is not None:
         frame = frame[frame["size"] == size]
     return frame.sort_values("seq").ms
+
+
+def timed_by(results: Results, experiment: str) -> str:
+    """The clock ``experiment``'s samples were timed by: the first of ``TIMED_ROUTES`` the record has."""
+    routes = set(results.samples.route[results.samples.experiment == experiment])
+    return next((route for route in TIMED_ROUTES if route in routes), TIMED_ROUTES[0])
 
 
 def floor_percentile(results: Results, op: str, q: float) -> float:

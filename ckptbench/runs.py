@@ -1,5 +1,7 @@
-"""The experiments: start a store behind the metering proxy and Spark, run workloads for each
-strategy, and return what was measured as a results record (``ckptbench.results``).
+"""The experiments: start a store (behind the metering proxy where it speaks plain http://; an
+https store or AWS S3 as it is, requests then counted in Spark's JVMs alone) and Spark, run workloads
+for each strategy under a run prefix of the run's own (``started_stores``), and return what was
+measured as a results record (``ckptbench.results``).
 
 - ``streaming(settings)``: every strategy x workload as a streaming query, then the state sweep
   (stateful queries with larger key counts); Spark's progress per batch and every request.
@@ -10,7 +12,8 @@ strategy, and return what was measured as a results record (``ckptbench.results`
 - ``ckptbench.histories``: a log's compaction against history length.
 
 The clocks are Spark's own (progress ``durationMs``, in the JVM), the metering proxy's (per
-request, store side) and the client's only where the proxy itself is measured. Spark starts once
+request, store side) and the client's only where the proxy itself is measured or no proxy
+fronts the store (``samples.route`` "client"). Spark starts once
 per experiment, before anything is timed; the JVM is warmed by untimed queries first, and each
 query's first batches are recorded as warm-up.
 
@@ -95,6 +98,8 @@ SPARK_CONF = {
     "spark.sql.streaming.stateStore.maintenanceInterval": "5s",
 }
 
+#: The manifest strategy's root (``ckpt_impls``' option): directories at or above it are not recorded.
+MANIFEST_ROOT = "spark.hadoop.ckptbench.manifest.root"
 STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -664,10 +669,12 @@ def workloads_for(plan: Plan, spark_version: str) -> tuple[str, ...]:
 @contextlib.contextmanager
 def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict | None = None,
         master: str = "local[2]"):
-    """A ``Lab`` with a SparkSession on ``store``; the session stops with it."""
+    """A ``Lab`` with a SparkSession on ``store``; the session stops with it. ``manifest`` keeps its
+    directory manifests below the store's run prefix (``MANIFEST_ROOT``), not up to the bucket root."""
     from .spark import session
 
-    spark = session(strategy, {bucket: store}, master=master, conf={**SPARK_CONF, **(conf or {})})
+    root = {MANIFEST_ROOT: f"s3a://{bucket}/{store.run_prefix}"} if store.run_prefix else {}
+    spark = session(strategy, {bucket: store}, master=master, conf={**SPARK_CONF, **root, **(conf or {})})
     try:
         yield Lab(spark, store, bucket, plan)
     finally:
