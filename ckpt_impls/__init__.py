@@ -23,6 +23,8 @@ MANAGER_CLASS_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 REQUESTS_PLUGIN = "ckptbench.metering.S3RequestsPlugin"
 #: "false" switches that counting off for a session (the SDK handler stays registered, idle).
 REQUESTS_ENABLED_CONF = "spark.ckptbench.requests.enabled"
+#: The JVM options of the driver and of every executor.
+JAVA_OPTIONS_CONFS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 #: Spark's rename temp files: ``.<name>.<uuid>.tmp`` beside the target.
 TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
 
@@ -150,7 +152,10 @@ STRATEGIES: dict[str, Strategy] = {
                      Option("ckptbench.manifest.compactInterval", "10", "records between compacts"),
                      Option("ckptbench.manifest.cleanupDelayMs", "600000",
                             "how long superseded records, compacts and staged objects stay readable; must far "
-                            "exceed any request and the writers' clock skew"))),
+                            "exceed any request and the writers' clock skew"),
+                     Option("ckptbench.manifest.root", "",
+                            "a directory (s3a://bucket/prefix) taken to exist with its ancestors: no manifest is "
+                            "written above it; empty: the bucket root"))),
     )
 }
 
@@ -196,13 +201,18 @@ def store_conf(store, bucket: str) -> dict[str, str]:
 
 def session_conf(strategy: str, store, bucket: str) -> dict[str, str]:
     """Every Spark setting that wires ``strategy`` and ``s3a://bucket`` on ``store`` into a session:
-    the jars, the manager class and the S3A settings (as ``spark.hadoop.*``). No secrets."""
+    the jars, the manager class, the S3A settings (as ``spark.hadoop.*``) and, for a store whose
+    certificate only its own truststore vouches for, that truststore for the driver's and the
+    executors' JVMs (a path: the JKS file needs no password). No secrets."""
     chosen = get(strategy)
     conf = {"spark.jars": ",".join(map(str, jars.spark_jars()))}
     if chosen.manager_class:
         conf[MANAGER_CLASS_CONF] = chosen.manager_class
     for key, value in {**_S3A_ON_HADOOP_35, **store_conf(store, bucket)}.items():
         conf["spark.hadoop." + key] = value
+    if getattr(store, "truststore", None) is not None:
+        for key in JAVA_OPTIONS_CONFS:
+            conf[key] = f"-Djavax.net.ssl.trustStore={store.truststore} -Djavax.net.ssl.trustStoreType=JKS"
     return conf
 
 
@@ -216,7 +226,9 @@ def configure(builder, strategy: str, store, bucket: str):
     call ``set_credentials`` for each store.
     """
     for key, value in session_conf(strategy, store, bucket).items():
-        builder = builder.config(key, value)
+        before = builder._options.get(key, value) if key in JAVA_OPTIONS_CONFS else value
+        # JVM options set before (a cluster's) stay. A JVM has one truststore: one such store per session.
+        builder = builder.config(key, value if before == value else f"{before} {value}")
     plugins = [p for p in builder._options.get("spark.plugins", "").split(",") if p]
     if REQUESTS_PLUGIN not in plugins:
         builder = builder.config("spark.plugins", ",".join([*plugins, REQUESTS_PLUGIN]))

@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -27,13 +28,18 @@ from infra.faults import PROFILES, describe_profiles
 
 from .crashlab import DEFAULT_POINTS
 from .crashlab import PLANS as CRASH_PLANS
-from .runs import PLANS, Settings
+from .runs import PLANS, RUNS_ROOT, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 #: The Spark versions measure and bench run on (--spark), each in a venv of its own: (venv, the make
 #: target that makes it). The first is the default.
 SPARK_VENVS = {"4.3": (ROOT / ".venv", "setup"), "3.5": (ROOT / ".venv-spark35", "setup-spark35")}
+#: The asv benchmarks (name prefixes) that need the metering proxy: the crash and failure labs, the
+#: log histories (``runs.started_store(needs_proxy=...)``), the proxy's own overhead and the COPY
+#: projected through its ``aws-projection`` profile. ``bench`` leaves them out on a store it cannot front.
+PROXY_BENCHMARKS = ("failures.", "fault_rates.", "manifest_compaction.", "floor.ProxyOverhead",
+                    "rename_cost.ProjectedCopy")
 #: Set in a command that re-ran itself under another venv, so that it never does so twice.
 _REEXEC_ENV = "CKPT_SPARK_REEXEC"
 
@@ -142,9 +148,15 @@ def cmd_bench(args) -> None:
     [fault_profile] = _names(args.fault_profile, PROFILES, "fault profile")
     # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
     # wrong keys, a missing bucket), not after asv has spent minutes on it.
-    with runs.started_stores([store], args.bucket, say=lambda line: None) as started:
+    with runs.started_stores([store], args.bucket, say=lambda line: None, fault_profile=fault_profile) as started:
         if not started:
             raise infra.StoreUnavailable(infra.store_class(store).unavailable_reason())
+        proxied = getattr(started[store][0], "proxy", None) is not None
+    bench = args.bench
+    if not proxied:
+        print(f"store {store} is not plain http://, so no metering proxy can front it: requests are counted in "
+              f"Spark's JVMs, and the benchmarks that need the proxy are left out ({', '.join(PROXY_BENCHMARKS)})")
+        bench = "^(?!{})".format("|".join(map(re.escape, PROXY_BENCHMARKS))) + (f"(?=.*(?:{bench}))" if bench else "")
     if infra.store_class(store).emulator:
         print(f"store: {store}, an emulator: its timings are not a real store's "
               "(Ceph RGW, the default where it can start, gives real ones)")
@@ -165,7 +177,7 @@ def cmd_bench(args) -> None:
     with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp, progress.shown(Path(tmp, "progress")):
         env[progress.ENV] = str(Path(tmp, "progress"))
         run = subprocess.run([*asv, "run", "--config", str(config), "--python=same", "--set-commit-hash", "HEAD",
-                              "--machine", machine, "--show-stderr", *(["--bench", args.bench] if args.bench else [])],
+                              "--machine", machine, "--show-stderr", *(["--bench", bench] if bench else [])],
                              env=env)
     subprocess.run([*asv, "publish", "--config", str(config)], check=True, env=env)
     try:  # asv's pages load their scripts from CDNs: local copies, so that they open offline
@@ -364,6 +376,25 @@ def cmd_probe(args) -> None:
     print(json.dumps(data, indent=1) if args.json else probe.table(data))
 
 
+def cmd_clean(args) -> None:
+    from . import runs
+
+    name = args.store or os.environ.get(runs.Settings.ENV["store"]) or runs.default_store()
+    _names(name, infra.STORES, "store")
+    if not args.bucket:
+        raise UsageError("clean needs --bucket: the bucket whose ended runs' prefixes to remove")
+    reason = infra.store_class(name).unavailable_reason()
+    if reason:
+        raise infra.StoreUnavailable(reason)
+    with infra.store_class(name)() as store:
+        store.check_bucket(args.bucket)
+        removed = runs.remove_stale_runs(store, args.bucket)
+    for prefix in removed:
+        print(f"removed {prefix} in {args.bucket}")
+    print(f"{len(removed)} ended run(s) removed from {args.bucket}; nothing outside {RUNS_ROOT} was "
+          "listed or touched, nor a run still going")
+
+
 def cmd_deploy(args) -> None:
     from . import deploy
 
@@ -548,6 +579,11 @@ def parser() -> argparse.ArgumentParser:
                                      "are written, and removed at the end")
     pr.add_argument("--json", action="store_true", help="print the data as JSON instead of tables")
     pr.set_defaults(run=cmd_probe)
+    cl = sub.add_parser("clean", help=f"remove what ended runs left in a bucket ({RUNS_ROOT}<run>/ of a run killed "
+                                       "before its clean-up); nothing else in the bucket is touched")
+    cl.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE)")
+    cl.add_argument("--bucket", help="the bucket the runs wrote in (it must exist)")
+    cl.set_defaults(run=cmd_clean)
     de = sub.add_parser("deploy", help="the jars, spark-submit flags and SparkSession settings to run a strategy")
     de.add_argument("strategy", help=f"one of: {', '.join(ckpt_impls.STRATEGIES)}")
     de.add_argument("--store", help=f"the kind of store: one of {', '.join(infra.STORES)}; all but s3 at the URL in "

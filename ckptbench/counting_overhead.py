@@ -168,7 +168,7 @@ def experiment(settings: runs.Settings, strategies=STRATEGIES, queries: int | No
     queries = queries or QUERIES[settings.size]
     recorder = results.Recorder()
     with runs.started_store(settings) as (metered, bucket):
-        store = metered.inner  # straight to the store: the proxy would add its own latency to both arms
+        store = getattr(metered, "inner", metered)  # straight to the store: a proxy would add its latency to both arms
         with runs.lab(store, bucket, plan, strategies[0]) as base:
             lab = _SpacedLab(base.spark, store, bucket, plan)
             meter = jvm_requests.of(lab.spark)
@@ -192,7 +192,7 @@ def experiment(settings: runs.Settings, strategies=STRATEGIES, queries: int | No
             finally:
                 meter.set_enabled(True)
             env = results.environment(store, "jvm_counting", settings.size, dataclasses.asdict(plan),
-                                      spark_master=lab.spark.sparkContext.master, queries=queries)
+                                      spark=lab.spark, queries=queries)
     record = runs.save(recorder.results(env), settings)
     return Overhead(record, handler_cost())
 

@@ -620,7 +620,7 @@ class Lab:
         if not points:
             raise ValueError(f"no crash point of {', '.join(points)} applies to workload {workload}")
         rng = random.Random(f"{self.seed}:{strategy}:{workload}")
-        prefix = f"crash/{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
+        prefix = f"{self.store.run_prefix}crash/{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
         base = f"s3a://{self.bucket}/{prefix}"
         number = len(self.recorder.rows["crash_series"])
         series_began = time.monotonic()
@@ -695,7 +695,7 @@ class Lab:
         both run until the second has committed a batch or failed, and ``overlap_s`` seconds more,
         then stop. A row of ``two_writers``, also returned."""
         chosen = WORKLOADS[workload]
-        prefix = f"crash/two-{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
+        prefix = f"{self.store.run_prefix}crash/two-{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
         base = f"s3a://{self.bucket}/{prefix}"
         if bar:
             bar.set_postfix_str(f"two writers: {strategy} x {workload}, head start {head_start}")
@@ -856,7 +856,8 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
         f"more per strategy x workload, {two:.0f} s per two-writer run, {source})")
     sys.stdout.flush()
     recorder = results.Recorder()
-    with runs.started_store(settings) as (store, bucket), contextlib.ExitStack() as stack:
+    with runs.started_store(settings, needs_proxy="the crash lab") as (store, bucket), \
+            contextlib.ExitStack() as stack:
         if spark is None:
             spark = session(strategies[0], {bucket: store.inner})
             stack.callback(spark.stop)

@@ -105,7 +105,7 @@ def run_one(lab: runs.Lab, recorder: results.Recorder, strategy: str, workload: 
     """One query of ``workload`` checkpointing with ``strategy`` under ``profile``, recorded in
     ``recorder``; returns its run number."""
     proxy, spark = lab.store.proxy, lab.spark
-    prefix = f"faults/{strategy}-{workload}-{profile}-{seed}-{uuid.uuid4().hex[:8]}"
+    prefix = f"{lab.store.run_prefix}faults/{strategy}-{workload}-{profile}-{seed}-{uuid.uuid4().hex[:8]}"
     base = f"s3a://{lab.bucket}/{prefix}"
     run = recorder.add_run(strategy, workload, plan.keys, prefix)
     if bar:
@@ -210,7 +210,7 @@ def faultlab(settings: runs.Settings, plan: FaultPlan | None = None,
     strategies = strategies or list(ckpt_impls.STRATEGIES)
     settings = dataclasses.replace(settings, fault_profile="none")  # each run sets its own
     recorder = results.Recorder()
-    with runs.started_store(settings) as (store, bucket), \
+    with runs.started_store(settings, needs_proxy="the failure lab") as (store, bucket), \
             runs.lab(store, bucket, runs.PLANS[settings.size], strategies[0], conf=SPARK_CONF) as lab:
         order = [(strategy, workload, profile, seed) for seed in plan.seeds for workload in plan.workloads
                  for profile in plan.profiles for strategy in strategies]
@@ -218,7 +218,7 @@ def faultlab(settings: runs.Settings, plan: FaultPlan | None = None,
         for strategy, workload, profile, seed in order:
             run_one(lab, recorder, strategy, workload, profile, seed, plan, bar)
         env = results.environment(store, "faults", settings.size, dataclasses.asdict(plan),
-                                  spark_master=lab.spark.sparkContext.master,
+                                  spark=lab.spark,
                                   fault_profile="per run (fault_runs.profile)", fault_seed=list(plan.seeds),
                                   profiles={name: PROFILES[name].description for name in plan.profiles})
     return runs.save(recorder.results(env), settings)

@@ -109,7 +109,7 @@ def _compactions(events, manifest_prefix: str) -> list[list]:
 def _manifest_history(spark, store, bucket: str, shape: Shape, batches: int, bar,
                       recorder: results.Recorder | None) -> None:
     jvm, s3 = spark._jvm, store.inner.client()
-    prefix = f"bench/manifest-history-{batches}-{uuid.uuid4().hex[:8]}"
+    prefix = f"{store.run_prefix}bench/manifest-history-{batches}-{uuid.uuid4().hex[:8]}"
     root = f"s3a://{bucket}/{prefix}"
     fm = ckpt_impls.manager(spark, root, "manifest", {"ckptbench.manifest.compactInterval": shape.interval,
                                                      "ckptbench.manifest.cleanupDelayMs": shape.delay_ms})
@@ -152,7 +152,7 @@ def _spark_history(spark, store, bucket: str, shape: Shape, batches: int, bar,
                    recorder: results.Recorder | None) -> None:
     jvm, s3 = spark._jvm, store.inner.client()
     gateway = spark.sparkContext._gateway
-    prefix = f"bench/spark-metadata-history-{batches}-{uuid.uuid4().hex[:8]}"
+    prefix = f"{store.run_prefix}bench/spark-metadata-history-{batches}-{uuid.uuid4().hex[:8]}"
     ckpt_impls.use(spark, SPARK_LOG_STRATEGY)
     spark.conf.set("spark.sql.streaming.fileSink.log.compactInterval", str(shape.interval))
     sinks = getattr(jvm, jars.streaming_package("sinks"))
@@ -186,7 +186,8 @@ def history(settings: runs.Settings) -> results.Results:
     returned."""
     shape = SHAPES[settings.size]
     recorder = results.Recorder()
-    with runs.started_store(settings) as (store, bucket), runs.lab(store, bucket, settings.plan, "rename") as lab:
+    with runs.started_store(settings, needs_proxy="the log histories") as (store, bucket), \
+            runs.lab(store, bucket, settings.plan, "rename") as lab:
         spark = lab.spark
         # Untimed first: class loading, JIT and the manager's one-off store check, so the first
         # history is paced like the others (its pace sets how much garbage its compacts hold).

@@ -26,7 +26,7 @@ WARMUP, BATCHES, KEYS = 1, 3, 5
 def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> dict:
     settings = runs.Settings(store=store, size="smallest", bucket=None, raw=results.ROOT / "results" / "raw")
     out = {}
-    with runs.started_store(settings) as (metered, bucket), \
+    with runs.started_store(settings, needs_proxy="the cross-check") as (metered, bucket), \
             runs.lab(metered, bucket, settings.plan, strategies[0], master=master) as lab:
         for strategy in strategies:
             recorder = results.Recorder()

@@ -190,16 +190,32 @@ def compacts(run: Run, log: str, interval: int) -> list[tuple[int, float]]:
 
 # -- the store on its own -------------------------------------------------------------------
 
-def samples(results: Results, experiment: str, op: str, route: str = "proxy", size: int | None = None) -> pd.Series:
+#: The clocks a request of the store alone is timed by, preferred first: the metering proxy's (store
+#: side), else the client's (a store with no proxy: https, AWS S3).
+TIMED_ROUTES = ("proxy", "client")
+
+
+def samples(results: Results, experiment: str, op: str, route: str | None = None,
+            size: int | None = None) -> pd.Series:
+    """The milliseconds of ``experiment``'s ``op`` samples timed on ``route`` (by default the first
+    of ``TIMED_ROUTES`` the record has for the experiment)."""
     frame = results.samples
-    frame = frame[(frame.experiment == experiment) & (frame.op == op) & (frame.route == route)]
+    frame = frame[(frame.experiment == experiment) & (frame.op == op)
+                  & (frame.route == (route or timed_by(results, experiment)))]
     if size is not None:
         frame = frame[frame["size"] == size]
     return frame.sort_values("seq").ms
 
 
+def timed_by(results: Results, experiment: str) -> str:
+    """The clock ``experiment``'s samples were timed by: the first of ``TIMED_ROUTES`` the record has."""
+    routes = set(results.samples.route[results.samples.experiment == experiment])
+    return next((route for route in TIMED_ROUTES if route in routes), TIMED_ROUTES[0])
+
+
 def floor_percentile(results: Results, op: str, q: float) -> float:
-    """The store's own latency for a 1 KiB request of ``op``, as the metering proxy timed it."""
+    """The store's own latency for a 1 KiB request of ``op``, as the metering proxy timed it (the
+    client, on a store with no proxy: ``samples``)."""
     return percentile(samples(results, "floor", op), q)
 
 

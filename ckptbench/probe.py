@@ -312,15 +312,17 @@ def recorded_checks(record: results.Results) -> dict[str, dict]:
 
 
 def run(store, bucket: str, copy_sizes=COPY_SIZES, copy_samples: int = COPY_SAMPLES,
-        race_keys: int = RACE_KEYS) -> dict:
-    """Probe ``store``'s ``bucket`` (which must exist) for every capability the strategies need.
+        race_keys: int = RACE_KEYS, under: str = "") -> dict:
+    """Probe ``store``'s ``bucket`` (which must exist) for every capability the strategies need,
+    under a prefix of its own inside ``under`` (a benchmark run's prefix: everything it writes stays
+    under it).
 
     Returns ``{"store", "describe", "endpoint", "bucket", "prefix", "checked_at", "checks":
     {capability: {"ok", "detail", "what", "seconds"}}, "copy": {...}, "strategies": {name:
     {"can_run", "depends_on", "settings", "notes", "reasons"}}}``, in ``ckpt_impls.CAPABILITIES`` order.
     """
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    prefix = f"{PREFIX_ROOT}{stamp}-{uuid.uuid4().hex[:8]}/"
+    prefix = f"{under}{PREFIX_ROOT}{stamp}-{uuid.uuid4().hex[:8]}/"
     probe = Probe(store, bucket, prefix, copy_sizes, copy_samples, race_keys)
     checks, cleanup = {}, "not done"
     try:

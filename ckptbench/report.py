@@ -76,8 +76,34 @@ def cell(value, spec: str = ".0f") -> str:
 def _where(record: results.Results) -> str:
     env = record.environment
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
-    return (f"{env['describe']}; size {env['size']}, commit {env['commit'][:8] or 'unknown'}, "
+    return (f"{env['describe']}; {_endpoint(env)}; size {env['size']}, commit {env['commit'][:8] or 'unknown'}, "
             f"{env['created']}; {versions}")
+
+
+def _counted_by(record: results.Results) -> str:
+    """Who counted the record's requests: the metering proxy (and every record before ``where``), or
+    Spark's JVMs alone where no proxy could front the store."""
+    where = record.environment.get("where")
+    return "Spark's JVMs (no proxy fronts an https store)" if where and "proxy" not in where["counted_by"] \
+        else "the metering proxy"
+
+
+def _timed_by(record: results.Results, experiment: str) -> str:
+    return {"proxy": "the proxy", "client": "the client (boto3)"}[metrics.timed_by(record, experiment)]
+
+
+def _endpoint(env: dict) -> str:
+    """Where the requests went and who counted them, the Spark master and its executors, as far as
+    the record says (``results.environment``; older records say less)."""
+    where = env.get("where")
+    said = ([f"{where['scheme']}, {where['location']} endpoint, requests counted by "
+             f"{' and '.join({'proxy': 'the metering proxy', 'jvm': 'Spark JVMs'}[c] for c in where['counted_by'])}"]
+            if where else ["endpoint kind not recorded"])
+    if "spark_master" in env:
+        executors = env.get("executors")
+        said.append(f"master {env['spark_master']}" + ("" if executors is None else
+                    ", executors in the driver JVM" if executors == 0 else f", {executors} executors"))
+    return "; ".join(said)
 
 
 def crash_tables(record: results.Results) -> list[Table]:
@@ -185,7 +211,7 @@ def _streaming(name: str, record: results.Results, figures: Path,
         f"Measured on {_where(record)}.",
         f"{plan['batches']} measured batches after {plan['warmup']} warm-up per query; state keys "
         f"{plan['keys'][0]:,} unless said; the store's own 1 KiB PUT p50 is "
-        f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms (proxy-timed, same run)."])
+        f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms (timed by {_timed_by(record, 'floor')}, same run)."])
     section.decisions = [decide.decide(record, workload, TRIGGER_S, safety=found, runnable=can_run)
                          for workload in plan["workloads"]
                          if workload in set(record.runs.workload)]
@@ -215,7 +241,7 @@ def _streaming(name: str, record: results.Results, figures: Path,
          "Spark's share of walCommit p50 (ms)", "overhead: ms / x PUT", "requests per batch",
          "requests per checkpoint file", "COPY per PUT", "file-sink compaction batch / others",
          f"state commit at {largest:,} keys (ms)"], rows,
-        "Latencies are Spark's own (progress durationMs); requests are counted by the metering proxy, a mean "
+        f"Latencies are Spark's own (progress durationMs); requests are counted by {_counted_by(record)}, a mean "
         "over the measured batches. Spark's share is walCommit p50 through the benchmark floor, a manager keeping "
         "files in the JVM's memory with no store (not a strategy); a strategy's overhead is its walCommit p50 minus "
         "that share minus the store's 1 KiB PUT p50 (0: one PUT round trip per file). Requests per checkpoint "
@@ -242,12 +268,15 @@ def _store(name: str, record: results.Results) -> Section:
         copy = (f"COPY does not move the data: its per-MiB cost is {fit['share_of_put']:.0%} of a PUT's "
                 f"({fit['ms_per_mib']:.2f} vs {fit['put_ms_per_mib']:.2f} ms/MiB), so no throughput is fitted; "
                 "a rename measured on this store says nothing about AWS S3, where a COPY moves the bytes.")
-    section = Section(f"{name}: the store on its own", [
-        f"Measured on {_where(record)}.",
-        f"The metering proxy adds {metrics.proxy_added_ms(record, 'PUT'):.2f} ms to a 1 KiB PUT "
-        f"({metrics.proxy_added_pct_of_put(record, 'PUT'):.1f}% of the direct PUT's median, paired requests in the "
-        f"same run) and {metrics.proxy_added_ms(record, 'HEAD'):.2f} ms to a HEAD.", copy],
-        [Table("Latency per request, 1 KiB objects, timed by the proxy", ["", *ops],
+    if (record.samples.experiment == "overhead").any():
+        proxy = (f"The metering proxy adds {metrics.proxy_added_ms(record, 'PUT'):.2f} ms to a 1 KiB PUT "
+                 f"({metrics.proxy_added_pct_of_put(record, 'PUT'):.1f}% of the direct PUT's median, paired requests "
+                 f"in the same run) and {metrics.proxy_added_ms(record, 'HEAD'):.2f} ms to a HEAD.")
+    else:
+        proxy = ("No metering proxy fronts this store (it speaks plain HTTP only): its requests were timed by the "
+                 "client, boto3, so the times include the client and, over https, TLS.")
+    section = Section(f"{name}: the store on its own", [f"Measured on {_where(record)}.", proxy, copy],
+        [Table(f"Latency per request, 1 KiB objects, timed by {_timed_by(record, 'floor')}", ["", *ops],
                [[f"p{q} (ms)", *(cell(metrics.floor_percentile(record, op, q), ".1f") for op in ops)]
                 for q in (50, 95)])])
     section.tables.append(_rename_cost(name, record))
@@ -275,7 +304,8 @@ def _rename_cost(name: str, record: results.Results) -> Table:
              p50("COPY", size, metrics.COPY, measured), p50("PUT", size, metrics.COPY, measured),
              *([p50("COPY", size, metrics.PROJECTED_COPY, projected)] if projected else [])]
             for size in sorted(measured | projected)]
-    return Table("Rename cost against object size: server-side COPY, timed by the proxy", header, rows,
+    return Table(f"Rename cost against object size: server-side COPY, timed by {_timed_by(record, metrics.COPY)}",
+                 header, rows,
                  "A rename on S3 is a COPY and a DELETE. The projected column is not a measurement of AWS S3: the "
                  "proxy held each COPY to the throughput published for AWS and gave every request AWS-like latency."
                  if projected else "")
@@ -350,8 +380,8 @@ def scale_tables(record: results.Results) -> list[Table]:
               f"partitions: one stateful operator, {plan['batches']} measured batches per point; operators: at "
               f"{plan['operators_partitions']} partitions; batches: one query of {plan['long_batches']:,} measured "
               f"batches at {record.environment['long_partitions']} partitions, purge keeping {plan['retain']}, cut "
-              f"into {plan['windows']} windows (at: batches done at a window's middle). Requests by the metering "
-              "proxy, a mean per batch; times are Spark's."),
+              f"into {plan['windows']} windows (at: batches done at a window's middle). Requests by "
+              f"{_counted_by(record)}, a mean per batch; times are Spark's."),
         Table("Fitted slopes (least squares over the points above)",
               ["strategy", "requests per partition", "state commit ms per partition", "requests per operator",
                "requests per 1,000 batches", "state commit ms per 1,000 batches", "walCommit ms per 1,000 batches",

@@ -132,20 +132,40 @@ class SchemaMismatch(ValueError):
     """A results directory written with another schema version."""
 
 
-def environment(store, experiment: str, size: str, plan: dict, **extra) -> dict:
+def environment(store, experiment: str, size: str, plan: dict, spark=None, **extra) -> dict:
     """What an experiment ran on: the store, the fault profile its metering proxy injected and that
     profile's seed, the run size and plan, the commit and the versions of Spark, Hadoop and the S3A
-    connector that ran it (read from the jars that are loaded)."""
+    connector that ran it (read from the jars that are loaded); where requests went (``where``) and,
+    given the running ``spark`` session, its master and executor count."""
     from ckpt_impls import jars
 
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    return {"schema_version": SCHEMA_VERSION, "experiment": experiment, "store": store.name,
-            "describe": store.describe(), "emulator": store.emulator,
-            "fault_profile": getattr(store, "fault_profile", "none"), "fault_seed": getattr(store, "seed", 0),
-            "size": size, "plan": plan,
-            "commit": commit, "host": socket.gethostname(),
-            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "versions": jars.versions(), **extra}
+    env = {"schema_version": SCHEMA_VERSION, "experiment": experiment, "store": store.name,
+           "describe": store.describe(), "emulator": store.emulator,
+           "fault_profile": getattr(store, "fault_profile", "none"), "fault_seed": getattr(store, "seed", 0),
+           "size": size, "plan": plan,
+           "commit": commit, "host": socket.gethostname(),
+           "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "versions": jars.versions(), "where": where(store)}
+    if spark is not None:
+        env.update(spark_master=spark.sparkContext.master, executors=executors(spark))
+    return {**env, **extra}
+
+
+def where(store) -> dict:
+    """Where a run's requests went: the store's endpoint ``scheme`` (http/https) and ``location``
+    (local: this machine's loopback; remote), and who counted them (``counted_by``: the metering
+    proxy and Spark's JVMs, or the JVMs alone on a store the proxy cannot front)."""
+    inner = getattr(store, "inner", store)  # the store itself, not its metering proxy's endpoint
+    proxied = getattr(store, "proxy", None) is not None
+    return {**inner.where, "counted_by": ["proxy", "jvm"] if proxied else ["jvm"]}
+
+
+def executors(spark) -> int:
+    """Executor JVMs beside the driver: 0 in local mode, where the driver runs the tasks itself."""
+    if spark.sparkContext.master.startswith("local"):
+        return 0
+    return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # the driver's block manager too
 
 
 def _table(name: str, rows: list[dict]) -> pd.DataFrame:

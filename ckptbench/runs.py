@@ -1,5 +1,7 @@
-"""The experiments: start a store behind the metering proxy and Spark, run workloads for each
-strategy, and return what was measured as a results record (``ckptbench.results``).
+"""The experiments: start a store (behind the metering proxy where it speaks plain http://; an
+https store or AWS S3 as it is, requests then counted in Spark's JVMs alone) and Spark, run workloads
+for each strategy under a run prefix of the run's own (``started_stores``), and return what was
+measured as a results record (``ckptbench.results``).
 
 - ``streaming(settings)``: every strategy x workload as a streaming query, then the state sweep
   (stateful queries with larger key counts); Spark's progress per batch and every request.
@@ -10,7 +12,8 @@ strategy, and return what was measured as a results record (``ckptbench.results`
 - ``ckptbench.histories``: a log's compaction against history length.
 
 The clocks are Spark's own (progress ``durationMs``, in the JVM), the metering proxy's (per
-request, store side) and the client's only where the proxy itself is measured. Spark starts once
+request, store side) and the client's only where the proxy itself is measured or no proxy
+fronts the store (``samples.route`` "client"). Spark starts once
 per experiment, before anything is timed; the JVM is warmed by untimed queries first, and each
 query's first batches are recorded as warm-up.
 
@@ -22,7 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
+import re
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -32,6 +38,7 @@ import infra
 from ckpt_impls import jars
 from infra.faults import PROFILES
 from infra.metered import MeteredStore
+from infra.net import proc_stat
 from infra.s3ops import Event, area_of
 
 from . import jvm_requests, metrics, probe, progress, results, workloads
@@ -91,6 +98,8 @@ SPARK_CONF = {
     "spark.sql.streaming.stateStore.maintenanceInterval": "5s",
 }
 
+#: The manifest strategy's root (``ckpt_impls``' option): directories at or above it are not recorded.
+MANIFEST_ROOT = "spark.hadoop.ckptbench.manifest.root"
 STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -173,16 +182,95 @@ def default_store() -> str:
     return "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
 
 
-@contextlib.contextmanager
-def started_stores(names: list[str], bucket: str | None, say=print, fault_profile: str = "none", fault_seed: int = 0):
-    """Start each named store that can start (saying why for the others), metered (injecting
-    ``fault_profile``'s faults), with its bucket: ``{name: (metered store, bucket)}``.
+#: Every key a run writes in its bucket is under ``RUNS_ROOT<run id>/``, beside which an owner object
+#: (``RUNS_ROOT<run id>.owner.json``: host, pid, start) says whose run it is; nothing else in a bucket is
+#: ever written or deleted by a run, and only ``RUNS_ROOT`` is listed.
+RUNS_ROOT = "ckptbench-runs/"
+OWNER_SUFFIX = ".owner.json"
+#: A run id: its start (UTC) and a random part.
+RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")
+#: A run prefix older than this is stale whoever owns it: no experiment runs this long.
+STALE_AFTER_S = 24 * 3600
 
-    Local stores get a fresh bucket named after the store: S3A settings are per bucket name, so
-    two stores must never share one.
+
+@contextlib.contextmanager
+def run_prefix(store: infra.ObjectStore, bucket: str):
+    """A fresh prefix for one run, under ``RUNS_ROOT``, its owner object written first; at the end
+    everything under it is deleted, the owner object last, so that a clean-up cut short leaves a
+    prefix still known as a run's. A run killed before that leaves them behind, for
+    ``remove_stale_runs`` (the next run, or ``python -m ckptbench clean``)."""
+    started = time.time()
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(started))}-{uuid.uuid4().hex[:8]}"
+    owner = {"host": socket.gethostname(), "pid": os.getpid(), "started": started}
+    store.client().put_object(Bucket=bucket, Key=RUNS_ROOT + run_id + OWNER_SUFFIX, Body=json.dumps(owner).encode())
+    try:
+        yield f"{RUNS_ROOT}{run_id}/"
+    finally:
+        _remove_run(store, bucket, run_id)
+
+
+def _remove_run(store: infra.ObjectStore, bucket: str, run_id: str) -> None:
+    store.empty_bucket(bucket, f"{RUNS_ROOT}{run_id}/")
+    store.client().delete_object(Bucket=bucket, Key=RUNS_ROOT + run_id + OWNER_SUFFIX)
+
+
+def stale_runs(store: infra.ObjectStore, bucket: str) -> list[str]:
+    """The run prefixes in ``bucket`` whose run is over: its owner object names a process on this
+    host that is gone, or a start more than ``STALE_AFTER_S`` ago, or cannot be read. Only run ids
+    with an owner object count: a prefix under ``RUNS_ROOT`` without one is not a run's (a run
+    writes its owner first and deletes it last), and stays."""
+    s3, stale = store.client(), []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=RUNS_ROOT, Delimiter="/"):
+        for entry in page.get("Contents", []):
+            run_id = entry["Key"][len(RUNS_ROOT):].removesuffix(OWNER_SUFFIX)
+            if not (entry["Key"].endswith(OWNER_SUFFIX) and RUN_ID.fullmatch(run_id)):
+                continue
+            try:
+                owner = json.loads(s3.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read())
+                here = owner["host"] == socket.gethostname()
+                running = _alive(int(owner["pid"])) if here else True  # another host's: it may be
+                recent = time.time() - float(owner["started"]) < STALE_AFTER_S
+            except (s3.exceptions.NoSuchKey, ValueError, KeyError, TypeError):
+                running = recent = False
+            if not (running and recent):
+                stale.append(f"{RUNS_ROOT}{run_id}/")
+    return stale
+
+
+def remove_stale_runs(store: infra.ObjectStore, bucket: str) -> list[str]:
+    """Delete every stale run (``stale_runs``) in ``bucket``, its prefix and owner object; the
+    prefixes removed."""
+    stale = stale_runs(store, bucket)
+    for prefix in stale:
+        _remove_run(store, bucket, prefix[len(RUNS_ROOT):-1])
+    return stale
+
+
+def _alive(pid: int) -> bool:
+    stat = proc_stat(pid)
+    return stat is not None and stat[1] != "Z"
+
+
+@contextlib.contextmanager
+def started_stores(names: list[str], bucket: str | None, say=print, fault_profile: str = "none", fault_seed: int = 0,
+                   needs_proxy: str | None = None):
+    """Start each named store that can start (saying why for the others), with its bucket and a run
+    prefix of its own in it (``store.run_prefix``, ``run_prefix``; stale ones from killed runs are
+    removed first): ``{name: (store, bucket)}``.
+
+    A store on a plain http:// endpoint is put behind the metering proxy (injecting
+    ``fault_profile``'s faults), a ``MeteredStore``; one the proxy cannot front (https://, AWS S3)
+    is used as it is, its requests counted inside Spark's JVMs only. ``needs_proxy`` names what
+    cannot do without the proxy (a fault profile cannot either): such a store is refused in one line.
+
+    Local stores get a fresh bucket named after the store: S3A settings are per bucket name, so two
+    stores must never share one. A store this project did not start (``owns_buckets`` false) needs
+    ``bucket``, an existing one: no bucket is created or deleted there.
     """
     if bucket and len(names) > 1:
         raise infra.StoreUnavailable("--bucket names one bucket, so measure one store at a time with it")
+    if fault_profile != "none":
+        needs_proxy = needs_proxy or f"fault profile {fault_profile}"
     with contextlib.ExitStack() as stack:
         started = {}
         for name in names:
@@ -192,23 +280,35 @@ def started_stores(names: list[str], bucket: str | None, say=print, fault_profil
                 say(f"skipping {reason}")
                 continue
             inner = stack.enter_context(cls())
+            if bucket is None and not inner.owns_buckets:
+                raise infra.StoreUnavailable(f"{name}: name an existing bucket (--bucket or {Settings.ENV['bucket']}); "
+                                             "a bucket on a store ckptbench did not start is never created by it")
+            if needs_proxy and not inner.meterable:
+                raise infra.StoreUnavailable(
+                    f"{name}: {needs_proxy} needs the metering proxy, which fronts plain http:// stores only, not "
+                    f"{inner.endpoint or 'AWS S3'}; run it on a local store (--store ceph or embedded)")
             target = bucket or f"ckptbench-measure-{name}"
             if bucket is None:
                 inner.create_bucket(target)
             inner.check_bucket(target)
-            started[name] = (stack.enter_context(MeteredStore(inner, fault_profile, fault_seed)), target)
-            say(f"store: {started[name][0].describe()}")
+            store = stack.enter_context(MeteredStore(inner, fault_profile, fault_seed)) if inner.meterable else inner
+            for prefix in remove_stale_runs(inner, target):
+                say(f"removed {prefix} in {target}, left by a run that ended before cleaning up")
+            store.run_prefix = inner.run_prefix = stack.enter_context(run_prefix(inner, target))
+            started[name] = (store, target)
+            say(f"store: {store.describe()}")
         yield started
 
 
 @contextlib.contextmanager
-def started_store(settings: Settings):
-    """The one store of ``settings``, metered, with its bucket; fails in one line if it cannot start."""
+def started_store(settings: Settings, needs_proxy: str | None = None):
+    """The one store of ``settings`` with its bucket (``started_stores``); fails in one line if it
+    cannot start, or cannot be metered and ``needs_proxy`` says what needs that."""
     reason = infra.store_class(settings.store).unavailable_reason()
     if reason:
         raise infra.StoreUnavailable(reason)
     with started_stores([settings.store], settings.bucket, fault_profile=settings.fault_profile,
-                        fault_seed=settings.fault_seed) as stores:
+                        fault_seed=settings.fault_seed, needs_proxy=needs_proxy) as stores:
         yield stores[settings.store]
 
 
@@ -218,17 +318,46 @@ def _ok_ms(events, op: str) -> list[float]:
     return [e.duration * 1000 for e in events if e.op == op and 200 <= e.status < 300]
 
 
-def floor_samples(store: MeteredStore, bucket: str, samples: int = 200,
-                  ops: tuple[str, ...] = FLOOR_OPS, warmup: int = 20) -> dict[str, list[float]]:
+class _Timer:
+    """Times requests the harness makes itself: by the metering proxy where ``store`` has one (its
+    clock, store side, ``route`` "proxy"), else around each boto3 call (``route`` "client", which
+    includes the client's own time and, over https, TLS)."""
+
+    def __init__(self, store) -> None:
+        self.proxy = getattr(store, "proxy", None)
+        self.route = "proxy" if self.proxy else "client"
+        self._mark = None
+        self._client: list[tuple[str, float]] = []
+
+    def start(self) -> None:
+        self._client = []
+        self._mark = self.proxy.mark() if self.proxy else None
+
+    def call(self, op: str, request) -> None:
+        t0 = time.perf_counter()
+        request()
+        if not self.proxy:
+            self._client.append((op, (time.perf_counter() - t0) * 1000))
+
+    def ms(self, op: str) -> list[float]:
+        """Milliseconds of each successful ``op`` since ``start``."""
+        if self.proxy:
+            return _ok_ms(self.proxy.events_since(self._mark), op)
+        return [ms for name, ms in self._client if name == op]
+
+
+def floor_samples(store, bucket: str, samples: int = 200,
+                  ops: tuple[str, ...] = FLOOR_OPS, warmup: int = 20) -> tuple[str, dict[str, list[float]]]:
     """Milliseconds per request for each of ``ops`` on 1 KiB objects, as timed by the proxy
-    (request head in to response out), so client overhead is excluded.
+    (request head in to response out), so client overhead is excluded; with no proxy (an https
+    store), by the client: ``(route, {op: [ms]})`` (``_Timer``).
 
     For each of ``samples`` fresh keys, in turn: PUT it, HEAD it, COPY it to a new key, LIST its
     prefix (one entry, as S3A's existence checks do), DELETE it (the ops not in ``ops`` left
     out). One key at a time rather than one op at a time, so that drift in the machine's load
     reaches every op alike; ``warmup`` keys go first, untimed (connections, the store's caches).
     """
-    s3, body = store.client(), b"x" * 1024
+    s3, body, root, timer = store.client(), b"x" * 1024, f"{store.run_prefix}floor/", _Timer(store)
     calls = {
         "PUT": lambda key: s3.put_object(Bucket=bucket, Key=key, Body=body),
         "HEAD": lambda key: s3.head_object(Bucket=bucket, Key=key),
@@ -237,27 +366,26 @@ def floor_samples(store: MeteredStore, bucket: str, samples: int = 200,
         "LIST": lambda key: s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1),
         "DELETE": lambda key: s3.delete_object(Bucket=bucket, Key=key),
     }
-    sequence = [calls[op] for op in FLOOR_OPS if op in ops or op == "PUT"]  # the others need the object
+    sequence = [op for op in FLOOR_OPS if op in ops or op == "PUT"]  # the others need the object
 
     def one_key() -> None:
-        key = f"floor/{uuid.uuid4().hex}"
-        for call in sequence:
-            call(key)
+        key = root + uuid.uuid4().hex
+        for op in sequence:
+            timer.call(op, lambda op=op: calls[op](key))
 
     for _ in range(warmup):
         one_key()
-    mark = store.proxy.mark()
+    timer.start()
     for _ in range(samples):
         one_key()
-    events = store.proxy.events_since(mark)
-    store.inner.empty_bucket(bucket, "floor/")
-    return {op: _ok_ms(events, op) for op in ops}
+    store.empty_bucket(bucket, root)
+    return timer.route, {op: timer.ms(op) for op in ops}
 
 
-def copy_samples(store: MeteredStore, bucket: str, sizes, samples: int,
-                 budget: int = 256 * MiB) -> dict[int, dict[str, list[float]]]:
-    """Server-side COPY against object size, each request timed by the proxy:
-    ``{size: {"PUT": [ms], "COPY": [ms]}}``.
+def copy_samples(store, bucket: str, sizes, samples: int,
+                 budget: int = 256 * MiB) -> tuple[str, dict[int, dict[str, list[float]]]]:
+    """Server-side COPY against object size, each request timed by the proxy (or with no proxy by
+    the client, ``_Timer``): ``(route, {size: {"PUT": [ms], "COPY": [ms]}})``.
 
     For each size, objects of random bytes (nothing for a store to compress or deduplicate) are
     PUT ``samples`` times, or as often as ``budget`` bytes allow (at least once), and COPYed
@@ -265,26 +393,27 @@ def copy_samples(store: MeteredStore, bucket: str, sizes, samples: int,
     Ceph RGW frees the tail (beyond 4 MiB) of a deleted object only after its garbage
     collection delay, hours later, and the lab's in-memory OSD holds 1 GiB.
     """
-    s3 = store.client()
+    s3, timer = store.client(), _Timer(store)
     data = os.urandom(max(sizes))
     out = {}
     for size in sizes:
         body = data[:size]
-        sources = [f"copy/{uuid.uuid4().hex}" for _ in range(max(1, min(samples, budget // size)))]
-        mark = store.proxy.mark()
+        sources = [f"{store.run_prefix}copy/{uuid.uuid4().hex}" for _ in range(max(1, min(samples, budget // size)))]
+        timer.start()
         for key in sources:
-            s3.put_object(Bucket=bucket, Key=key, Body=body)
+            timer.call("PUT", lambda key=key, body=body: s3.put_object(Bucket=bucket, Key=key, Body=body))
         for i in range(samples):
             source = sources[i % len(sources)]
-            s3.copy_object(Bucket=bucket, Key=f"{source}.{i}", CopySource={"Bucket": bucket, "Key": source})
+            timer.call("COPY", lambda source=source, i=i: s3.copy_object(
+                Bucket=bucket, Key=f"{source}.{i}", CopySource={"Bucket": bucket, "Key": source}))
             s3.delete_object(Bucket=bucket, Key=f"{source}.{i}")  # an in-memory store would fill up
-        events = store.proxy.events_since(mark)
-        out[size] = {op: _ok_ms(events, op) for op in ("PUT", "COPY")}
+        out[size] = {op: timer.ms(op) for op in ("PUT", "COPY")}
         s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": key} for key in sources]})
-    return out
+    return timer.route, out
 
 
-def projected_copy_samples(store: MeteredStore, bucket: str, sizes, samples: int) -> dict[int, dict[str, list[float]]]:
+def projected_copy_samples(store: MeteredStore, bucket: str, sizes,
+                           samples: int) -> tuple[str, dict[int, dict[str, list[float]]]]:
     """``copy_samples`` through the metering proxy's ``aws-projection`` profile
     (``PROJECTION``): COPY against size projected to AWS S3, a COPY held to the throughput
     measured there and every request given AWS-like latency (``infra.faults``). A projection, not a
@@ -309,7 +438,7 @@ def proxy_overhead(store: MeteredStore, bucket: str, samples: int = 300) -> dict
     for client in routes.values():
         client.head_bucket(Bucket=bucket)  # connect before anything is timed
     out = {op: {route: [] for route in routes} for op in ("PUT", "HEAD")}
-    keys = [{route: f"overhead/{uuid.uuid4().hex}" for route in routes} for _ in range(samples)]
+    keys = [{route: f"{store.run_prefix}overhead/{uuid.uuid4().hex}" for route in routes} for _ in range(samples)]
     body = b"x" * 1024
     for op in out:
         for i, pair in enumerate(keys):
@@ -321,36 +450,44 @@ def proxy_overhead(store: MeteredStore, bucket: str, samples: int = 300) -> dict
                 else:
                     client.head_object(Bucket=bucket, Key=key)
                 out[op][route].append((time.perf_counter() - t0) * 1000)
-    store.inner.empty_bucket(bucket, "overhead/")
+    store.inner.empty_bucket(bucket, f"{store.run_prefix}overhead/")
     return out
 
 
-def record_store_alone(recorder: results.Recorder, store: MeteredStore, bucket: str, plan: Plan,
+def record_store_alone(recorder: results.Recorder, store, bucket: str, plan: Plan,
                        parts=STORE_ALONE_PARTS, bar=None) -> dict:
     """The store-alone measurements named in ``parts`` (of ``STORE_ALONE_PARTS``), added to
     ``recorder``; returns what the environment should say of them (the probe's prefix and its
-    clean-up)."""
+    clean-up). On a store with no metering proxy (an https one, AWS S3) the requests are timed by
+    the client (``_Timer``), and the parts that need the proxy (its overhead, the projected COPY)
+    are left out."""
     said = {}
+    proxy = getattr(store, "proxy", None)
     for part in parts:
         if bar:
             bar.set_postfix_str(part)
         if part == "floor":
-            for op, ms in floor_samples(store, bucket, plan.floor_samples).items():
-                recorder.add_samples("floor", op, ms)
+            route, floor = floor_samples(store, bucket, plan.floor_samples)
+            for op, ms in floor.items():
+                recorder.add_samples("floor", op, ms, route=route)
         elif part == "overhead":
-            for op, routes in proxy_overhead(store, bucket, plan.overhead_samples).items():
-                for route, ms in routes.items():
-                    recorder.add_samples("overhead", op, ms, route=route)
+            if proxy:
+                for op, routes in proxy_overhead(store, bucket, plan.overhead_samples).items():
+                    for route, ms in routes.items():
+                        recorder.add_samples("overhead", op, ms, route=route)
         elif part in ("copy", "projected copy"):
             measure, experiment = ((copy_samples, metrics.COPY) if part == "copy"
                                    else (projected_copy_samples, metrics.PROJECTED_COPY))
-            for size, ops in measure(store, bucket, plan.copy_sizes, plan.copy_samples).items():
-                for op, ms in ops.items():
-                    recorder.add_samples(experiment, op, ms, size=size)
+            if proxy or part == "copy":
+                route, copies = measure(store, bucket, plan.copy_sizes, plan.copy_samples)
+                for size, ops in copies.items():
+                    for op, ms in ops.items():
+                        recorder.add_samples(experiment, op, ms, route=route, size=size)
         elif part == "probe":
             # The store itself, not through the proxy: a fault profile in force must not decide
             # what the store can do.
-            found = probe.run(store.inner, bucket, copy_sizes=PROBE_COPY_SIZES)
+            found = probe.run(getattr(store, "inner", store), bucket, copy_sizes=PROBE_COPY_SIZES,
+                              under=store.run_prefix)
             recorder.add_capabilities(found["checks"])
             said["probe"] = {key: found[key] for key in ("prefix", "cleanup", "checked_at")}
         else:
@@ -402,9 +539,11 @@ class DriverMemory:
 class Lab:
     """One store and one SparkSession on it, for running queries one after another. Requests are
     counted inside Spark's JVMs (``jvm_requests``) and, when ``store`` is a ``MeteredStore``, by its
-    metering proxy too: each run records both, under their ``source``."""
+    metering proxy too: each run records both, under their ``source``. On a store with no proxy (an
+    https endpoint, AWS S3) the JVM's count is the run's only one. Each query writes under the
+    store's ``run_prefix`` only."""
 
-    def __init__(self, spark, store: MeteredStore, bucket: str, plan: Plan) -> None:
+    def __init__(self, spark, store: infra.ObjectStore, bucket: str, plan: Plan) -> None:
         self.spark, self.store, self.bucket, self.plan = spark, store, bucket, plan
         self.proxy = getattr(store, "proxy", None)
         self.inner = getattr(store, "inner", store)  # the store itself, for the harness's own calls
@@ -431,7 +570,7 @@ class Lab:
         """One query of ``workload`` checkpointing with ``strategy``: ``warmup`` then ``batches``
         batches, added to ``recorder`` (None: untimed, recorded nowhere). A failure is recorded as
         the run's error: one broken strategy must not cost the others their numbers."""
-        prefix = f"bench/{strategy}-{workload}-{keys}-{uuid.uuid4().hex[:8]}"
+        prefix = f"{self.store.run_prefix}bench/{strategy}-{workload}-{keys}-{uuid.uuid4().hex[:8]}"
         restore = {key: _setting(self.spark, key) for key in WORKLOAD_CONF.get(workload, {})}
         for key, value in WORKLOAD_CONF.get(workload, {}).items():
             self.spark.conf.set(key, value)
@@ -530,10 +669,12 @@ def workloads_for(plan: Plan, spark_version: str) -> tuple[str, ...]:
 @contextlib.contextmanager
 def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict | None = None,
         master: str = "local[2]"):
-    """A ``Lab`` with a SparkSession on ``store``; the session stops with it."""
+    """A ``Lab`` with a SparkSession on ``store``; the session stops with it. ``manifest`` keeps its
+    directory manifests below the store's run prefix (``MANIFEST_ROOT``), not up to the bucket root."""
     from .spark import session
 
-    spark = session(strategy, {bucket: store}, master=master, conf={**SPARK_CONF, **(conf or {})})
+    root = {MANIFEST_ROOT: f"s3a://{bucket}/{store.run_prefix}"} if store.run_prefix else {}
+    spark = session(strategy, {bucket: store}, master=master, conf={**SPARK_CONF, **root, **(conf or {})})
     try:
         yield Lab(spark, store, bucket, plan)
     finally:
@@ -574,7 +715,7 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
             for run in measured:
                 bench.run(recorder, *run, bar=bar)
             env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan),
-                                      spark_master=bench.spark.sparkContext.master,
+                                      spark=bench.spark,
                                       checkpoint_settings=checkpoint_settings(bench.spark))
     return save(recorder.results(env), settings)
 

@@ -180,7 +180,7 @@ def scale(settings: runs.Settings, strategies: list[str] | None = None, axes: Ax
             for reading in sampled.readings:
                 recorder.add_memory(run, **reading)
         env = results.environment(store, "scale", settings.size, dataclasses.asdict(axes),
-                                  spark_master=spark.sparkContext.master, keys=KEYS,
+                                  spark=spark, keys=KEYS,
                                   long_partitions=LONG_PARTITIONS, maintenance_interval=MAINTENANCE_INTERVAL)
     return runs.save(recorder.results(env), settings)
 

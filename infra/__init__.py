@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from .ceph import CephStore
+from .ceph import CephStore, CephTlsStore
 from .embedded import EmbeddedStore
 from .minio import MinioStore
 from .remote import AwsS3Store, EndpointStore
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 STORES: dict[str, type[ObjectStore]] = {
-    cls.name: cls for cls in (EmbeddedStore, CephStore, MinioStore, AwsS3Store, EndpointStore)
+    cls.name: cls for cls in (EmbeddedStore, CephStore, CephTlsStore, MinioStore, AwsS3Store, EndpointStore)
 }
 
 
@@ -20,5 +20,5 @@ def store_class(name: str) -> type[ObjectStore]:
         raise StoreUnavailable(f"unknown store '{name}'; valid stores: {', '.join(STORES)}") from None
 
 
-__all__ = ["STORES", "AwsS3Store", "CephStore", "Credentials", "EmbeddedStore", "EndpointStore",
+__all__ = ["STORES", "AwsS3Store", "CephStore", "CephTlsStore", "Credentials", "EmbeddedStore", "EndpointStore",
            "MinioStore", "ObjectStore", "StoreUnavailable", "store_class"]

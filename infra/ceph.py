@@ -22,6 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .net import ending_with_us, free_port, proc_stat, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
+from .tls import self_signed, truststore
 
 OBJECTSTORES = ("memstore", "bluestore")
 _BINARIES = ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "ceph", "monmaptool")
@@ -49,18 +50,24 @@ class CephStore(ObjectStore):
     credentials (403 on a wrong key). Its server-side COPY shares the object's
     tail instead of moving bytes, so COPY (and thus S3A rename) cost here says
     nothing about AWS S3.
+
+    - ``tls=True``: RGW serves HTTPS only, with a self-signed certificate for 127.0.0.1 made at
+      start (``ca_bundle``, which boto3 is given) and a JVM truststore holding it (``truststore``,
+      which ``ckpt_impls.configure`` hands Spark's JVMs): the HTTPS path AWS S3 is reached by,
+      tested here. No metering proxy can stand in front of it: requests are counted in-JVM.
     """
 
     name = "ceph"
     emulator = False
 
-    def __init__(self, objectstore: str = "memstore", data_dir: str | None = None) -> None:
+    def __init__(self, objectstore: str = "memstore", data_dir: str | None = None, tls: bool = False) -> None:
         if objectstore not in OBJECTSTORES:
             valid = ", ".join(OBJECTSTORES)
             raise ValueError(f"ceph: objectstore must be one of {valid}, not {objectstore!r}")
         if data_dir is not None and objectstore != "bluestore":
             raise ValueError("ceph: data_dir needs objectstore='bluestore' (memstore keeps no data on disk)")
         self.objectstore = objectstore
+        self.tls = tls
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else None
         self._root: Path | None = None
         self._conf: Path | None = None
@@ -113,7 +120,7 @@ class CephStore(ObjectStore):
 
     def _bring_up(self) -> None:
         root = self._root
-        for sub in ("log", "run", "mon", "osd", "rgw"):
+        for sub in ("log", "run", "mon", "osd", "rgw", "tls"):
             (root / sub).mkdir(exist_ok=True)
         state_path = root / _STATE_FILE
         reuse = state_path.exists()
@@ -129,8 +136,13 @@ class CephStore(ObjectStore):
         mon_port, rgw_port = free_port(), free_port()
         while rgw_port == mon_port:
             rgw_port = free_port()
+        frontend = f"endpoint=127.0.0.1:{rgw_port}"
+        if self.tls:
+            cert, key = self_signed(root / "tls")
+            self.ca_bundle, self.truststore = cert, truststore(cert, root / "tls")
+            frontend = f"ssl_endpoint=127.0.0.1:{rgw_port} ssl_certificate={cert} ssl_private_key={key}"
         conf = root / "ceph.conf"
-        conf.write_text(_ceph_conf(root, state["fsid"], mon_port, rgw_port, self.objectstore))
+        conf.write_text(_ceph_conf(root, state["fsid"], mon_port, frontend, self.objectstore))
         self._conf = conf
 
         # The monmap holds the mon's address; a reused cluster gets its new port injected.
@@ -164,7 +176,7 @@ class CephStore(ObjectStore):
         self._wait("osd.0 to come up", self._osd_up, "ceph-osd.0.log")
         if not wait_for_port(rgw_port, self._remaining(), alive=self._all_alive):
             raise self._failure(f"radosgw did not open port {rgw_port}", "ceph-client.rgw.log")
-        self.endpoint = f"http://127.0.0.1:{rgw_port}"
+        self.endpoint = f"{'https' if self.tls else 'http'}://127.0.0.1:{rgw_port}"
         self.credentials = self._user_keys(reuse)
         self._wait("an S3 request to radosgw to succeed", self._s3_ok, "ceph-client.rgw.log")
         state_path.write_text(json.dumps(state))
@@ -197,7 +209,8 @@ class CephStore(ObjectStore):
         return {"signing-algorithm": "S3SignerType"}
 
     def describe(self) -> str:
-        return f"{super().describe()}, {self.objectstore}"
+        tls = ", HTTPS with a self-signed certificate" if self.tls else ""
+        return f"{super().describe()}, {self.objectstore}{tls}"
 
     # --- helpers -----------------------------------------------------------------
 
@@ -295,7 +308,17 @@ class CephStore(ObjectStore):
         return StoreUnavailable(f"ceph: {what}; read {self.log_dir / log}")
 
 
-def _ceph_conf(root: Path, fsid: str, mon_port: int, rgw_port: int, objectstore: str) -> str:
+class CephTlsStore(CephStore):
+    """``CephStore(tls=True)`` as a store kind of its own (``--store ceph-tls``): Ceph RGW over HTTPS
+    with a self-signed certificate, reached with no metering proxy, as AWS S3 is."""
+
+    name = "ceph-tls"
+
+    def __init__(self, objectstore: str = "memstore", data_dir: str | None = None) -> None:
+        super().__init__(objectstore, data_dir, tls=True)
+
+
+def _ceph_conf(root: Path, fsid: str, mon_port: int, frontend: str, objectstore: str) -> str:
     store = f"osd objectstore = {objectstore}\n"
     if objectstore == "bluestore":
         # A sparse file in the OSD's data dir is the device; fsck of a blank one only costs 0.8 s.
@@ -345,7 +368,7 @@ osd class update on start = false
 rgw data = {root}/rgw
 admin socket = {root}/run/$cluster-$name.asok
 # tcp_nodelay: GET median 48 ms -> 2.7 ms (Nagle against delayed ACKs).
-rgw frontends = beast endpoint=127.0.0.1:{rgw_port} tcp_nodelay=1
+rgw frontends = beast {frontend} tcp_nodelay=1
 """
 
 

@@ -28,6 +28,7 @@ class MeteredStore(ObjectStore):
         self.endpoint = self.proxy.endpoint
         self.region = self.inner.region
         self.credentials = self.inner.credentials
+        self.owns_buckets = self.inner.owns_buckets
         if self.credentials is not None:  # so that its own HEADs (a COPY's source size) pass the store's checks
             self.proxy.sign_probes_with(self.credentials.access_key, self.credentials.secret_key, self.region)
 

@@ -44,6 +44,7 @@ class MinioStore(ObjectStore):
     def _start(self) -> None:
         endpoint = os.environ.get(ENDPOINT_ENV)
         if endpoint:
+            self.owns_buckets = False  # a server the user runs
             self.endpoint = endpoint.rstrip("/")
             self.credentials = Credentials.from_env("minio")
             return

@@ -12,6 +12,8 @@ import contextlib
 import dataclasses
 import os
 import secrets
+import urllib.parse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import boto3
@@ -50,7 +52,9 @@ class ObjectStore(abc.ABC):
 
     Subclasses set ``name`` and ``emulator`` and implement ``_start``/``_stop``;
     after ``start()`` they expose ``endpoint`` (``""`` means AWS's own),
-    ``region`` and ``credentials`` (``None`` means the AWS default chain).
+    ``region`` and ``credentials`` (``None`` means the AWS default chain), and for an
+    HTTPS endpoint whose certificate no public CA signed, ``ca_bundle`` (a PEM file boto3
+    trusts) and ``truststore`` (the same for the JVM, ``infra.tls``).
     """
 
     name: str = ""
@@ -63,6 +67,13 @@ class ObjectStore(abc.ABC):
     endpoint: str = ""
     region: str = "us-east-1"
     credentials: Credentials | None = None
+    ca_bundle: Path | None = None
+    truststore: Path | None = None
+    #: False for a store this project did not start (AWS S3, a user's endpoint): its buckets are its
+    #: users', so the harness creates or deletes none and keeps to its own run prefix in them.
+    owns_buckets: bool = True
+    #: Where in the bucket everything the harness writes goes (``ckptbench.runs.started_stores`` sets it).
+    run_prefix: str = ""
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -102,8 +113,15 @@ class ObjectStore(abc.ABC):
         """A boto3 S3 client for this store; retries kept short so a dead endpoint fails fast."""
         settings = {"s3": {"addressing_style": "path"}, "retries": {"max_attempts": 2, "mode": "standard"},
                     "connect_timeout": 5, "read_timeout": 30, **config}
+        if self.endpoint.startswith("https://"):
+            # Over HTTPS botocore streams a PUT's body aws-chunked with a trailing CRC32 by default;
+            # Ceph RGW 16 answers that with 400 MissingContentLength. Checksums only where S3 requires one.
+            settings = {"request_checksum_calculation": "when_required",
+                        "response_checksum_validation": "when_required", **settings}
         cfg = Config(**settings)
         kwargs = {"region_name": self.region, "config": cfg}
+        if self.ca_bundle is not None:
+            kwargs["verify"] = str(self.ca_bundle)
         if self.endpoint:
             kwargs["endpoint_url"] = self.endpoint
         if self.credentials is not None:
@@ -131,6 +149,9 @@ class ObjectStore(abc.ABC):
                 raise StoreUnavailable(f"{where} rejected the credentials for bucket '{bucket}' (HTTP {status}): "
                                        "check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the profile") from None
             raise StoreUnavailable(f"{where} answered HTTP {status} to HEAD bucket '{bucket}': {e}") from None
+        except botocore.exceptions.SSLError:
+            raise StoreUnavailable(f"the certificate of {where} is not trusted: set AWS_CA_BUNDLE to a PEM file "
+                                   "holding its CA (a self-signed certificate: the certificate itself)") from None
         except botocore.exceptions.BotoCoreError as e:
             raise StoreUnavailable(f"cannot talk to the S3 endpoint {where}: {e}") from None
 
@@ -156,6 +177,19 @@ class ObjectStore(abc.ABC):
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             keys.extend(o["Key"] for o in page.get("Contents", []))
         return keys
+
+    @property
+    def where(self) -> dict[str, str]:
+        """Where requests go, for the results: ``scheme`` (http/https) and ``location`` (local: this
+        machine's loopback; remote: anywhere else)."""
+        host = urllib.parse.urlsplit(self.endpoint).hostname if self.endpoint else "s3.amazonaws.com"
+        return {"scheme": urllib.parse.urlsplit(self.endpoint).scheme if self.endpoint else "https",
+                "location": "local" if host in ("127.0.0.1", "localhost", "::1") else "remote"}
+
+    @property
+    def meterable(self) -> bool:
+        """Whether the metering proxy can stand in front (it speaks plain HTTP only)."""
+        return self.endpoint.startswith("http://")
 
     def describe(self) -> str:
         kind = "emulator: its timings say nothing about a real store" if self.emulator else "real store"

@@ -16,10 +16,12 @@ from ckptbench.cli import RESULTS
 from conftest import bucket_of
 
 
-def ckptbench(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def ckptbench(*args: str, env: dict | None = None, unset=()) -> subprocess.CompletedProcess:
+    """``python -m ckptbench ARGS`` with this environment, ``env`` added and ``unset`` removed."""
     before = set(RESULTS.glob("*")) if RESULTS.exists() else set()
+    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset}
     done = subprocess.run([sys.executable, "-m", "ckptbench", *args], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **(env or {})})
+                          timeout=60, env=env)
     after = set(RESULTS.glob("*")) if RESULTS.exists() else set()
     assert after == before, "a failed run wrote results"
     return done

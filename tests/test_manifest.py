@@ -365,6 +365,30 @@ def test_exists_of_a_directory_follows_mkdirs_writes_deletes_and_restarts(spark,
     assert keys and all("/_manifest/" in "/" + k for k in keys)
 
 
+def test_a_root_keeps_every_manifest_below_it(spark, store, prefix):
+    """With ``ckptbench.manifest.root`` (how a benchmark run keeps to its prefix in a user's bucket)
+    nothing is written above the root; without it, the bucket root gets a manifest."""
+    bucket = f"manifest-root-{uuid.uuid4().hex[:8]}"
+    store.create_bucket(bucket)
+    ckpt_impls.attach(spark, store, bucket)
+    try:
+        conf = {**settings(), "ckptbench.manifest.root": f"s3a://{bucket}/{prefix}/run/"}
+        root = Manifest(spark, store, bucket, f"{prefix}/run", conf)
+        assert root.exists("") and root.names("") == set()  # taken to exist, with nothing recorded
+        rooted = Manifest(spark, store, bucket, f"{prefix}/run/checkpoint", conf)
+        rooted.write("offsets/0", b"o0")
+        assert rooted.read("offsets/0") == b"o0" and rooted.names("offsets") == {"0"}
+        assert root.names("") == {"checkpoint/"}
+        keys = store.list_keys(bucket)
+        assert keys and all(k.startswith(f"{prefix}/run/") for k in keys), keys
+
+        Manifest(spark, store, bucket, f"{prefix}/other", settings()).write("offsets/0", b"o0")
+        assert any(k.startswith("_manifest/") for k in store.list_keys(bucket))  # the bucket root's
+    finally:
+        store.empty_bucket(bucket)
+        store.client().delete_bucket(Bucket=bucket)
+
+
 # -- requests per checkpoint file -------------------------------------------------------------
 
 

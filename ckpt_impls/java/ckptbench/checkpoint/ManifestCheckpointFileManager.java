@@ -49,7 +49,10 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *       manifest's records by number. {@code delete} records a removal (a missing path is no
  *       error); deleting a directory empties it, subdirectories first, then removes it.</li>
  *   <li>Directories are entries in their parent's manifest: {@code mkdirs} records each missing
- *       one, outermost first, and so does the first write into a directory. {@code exists(dir)}
+ *       one, outermost first, and so does the first write into a directory. Outermost means up to
+ *       the bucket root, or with {@code ckptbench.manifest.root} (a directory URL) up to that
+ *       directory: it and its ancestors are taken to exist, and nothing is written in them
+ *       but below it (how a benchmark run keeps to its own prefix in a user's bucket). {@code exists(dir)}
  *       is true exactly when it was made and not deleted, and after a restart too;
  *       {@code list} of a missing directory raises {@code FileNotFoundException}.</li>
  *   <li>At start it checks, once per store and bucket in this JVM, that the store honours
@@ -104,6 +107,8 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
   private final Map<String, DirManifest> manifests = new ConcurrentHashMap<>();
   /** Directories seen registered in their parent: writes into them skip that check. */
   private final Set<String> knownDirectories = ConcurrentHashMap.newKeySet();
+  /** {@code ckptbench.manifest.root} (a full s3a:// URL), or null: the bucket root is the only one. */
+  private final String root;
 
   public ManifestCheckpointFileManager(Path path, Configuration conf) throws IOException {
     super(path, conf, "manifest", "stop two writers taking the same manifest record number");
@@ -116,6 +121,19 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
         conf.getInt("ckptbench.manifest.compactInterval", 10),
         conf.getLong("ckptbench.manifest.cleanupDelayMs", 600_000L),
         haltAt);
+    String rootSetting = conf.getTrimmed("ckptbench.manifest.root", "");
+    // Not qualified: a root in another bucket (a session's other store) is no root of this one's.
+    this.root = rootSetting.isEmpty() ? null : new Path(rootSetting).toString().replaceAll("/+$", "");
+  }
+
+  /** Whether {@code dir} (qualified) is taken to exist with no entry: the bucket root, or the
+   * configured root or one of its ancestors. */
+  private boolean isRoot(Path dir) {
+    if (dir.getParent() == null) {
+      return true;
+    }
+    String d = dir.toString();
+    return root != null && (root.equals(d) || root.startsWith(d + "/"));
   }
 
   @Override
@@ -153,7 +171,7 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
       DirManifest m = manifest(dir);
       m.refresh();
       List<DirManifest.Entry> entries = m.entries();
-      if (entries.isEmpty() && dir.getParent() != null) {
+      if (entries.isEmpty() && !isRoot(dir)) {
         // Empty or missing: only the parent knows which, as Hadoop's listStatus must tell.
         DirManifest.Entry self = lookUp(dir);
         if (self == null) {
@@ -193,7 +211,7 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
   public boolean exists(Path path) {
     try {
       Path p = store.qualify(path);
-      if (p.getParent() == null) {
+      if (isRoot(p)) {
         return true;
       }
       DirManifest parent = manifest(p.getParent());
@@ -208,7 +226,7 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
   public void delete(Path path) {
     try {
       Path p = store.qualify(path);
-      if (p.getParent() == null) {
+      if (isRoot(p)) {
         empty(p);
         return;
       }
@@ -258,11 +276,11 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
 
   /**
    * Makes {@code dir} an entry of its parent's manifest, and the parent of its own, and so on
-   * outwards until one exists (the bucket root always does). With {@code trustCache}, a
+   * outwards until one exists (a root always does: {@link #isRoot}). With {@code trustCache}, a
    * directory this instance has seen registered is not checked again: the hot path of a write.
    */
   private void ensureDirectory(Path dir, boolean trustCache) throws IOException {
-    if (dir.getParent() == null) {
+    if (isRoot(dir)) {
       return;
     }
     String key = store.key(dir);
