@@ -365,6 +365,59 @@ def test_exists_of_a_directory_follows_mkdirs_writes_deletes_and_restarts(spark,
     assert keys and all("/_manifest/" in "/" + k for k in keys)
 
 
+def outside_manifests(m: Manifest) -> set[str]:
+    """The objects under the prefix that no manifest holds, relative to it."""
+    return {k for k in m.objects() if "/_manifest/" not in "/" + k}
+
+
+def test_rocksdb_files_the_filesystem_reads_are_at_their_own_keys(spark, store, prefix, tmp_path):
+    """Spark's RocksDB state store writes ``<version>.zip`` through the manager but unzips it with
+    ``FileSystem.open``, and moves its SST and log files with the FileSystem alone, probing,
+    listing and deleting them through the manager (``RocksDBPaths``). Both must work through S3A
+    exactly as RocksDB calls it, while everything else stays the manifest's alone."""
+    jvm = spark._jvm
+    bucket = bucket_of(store)
+    m = Manifest(spark, store, bucket, prefix, settings())
+    fs = m.path("").getFileSystem(spark._jsc.hadoopConfiguration())
+    state = "checkpoint/state/0/1"
+
+    def read_with_filesystem(rel: str) -> bytes:
+        stream = fs.open(m.path(rel))
+        try:
+            return bytes(stream.readAllBytes())
+        finally:
+            stream.close()
+
+    m.mkdirs(state)
+    m.write(f"{state}/1.zip", b"zip of version 1", overwrite=True)
+    m.write(f"{state}/2.changelog", b"changelog", overwrite=True)
+    assert read_with_filesystem(f"{state}/1.zip") == b"zip of version 1"
+    assert m.names(state) == {"1.zip", "2.changelog"} and m.read(f"{state}/1.zip") == b"zip of version 1"
+    assert outside_manifests(m) == {f"{state}/1.zip"}  # the changelog is the manifest's alone
+    m.write(f"{state}/1.zip", b"version 1 again", overwrite=True)  # a re-run batch: replaced in place
+    assert read_with_filesystem(f"{state}/1.zip") == b"version 1 again"
+    with pytest.raises(Py4JJavaError) as raised:
+        m.write(f"{state}/1.zip", b"not replaced")
+    assert java_class(raised.value) == "org.apache.hadoop.fs.FileAlreadyExistsException"
+    assert read_with_filesystem(f"{state}/1.zip") == b"version 1 again"
+
+    # An SST file as RocksDB uploads it: copyFromLocalFile, straight to its key.
+    local = tmp_path / "000008.sst"
+    local.write_bytes(b"sst")
+    sst = f"{state}/SSTs/000008-4e0c.sst"
+    assert not m.exists(f"{state}/SSTs")
+    fs.copyFromLocalFile(jvm.org.apache.hadoop.fs.Path(local.as_uri()), m.path(sst))
+    assert m.exists(f"{state}/SSTs") and m.names(f"{state}/SSTs") == {"000008-4e0c.sst"}
+    restarted = Manifest(spark, store, bucket, prefix, settings())
+    assert restarted.names(state) == {"1.zip", "2.changelog"} and restarted.read(sst) == b"sst"
+    restarted.delete(sst)
+    restarted.delete(f"{state}/1.zip")
+    assert not restarted.exists(sst) and restarted.names(state) == {"2.changelog"}
+    assert not outside_manifests(m), "deleted files left their objects"
+    with pytest.raises(Py4JJavaError):
+        read_with_filesystem(f"{state}/1.zip")
+
+
 # -- requests per checkpoint file -------------------------------------------------------------
 
 

@@ -57,6 +57,8 @@ final class DirManifest {
 
   private static final String RECORD_MAGIC = "ckptbench-manifest-record 1";
   private static final String COMPACT_MAGIC = "ckptbench-manifest-compact 1";
+  /** Marks a file entry whose bytes are at the file's own key rather than in a staged object. */
+  private static final String OWN_KEY = "key";
 
   /** Settings from the Hadoop configuration, shared by every manifest of one manager. */
   static final class Settings {
@@ -90,22 +92,33 @@ final class DirManifest {
     }
   }
 
-  /** A live entry: a file (with its staged object) or a subdirectory ({@code staged == null}). */
+  /**
+   * A live entry: a file or a subdirectory ({@code staged == null}). A file's bytes are in its
+   * staged object, or, with {@code atOwnKey}, at the file's own key (files the FileSystem reads
+   * too, see {@link ManifestCheckpointFileManager}), {@code staged} then only naming the write.
+   */
   static final class Entry {
     final String name;
     final String staged;
+    final boolean atOwnKey;
     final long length;
     final long modifiedMs;
 
-    Entry(String name, String staged, long length, long modifiedMs) {
+    Entry(String name, String staged, boolean atOwnKey, long length, long modifiedMs) {
       this.name = name;
       this.staged = staged;
+      this.atOwnKey = atOwnKey;
       this.length = length;
       this.modifiedMs = modifiedMs;
     }
 
     boolean isDirectory() {
       return staged == null;
+    }
+
+    /** A file whose bytes are a staged object of this manifest, which cleanup removes once superseded. */
+    boolean isStaged() {
+      return staged != null && !atOwnKey;
     }
   }
 
@@ -122,11 +135,16 @@ final class DirManifest {
     }
 
     static Op putFile(String name, String staged, long length, long modifiedMs) {
-      return new Op("put", new Entry(name, staged, length, modifiedMs), name);
+      return new Op("put", new Entry(name, staged, false, length, modifiedMs), name);
+    }
+
+    /** A file whose bytes were PUT at its own key; {@code writeId} tells this write's record apart. */
+    static Op putAtOwnKey(String name, String writeId, long length, long modifiedMs) {
+      return new Op("put", new Entry(name, writeId, true, length, modifiedMs), name);
     }
 
     static Op addDirectory(String name, long modifiedMs) {
-      return new Op("dir", new Entry(name, null, 0, modifiedMs), name);
+      return new Op("dir", new Entry(name, null, false, 0, modifiedMs), name);
     }
 
     static Op remove(String name) {
@@ -389,8 +407,12 @@ final class DirManifest {
     lastSeq = seq;
   }
 
+  /**
+   * A staged object's entry replaced or removed: the object becomes garbage. A file at its own
+   * key is not: a later write of the name may already hold that key, so its deleter removes it.
+   */
   private void drop(long seq, Entry replaced) {
-    if (replaced != null && !replaced.isDirectory()) {
+    if (replaced != null && replaced.isStaged()) {
       droppedSinceCompact.add(new Dropped(seq, replaced.staged));
     }
   }
@@ -471,7 +493,7 @@ final class DirManifest {
   private List<String> orphans(long now, List<Garbage> pending) throws IOException {
     Set<String> referenced = new HashSet<>();
     for (Entry e : entries.values()) {
-      if (!e.isDirectory()) {
+      if (e.isStaged()) {
         referenced.add(e.staged);
       }
     }
@@ -542,7 +564,8 @@ final class DirManifest {
       String[] f = lines[i].split(" ");
       switch (f[0]) {
         case "put":
-          ops.add(Op.putFile(decode(f[1]), f[2], parseLong(f[3]), parseLong(f[4])));
+          Entry file = parseFile(f);
+          ops.add(new Op("put", file, file.name));
           break;
         case "dir":
           ops.add(Op.addDirectory(decode(f[1]), parseLong(f[2])));
@@ -599,10 +622,11 @@ final class DirManifest {
       String[] f = lines[i].split(" ");
       switch (f[0]) {
         case "file":
-          live.put(decode(f[1]), new Entry(decode(f[1]), f[2], parseLong(f[3]), parseLong(f[4])));
+          Entry file = parseFile(f);
+          live.put(file.name, file);
           break;
         case "dir":
-          live.put(decode(f[1]), new Entry(decode(f[1]), null, 0, parseLong(f[2])));
+          live.put(decode(f[1]), new Entry(decode(f[1]), null, false, 0, parseLong(f[2])));
           break;
         case "garbage":
           pending.add(new Garbage(parseLong(f[1]), parseLong(f[2]), parseLong(f[3]), parseLong(f[4]),
@@ -615,9 +639,22 @@ final class DirManifest {
     return new Compact(number, parseLong(head[4]), live, pending);
   }
 
+  /** {@code <name> <staged> <length> <modifiedMs>}, then {@code key} for a file at its own key. */
   private static void appendFile(StringBuilder out, Entry e) {
     out.append(encode(e.name)).append(' ').append(e.staged).append(' ').append(e.length)
         .append(' ').append(e.modifiedMs);
+    if (e.atOwnKey) {
+      out.append(' ').append(OWN_KEY);
+    }
+  }
+
+  /** A {@code put} or {@code file} line's fields, as {@link #appendFile} wrote them after the kind. */
+  private static Entry parseFile(String[] f) throws IOException {
+    boolean atOwnKey = f.length > 5 && f[5].equals(OWN_KEY);
+    if (f.length != (atOwnKey ? 6 : 5)) {
+      throw new IOException("Malformed file entry in a manifest: " + String.join(" ", f));
+    }
+    return new Entry(decode(f[1]), f[2], atOwnKey, parseLong(f[3]), parseLong(f[4]));
   }
 
   private static String encode(String name) {

@@ -45,8 +45,8 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *       bytes, leaving a listed file that cannot be read. A compact's lost answer is likewise
  *       taken as written, or adopted as the same compact (its hint then repaired by the next
  *       load).</li>
- *   <li>{@code open}, {@code exists} and {@code list} never LIST the store: they follow the
- *       manifest's records by number. {@code delete} records a removal (a missing path is no
+ *   <li>{@code open}, {@code exists} and {@code list} never LIST the store (but in RocksDB's
+ *       SST and log folders, below): they follow the manifest's records by number. {@code delete} records a removal (a missing path is no
  *       error); deleting a directory empties it, subdirectories first, then removes it.</li>
  *   <li>Directories are entries in their parent's manifest: {@code mkdirs} records each missing
  *       one, outermost first, and so does the first write into a directory. {@code exists(dir)}
@@ -55,6 +55,35 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *   <li>At start it checks, once per store and bucket in this JVM, that the store honours
  *       {@code If-None-Match: *}, and refuses to start if not: record numbers would no longer be
  *       taken once.</li>
+ * </ul>
+ *
+ * <p>Files Spark's RocksDB state store also reaches with the Hadoop FileSystem, which knows
+ * nothing of manifests ({@link RocksDBPaths} names them, from Spark 3.5.9's and 4.3.0's
+ * {@code RocksDBFileManager}); without this, a task loading a version from the checkpoint failed
+ * ({@code FileNotFoundException: .../state/0/0/1.zip}):
+ * <ul>
+ *   <li>A checkpoint {@code <version>.zip}, written through this manager and unzipped with
+ *       {@code FileSystem.open}, is PUT at its own key instead of a staged one, then published as
+ *       a record like any file: still 2 requests, the record naming the write so a lost answer is
+ *       still told apart. So the manifest lists it (Spark finds versions by listing), and the
+ *       FileSystem reads it where it expects it. What differs from a staged file: its bytes are
+ *       visible to the FileSystem from the PUT, before the record, and an overwrite replaces them
+ *       in place, so two writers overwriting one zip leave the last PUT's bytes, whole (a PUT is
+ *       atomic), whichever record came last. That is safe for RocksDB: a zip is named by its
+ *       version, Spark reads one only for a version it committed or found listed, and a zip
+ *       rewritten by a retried or speculative task is a complete checkpoint of that version
+ *       either way (its SST files are uploaded under names unique per upload, as Spark's own
+ *       comment on {@code RocksDBFileManager} says). Without overwrite, the PUT is create-only:
+ *       refused when the key holds any object, listed or not. Its deleter removes the key after
+ *       the record that removes the name (a removed staged object waits for the cleanup delay;
+ *       an own key cannot, since the next write of the name reuses it).</li>
+ *   <li>{@code SSTs/} and {@code logs/} in a state store directory, and the files in them, are
+ *       the FileSystem's: RocksDB uploads and fetches them with it and only probes, lists and
+ *       deletes them through this manager. Every call on them is handed to
+ *       {@link ConditionalPutCheckpointFileManager} (a LIST or a HEAD as that strategy sends), so
+ *       the manifest never lists them and deleting them removes them. Deleting a directory
+ *       through this manager leaves such folders under it (Spark deletes old SST files one by
+ *       one, never a state store directory).</li>
  * </ul>
  *
  * <p>{@code exists} answers from the directory's view as this manager last saw it, sending
@@ -101,6 +130,8 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
       Set.of("afterStage", "beforeCompactWrite", "afterCompactWrite");
 
   private final DirManifest.Settings settings;
+  /** RocksDB's SST and log files ({@link RocksDBPaths#isFileSystemOnly}): at their own keys, as {@code conditional} keeps every file. */
+  private final ConditionalPutCheckpointFileManager fileSystemFiles;
   private final Map<String, DirManifest> manifests = new ConcurrentHashMap<>();
   /** Directories seen registered in their parent: writes into them skip that check. */
   private final Set<String> knownDirectories = ConcurrentHashMap.newKeySet();
@@ -116,12 +147,16 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
         conf.getInt("ckptbench.manifest.compactInterval", 10),
         conf.getLong("ckptbench.manifest.cleanupDelayMs", 600_000L),
         haltAt);
+    this.fileSystemFiles = new ConditionalPutCheckpointFileManager(path, conf);
   }
 
   @Override
   public CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
     try {
       Path target = writable(path);
+      if (RocksDBPaths.isFileSystemOnly(store.key(target))) {
+        return fileSystemFiles.createAtomic(target, overwriteIfPossible);
+      }
       return new BufferedPublishStream(bytes -> publishFile(target, bytes, overwriteIfPossible));
     } catch (IOException e) {
       throw Unchecked.io(e);
@@ -132,11 +167,14 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
   public FSDataInputStream open(Path path) {
     try {
       Path p = store.qualify(path);
+      if (RocksDBPaths.isFileSystemOnly(store.key(p))) {
+        return fileSystemFiles.open(p);
+      }
       DirManifest.Entry e = p.getParent() == null ? null : lookUp(p);
       if (e == null || e.isDirectory()) {
         throw new FileNotFoundException(p + (e == null ? " does not exist" : " is a directory"));
       }
-      byte[] bytes = store.getIfExists(manifest(p.getParent()).stagedKey(e.staged));
+      byte[] bytes = store.getIfExists(e.atOwnKey ? store.key(p) : manifest(p.getParent()).stagedKey(e.staged));
       if (bytes == null) {
         throw new FileNotFoundException(p + " was removed while being opened");
       }
@@ -150,6 +188,9 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
   public FileStatus[] list(Path path, PathFilter filter) {
     try {
       Path dir = store.qualify(path);
+      if (RocksDBPaths.isFileSystemOnly(store.key(dir))) {
+        return fileSystemFiles.list(dir, filter);
+      }
       DirManifest m = manifest(dir);
       m.refresh();
       List<DirManifest.Entry> entries = m.entries();
@@ -179,7 +220,12 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
   @Override
   public void mkdirs(Path path) {
     try {
-      ensureDirectory(writable(path), false);
+      Path dir = writable(path);
+      if (RocksDBPaths.isFileSystemOnly(store.key(dir))) {
+        fileSystemFiles.mkdirs(dir);
+        return;
+      }
+      ensureDirectory(dir, false);
     } catch (IOException e) {
       throw Unchecked.io(e);
     }
@@ -195,6 +241,9 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
       Path p = store.qualify(path);
       if (p.getParent() == null) {
         return true;
+      }
+      if (RocksDBPaths.isFileSystemOnly(store.key(p))) {
+        return fileSystemFiles.exists(p);
       }
       DirManifest parent = manifest(p.getParent());
       parent.loadIfStale();
@@ -212,6 +261,11 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
         empty(p);
         return;
       }
+      String key = store.key(p);
+      if (RocksDBPaths.isFileSystemOnly(key)) {
+        fileSystemFiles.delete(p);
+        return;
+      }
       DirManifest.Entry e = lookUp(p);
       if (e == null) {
         return;
@@ -220,9 +274,17 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
         empty(p);
       }
       String name = p.getName();
-      manifest(p.getParent()).publish(
-          view -> view.get(name) == null ? List.of() : List.of(DirManifest.Op.remove(name)));
-      String key = store.key(p);
+      List<DirManifest.Entry> removed = new ArrayList<>(1);
+      manifest(p.getParent()).publish(view -> {
+        removed.clear();
+        DirManifest.Entry current = view.get(name);
+        if (current == null) {
+          return List.of();
+        }
+        removed.add(current);
+        return List.of(DirManifest.Op.remove(name));
+      });
+      deleteOwnKeys(p.getParent(), removed);
       knownDirectories.removeIf(k -> k.equals(key) || k.startsWith(key + "/"));
     } catch (IOException e) {
       throw Unchecked.io(e);
@@ -299,10 +361,33 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
         empty(new Path(dir, e.name));
       }
     }
-    m.publish(view -> view.isEmpty() ? List.of() : List.of(DirManifest.Op.clear()));
+    List<DirManifest.Entry> removed = new ArrayList<>();
+    m.publish(view -> {
+      removed.clear();
+      removed.addAll(view.entries());
+      return view.isEmpty() ? List.of() : List.of(DirManifest.Op.clear());
+    });
+    deleteOwnKeys(dir, removed);
   }
 
-  /** Stages the bytes under a fresh key and publishes them as the next record of the parent. */
+  /**
+   * After a record removed {@code removed} from {@code dir}: deletes the bytes of those kept at
+   * their own key (staged objects are left to compaction's delayed cleanup). Removal first, so a
+   * listed file always has its bytes; a crash in between leaves an unlisted object, which a
+   * later write of the name replaces.
+   */
+  private void deleteOwnKeys(Path dir, List<DirManifest.Entry> removed) throws IOException {
+    for (DirManifest.Entry e : removed) {
+      if (e.atOwnKey) {
+        store.delete(store.key(new Path(dir, e.name)));
+      }
+    }
+  }
+
+  /**
+   * Stages the bytes under a fresh key (a RocksDB checkpoint zip: at its own key) and publishes
+   * them as the next record of the parent.
+   */
   private void publishFile(Path path, byte[] bytes, boolean overwrite) throws IOException {
     Path dir = path.getParent();
     String name = path.getName();
@@ -315,10 +400,20 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
         throw new FileAlreadyExistsException(path + " already exists");
       }
     }
-    String staged = UUID.randomUUID().toString();
-    store.put(m.stagedKey(staged), bytes, false);
+    String id = UUID.randomUUID().toString();
+    boolean atOwnKey = RocksDBPaths.isCheckpointZip(store.key(path));
+    String bytesKey = atOwnKey ? store.key(path) : m.stagedKey(id);
+    try {
+      // At its own key, a file another write may hold is never replaced unless overwriting.
+      store.put(bytesKey, bytes, atOwnKey && !overwrite);
+    } catch (S3ObjectStore.KeyExistsException taken) {
+      throw new FileAlreadyExistsException(path + " already exists (its key holds an object)");
+    }
     settings.reached("afterStage");
     long now = System.currentTimeMillis();
+    DirManifest.Op put = atOwnKey
+        ? DirManifest.Op.putAtOwnKey(name, id, bytes.length, now)
+        : DirManifest.Op.putFile(name, id, bytes.length, now);
     try {
       m.publish(view -> {
         DirManifest.Entry current = view.get(name);
@@ -328,13 +423,15 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
         if (current != null && !overwrite) {
           throw new FileAlreadyExistsException(path + " already exists");
         }
-        return List.of(DirManifest.Op.putFile(name, staged, bytes.length, now));
+        return List.of(put);
       });
     } catch (FileAlreadyExistsException refused) {
       // Certainly unpublished (unlike after an I/O error, when the record may have landed), so
-      // remove it now; if that fails, the sweep of unreferenced staged objects will.
+      // remove it now: a staged key is this write's alone, and so is an own key it created or
+      // one beside a directory of that name; if that fails, the sweep of unreferenced staged
+      // objects will (an own key stays, unlisted, until the name is written again).
       try {
-        store.delete(m.stagedKey(staged));
+        store.delete(bytesKey);
       } catch (IOException ignored) {
         // left for the sweep
       }
