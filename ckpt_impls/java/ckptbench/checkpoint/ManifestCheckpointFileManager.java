@@ -28,11 +28,13 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *
  * <p>Guarantees:
  * <ul>
- *   <li>{@code createAtomic} buffers the file in memory; {@code close} PUTs the bytes to a staged
- *       key used by no other write, then publishes it as the next record. Until that record
- *       exists nothing is visible; once it does the whole file is. {@code cancel} sends nothing.
- *       A crash between staging and publishing leaves only an unreferenced staged object, which
- *       a later compaction removes once it is older than the cleanup delay.</li>
+ *   <li>{@code createAtomic} buffers the file in memory; {@code close} publishes it as the next
+ *       record. A file of at most {@code inlineMaxBytes} goes in the record itself, one PUT; a
+ *       larger one is first PUT to a staged key used by no other write, and the record names it.
+ *       Until that record exists nothing is visible; once it does the whole file is.
+ *       {@code cancel} sends nothing. A crash between staging and publishing leaves only an
+ *       unreferenced staged object, which a later compaction removes once it is older than the
+ *       cleanup delay; an inline file has no such step.</li>
  *   <li>{@code overwriteIfPossible=false} is decided on exactly the history the record extends:
  *       if another writer took the record number first, the writer catches up and decides again,
  *       so two writers can never both create one file, and a refused write leaves the old
@@ -40,14 +42,16 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *   <li>A record PUT whose answer was lost (the store applied it, the connection broke) is
  *       retried by the SDK and gets 412 for the writer's own record. It is taken as written: by
  *       its write id (one HEAD, only after a 412, see {@link S3ObjectStore}) or, on a store that
- *       drops user metadata, by the record's bytes, which name a staged key no other write uses.
+ *       drops user metadata, by the record's bytes, which carry an id no other write uses (the
+ *       staged key's, or the write's own).
  *       Taken as another's, it would make the writer refuse its own file and delete its staged
  *       bytes, leaving a listed file that cannot be read. A compact's lost answer is likewise
  *       taken as written, or adopted as the same compact (its hint then repaired by the next
  *       load).</li>
  *   <li>{@code open}, {@code exists} and {@code list} never LIST the store (but in RocksDB's
- *       SST and log folders, below): they follow the manifest's records by number. {@code delete} records a removal (a missing path is no
- *       error); deleting a directory empties it, subdirectories first, then removes it.</li>
+ *       SST and log folders, below): they follow the manifest's records by number.
+ *       {@code delete} records a removal (a missing path is no error); deleting a directory
+ *       empties it, subdirectories first, then removes it.</li>
  *   <li>Directories are entries in their parent's manifest: {@code mkdirs} records each missing
  *       one, outermost first, and so does the first write into a directory. {@code exists(dir)}
  *       is true exactly when it was made and not deleted, and after a restart too;
@@ -98,9 +102,10 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * up to date first.
  *
  * <p>Requests per checkpoint file, once a directory's view is loaded: {@code exists} none;
- * {@code createAtomic} + {@code close} 2 PUTs (staged object, record), so Spark's
- * {@code HDFSMetadataLog.add} costs 2; {@code open} 2 GETs (next record, staged object);
- * {@code delete} 1 GET + 1 PUT. Each record other writers added since costs one more GET, and a
+ * {@code createAtomic} + {@code close} 1 PUT (the record) for an inline file, 2 PUTs (staged
+ * object, record) for a larger one, so Spark's {@code HDFSMetadataLog.add} of an offsets or
+ * commits file costs 1; {@code open} 1 GET (the next record, to be current) for an inline file,
+ * 2 for a staged one; {@code delete} 1 GET + 1 PUT. Each record other writers added since costs one more GET, and a
  * record number another writer took first one more HEAD (the 412's write-id check). Every
  * {@code compactInterval} records the publishing writer adds a LIST of the staged objects, at
  * most one bulk DELETE per 1000 keys, a PUT of the compact and a PUT of the hint. Loading a view
@@ -114,6 +119,10 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *       superseded records, compacts and staged objects stay readable for views loaded before
  *       they were superseded. It must far exceed any single request and the clock skew between
  *       writers; a view idle for half of it is reloaded.</li>
+ *   <li>{@code ckptbench.manifest.inlineMaxBytes} (default {@value #DEFAULT_INLINE_MAX_BYTES},
+ *       0 to 65536): the largest file kept in its record. Each compact carries every live inline
+ *       file of its directory, so the bound keeps compacts small (a metadata log keeps 100
+ *       batches by default: at most 100 x this, Base64-encoded); 0 stages every file.</li>
  *   <li>{@code ckptbench.manifest.haltAt}: FAULT INJECTION for tests only. Halts the JVM
  *       ({@code Runtime.halt}, exit status {@value #HALT_STATUS}) at a step, as a crash there
  *       would: {@code afterStage} (bytes staged, record not written), {@code beforeCompactWrite}
@@ -125,6 +134,9 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
 
   /** Exit status of a JVM stopped by {@code ckptbench.manifest.haltAt}. */
   static final int HALT_STATUS = 86;
+
+  /** Offsets and commits files fit (see the README for their measured sizes); larger state files are staged. */
+  static final int DEFAULT_INLINE_MAX_BYTES = 4096;
 
   private static final Set<String> HALT_POINTS =
       Set.of("afterStage", "beforeCompactWrite", "afterCompactWrite");
@@ -146,6 +158,7 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
     this.settings = new DirManifest.Settings(
         conf.getInt("ckptbench.manifest.compactInterval", 10),
         conf.getLong("ckptbench.manifest.cleanupDelayMs", 600_000L),
+        conf.getInt("ckptbench.manifest.inlineMaxBytes", DEFAULT_INLINE_MAX_BYTES),
         haltAt);
     this.fileSystemFiles = new ConditionalPutCheckpointFileManager(path, conf);
   }
@@ -174,7 +187,11 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
       if (e == null || e.isDirectory()) {
         throw new FileNotFoundException(p + (e == null ? " does not exist" : " is a directory"));
       }
-      byte[] bytes = store.getIfExists(e.atOwnKey ? store.key(p) : manifest(p.getParent()).stagedKey(e.staged));
+      byte[] bytes = switch (e.where) {
+        case INLINE -> e.inline;
+        case OWN_KEY -> store.getIfExists(store.key(p));
+        case STAGED -> store.getIfExists(manifest(p.getParent()).stagedKey(e.id));
+      };
       if (bytes == null) {
         throw new FileNotFoundException(p + " was removed while being opened");
       }
@@ -378,15 +395,15 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
    */
   private void deleteOwnKeys(Path dir, List<DirManifest.Entry> removed) throws IOException {
     for (DirManifest.Entry e : removed) {
-      if (e.atOwnKey) {
+      if (e.where == DirManifest.Where.OWN_KEY) {
         store.delete(store.key(new Path(dir, e.name)));
       }
     }
   }
 
   /**
-   * Stages the bytes under a fresh key (a RocksDB checkpoint zip: at its own key) and publishes
-   * them as the next record of the parent.
+   * Publishes the bytes as the next record of the parent: in the record itself when small, else
+   * staged under a fresh key first (a RocksDB checkpoint zip: at its own key).
    */
   private void publishFile(Path path, byte[] bytes, boolean overwrite) throws IOException {
     Path dir = path.getParent();
@@ -401,7 +418,17 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
       }
     }
     String id = UUID.randomUUID().toString();
-    boolean atOwnKey = RocksDBPaths.isCheckpointZip(store.key(path));
+    long now = System.currentTimeMillis();
+    DirManifest.Where where = RocksDBPaths.isCheckpointZip(store.key(path)) ? DirManifest.Where.OWN_KEY
+        : bytes.length <= settings.inlineMaxBytes ? DirManifest.Where.INLINE : DirManifest.Where.STAGED;
+    if (where == DirManifest.Where.INLINE) {
+      m.publish(view -> {
+        refuseIfTaken(view.get(name), path, overwrite);
+        return List.of(DirManifest.Op.putInline(name, id, bytes, now));
+      });
+      return;
+    }
+    boolean atOwnKey = where == DirManifest.Where.OWN_KEY;
     String bytesKey = atOwnKey ? store.key(path) : m.stagedKey(id);
     try {
       // At its own key, a file another write may hold is never replaced unless overwriting.
@@ -410,19 +437,12 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
       throw new FileAlreadyExistsException(path + " already exists (its key holds an object)");
     }
     settings.reached("afterStage");
-    long now = System.currentTimeMillis();
     DirManifest.Op put = atOwnKey
         ? DirManifest.Op.putAtOwnKey(name, id, bytes.length, now)
-        : DirManifest.Op.putFile(name, id, bytes.length, now);
+        : DirManifest.Op.putStaged(name, id, bytes.length, now);
     try {
       m.publish(view -> {
-        DirManifest.Entry current = view.get(name);
-        if (current != null && current.isDirectory()) {
-          throw new FileAlreadyExistsException(path + " is a directory");
-        }
-        if (current != null && !overwrite) {
-          throw new FileAlreadyExistsException(path + " already exists");
-        }
+        refuseIfTaken(view.get(name), path, overwrite);
         return List.of(put);
       });
     } catch (FileAlreadyExistsException refused) {
@@ -436,6 +456,17 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
         // left for the sweep
       }
       throw refused;
+    }
+  }
+
+  /** Refuses a write of {@code path} over {@code current}, its entry in the view the record would follow. */
+  private static void refuseIfTaken(DirManifest.Entry current, Path path, boolean overwrite)
+      throws FileAlreadyExistsException {
+    if (current != null && current.isDirectory()) {
+      throw new FileAlreadyExistsException(path + " is a directory");
+    }
+    if (current != null && !overwrite) {
+      throw new FileAlreadyExistsException(path + " already exists");
     }
   }
 }
