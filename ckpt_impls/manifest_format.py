@@ -4,13 +4,17 @@ The format's home is ``ckpt_impls/java/ckptbench/checkpoint/DirManifest.java``, 
 reads it; this is its one Python reader and checks the same headers. Under ``<dir>/_manifest/``:
 
 - ``r/<seq, 20 digits>``: a record, ``ckptbench-manifest-record 1 <seq>`` then one change a line
-  (``put <name> <staged> <length> <modifiedMs>``, ``dir <name> <modifiedMs>``, ``del <name>``,
-  ``clear``);
+  (``put <name> <id> <length> <modifiedMs>[ <where>]``, ``dir <name> <modifiedMs>``,
+  ``del <name>``, ``clear``);
 - ``c/<number, 20 digits>``: a compact, ``ckptbench-manifest-compact 1 <number> through <seq>
-  created <ms>`` then the live entries (``file <name> <staged> <length> <modifiedMs>``,
+  created <ms>`` then the live entries (``file <name> <id> <length> <modifiedMs>[ <where>]``,
   ``dir <name> <modifiedMs>``) and the garbage generations still pending (``garbage
   <notBeforeMs> <recordsFrom> <recordsTo> <compact> <staged>...``);
 - ``s/...``: staged objects; ``hint``: the number of the latest compact.
+
+A file's ``<where>``: none when its bytes are staged object ``s/<id>``; ``inline:<Base64>`` when
+they are in the entry itself (a small file); ``key`` when they are at the file's own key (a
+RocksDB checkpoint zip, which the FileSystem reads). For the last two ``<id>`` only names the write.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class Garbage:
 class Compact:
     number: int
     through: int
-    files: dict[str, str]  # name -> staged key
+    files: dict[str, str]  # name -> its id (the staged object's name for a staged file)
     dirs: set[str]
     garbage: list[Garbage]
 

@@ -240,7 +240,7 @@ def test_manifest_takes_a_412_on_its_own_record(spark, store, lossy):
 
 def test_manifest_takes_its_own_record_on_a_store_without_write_ids(spark, store, lossy):
     """A store that drops user metadata: the HEAD after the 412 finds no write id, and the
-    manifest tells its own record by its bytes (a put names a staged key no other write uses)."""
+    manifest tells its own record by its bytes (a put carries an id no other write uses)."""
     relay, bucket = lossy
     files = CheckpointFiles(spark, "manifest", store, "ck", bucket)
     files.mkdirs("offsets")

@@ -39,8 +39,15 @@ def prefix() -> str:
     return f"manifest-{uuid.uuid4().hex[:8]}"
 
 
-def settings(interval: int = 10, delay_ms: int = HOUR_MS, halt_at: str | None = None) -> dict[str, str]:
+INLINE_MAX = 4096  # ManifestCheckpointFileManager.DEFAULT_INLINE_MAX_BYTES
+
+
+def settings(interval: int = 10, delay_ms: int = HOUR_MS, halt_at: str | None = None,
+             inline_max: int | None = None) -> dict[str, str]:
+    """The manager's settings; ``inline_max=0`` stages every file, as files above the limit are."""
     out = {"ckptbench.manifest.compactInterval": str(interval), "ckptbench.manifest.cleanupDelayMs": str(delay_ms)}
+    if inline_max is not None:
+        out["ckptbench.manifest.inlineMaxBytes"] = str(inline_max)
     if halt_at:
         out["ckptbench.manifest.haltAt"] = halt_at
     return out
@@ -144,7 +151,7 @@ def run_driver(classpath, spark, directory, name_prefix, count, conf) -> tuple[i
 
 def test_crash_between_staging_and_publishing(spark, store, prefix, driver_classpath):
     bucket = bucket_of(store)
-    conf = settings(interval=3, delay_ms=1500)
+    conf = settings(interval=3, delay_ms=1500, inline_max=0)
     m = Manifest(spark, store, bucket, prefix, conf)
     m.mkdirs("log")
     m.write("log/0", b"zero")
@@ -211,11 +218,12 @@ def test_crash_during_compaction_is_repaired_on_next_open(spark, store, prefix, 
 # -- concurrent writers -----------------------------------------------------------------------
 
 
-def test_writers_in_two_jvms_never_take_the_same_record_number(spark, store, prefix, driver_classpath):
+@pytest.mark.parametrize("inline_max", [INLINE_MAX, 0], ids=["inline", "staged"])
+def test_writers_in_two_jvms_never_take_the_same_record_number(spark, store, prefix, driver_classpath, inline_max):
     if store.racy_conditional_put:
         pytest.skip(store.racy_conditional_put)
     bucket, count = bucket_of(store), 40
-    conf = settings(interval=4)  # an hour's delay: every record stays to be checked
+    conf = settings(interval=4, inline_max=inline_max)  # an hour's delay: every record stays to be checked
     directory = f"s3a://{bucket}/{prefix}/log"
     drivers = [Driver(driver_classpath, spark, directory, name, count, conf) for name in ("a", "b")]
     for d in drivers:
@@ -244,8 +252,9 @@ def test_writers_in_two_jvms_never_take_the_same_record_number(spark, store, pre
     assert [op[:2] for op in parent] == [["dir", "log"]]
 
 
-def test_stale_writer_catches_up_and_cannot_overwrite(spark, store, prefix):
-    bucket, conf = bucket_of(store), settings()
+@pytest.mark.parametrize("inline_max", [INLINE_MAX, 0], ids=["inline", "staged"])
+def test_stale_writer_catches_up_and_cannot_overwrite(spark, store, prefix, inline_max):
+    bucket, conf = bucket_of(store), settings(inline_max=inline_max)
     a = Manifest(spark, store, bucket, prefix, conf)
     b = Manifest(spark, store, bucket, prefix, conf)
     a.mkdirs("commits")
@@ -256,7 +265,7 @@ def test_stale_writer_catches_up_and_cannot_overwrite(spark, store, prefix):
     assert java_class(raised.value) == "org.apache.hadoop.fs.FileAlreadyExistsException"
     assert a.read("commits/0") == b"from b"
     staged = a.stored("commits", "s")
-    assert len(staged) == 1, f"the refused write left its staged object: {staged}"
+    assert len(staged) == (0 if inline_max else 1), f"the refused write left its staged object: {staged}"
     b.write("commits/1", b"from b")
     a.write("commits/1", b"overwrite", overwrite=True)  # overwrite=true: the later record wins
     assert b.read("commits/1") == b"overwrite"
@@ -269,7 +278,7 @@ def test_stale_writer_catches_up_and_cannot_overwrite(spark, store, prefix):
 def test_compaction_keeps_only_the_live_view_and_cleanup_follows_the_delay(spark, store, prefix):
     bucket = bucket_of(store)
     delay_ms = 2000
-    m = Manifest(spark, store, bucket, prefix, settings(interval=5, delay_ms=delay_ms))
+    m = Manifest(spark, store, bucket, prefix, settings(interval=5, delay_ms=delay_ms, inline_max=0))
     m.mkdirs("log")
     for i in range(40):
         m.write(f"log/{i}", str(i).encode())
@@ -389,35 +398,102 @@ def test_a_root_keeps_every_manifest_below_it(spark, store, prefix):
         store.client().delete_bucket(Bucket=bucket)
 
 
+def outside_manifests(m: Manifest) -> set[str]:
+    """The objects under the prefix that no manifest holds, relative to it."""
+    return {k for k in m.objects() if "/_manifest/" not in "/" + k}
+
+
+def test_rocksdb_files_the_filesystem_reads_are_at_their_own_keys(spark, store, prefix, tmp_path):
+    """Spark's RocksDB state store writes ``<version>.zip`` through the manager but unzips it with
+    ``FileSystem.open``, and moves its SST and log files with the FileSystem alone, probing,
+    listing and deleting them through the manager (``RocksDBPaths``). Both must work through S3A
+    exactly as RocksDB calls it, while everything else stays the manifest's alone."""
+    jvm = spark._jvm
+    bucket = bucket_of(store)
+    m = Manifest(spark, store, bucket, prefix, settings())
+    fs = m.path("").getFileSystem(spark._jsc.hadoopConfiguration())
+    state = "checkpoint/state/0/1"
+
+    def read_with_filesystem(rel: str) -> bytes:
+        stream = fs.open(m.path(rel))
+        try:
+            return bytes(stream.readAllBytes())
+        finally:
+            stream.close()
+
+    m.mkdirs(state)
+    m.write(f"{state}/1.zip", b"zip of version 1", overwrite=True)
+    m.write(f"{state}/2.changelog", b"changelog", overwrite=True)
+    assert read_with_filesystem(f"{state}/1.zip") == b"zip of version 1"
+    assert m.names(state) == {"1.zip", "2.changelog"} and m.read(f"{state}/1.zip") == b"zip of version 1"
+    assert outside_manifests(m) == {f"{state}/1.zip"}  # the changelog is the manifest's alone
+    m.write(f"{state}/1.zip", b"version 1 again", overwrite=True)  # a re-run batch: replaced in place
+    assert read_with_filesystem(f"{state}/1.zip") == b"version 1 again"
+    with pytest.raises(Py4JJavaError) as raised:
+        m.write(f"{state}/1.zip", b"not replaced")
+    assert java_class(raised.value) == "org.apache.hadoop.fs.FileAlreadyExistsException"
+    assert read_with_filesystem(f"{state}/1.zip") == b"version 1 again"
+
+    # An SST file as RocksDB uploads it: copyFromLocalFile, straight to its key.
+    local = tmp_path / "000008.sst"
+    local.write_bytes(b"sst")
+    sst = f"{state}/SSTs/000008-4e0c.sst"
+    assert not m.exists(f"{state}/SSTs")
+    fs.copyFromLocalFile(jvm.org.apache.hadoop.fs.Path(local.as_uri()), m.path(sst))
+    assert m.exists(f"{state}/SSTs") and m.names(f"{state}/SSTs") == {"000008-4e0c.sst"}
+    restarted = Manifest(spark, store, bucket, prefix, settings())
+    assert restarted.names(state) == {"1.zip", "2.changelog"} and restarted.read(sst) == b"sst"
+    restarted.delete(sst)
+    restarted.delete(f"{state}/1.zip")
+    assert not restarted.exists(sst) and restarted.names(state) == {"2.changelog"}
+    assert not outside_manifests(m), "deleted files left their objects"
+    with pytest.raises(Py4JJavaError):
+        read_with_filesystem(f"{state}/1.zip")
+
+
 # -- requests per checkpoint file -------------------------------------------------------------
 
 
-def test_a_checkpoint_file_costs_two_requests_and_no_list(spark, metered, prefix):
+def test_a_checkpoint_file_costs_one_request_inline_and_two_staged_and_no_list(spark, metered, prefix):
     """HDFSMetadataLog.add is exists(file) then createAtomic/close, counted through the proxy: the
-    check comes from the loaded view (no request), the write is the staged object and the record."""
+    check comes from the loaded view (no request); a file up to the inline limit is its record
+    alone, a larger one the staged object and the record."""
     store, bucket = metered
     proxy = store.proxy
     m = Manifest(spark, store, bucket, prefix, settings(interval=10))
     m.mkdirs("offsets")
     assert not m.exists("offsets/0")
     m.write("offsets/0", b"0")
+    small, large = (b"o" * INLINE_MAX, b"o" * (INLINE_MAX + 1))
 
     mark = proxy.mark()
-    for batch in range(1, 9):
+    for batch in range(1, 5):
         assert not m.exists(f"offsets/{batch}")
-        m.write(f"offsets/{batch}", str(batch).encode())
+        m.write(f"offsets/{batch}", small)
     events = proxy.events_since(mark)
-    assert [e.op for e in events] == ["PUT", "PUT"] * 8
+    assert [e.op for e in events] == ["PUT"] * 4 and all("/_manifest/r/" in e.key for e in events)
+    mark = proxy.mark()
+    for batch in range(5, 9):
+        assert not m.exists(f"offsets/{batch}")
+        m.write(f"offsets/{batch}", large)
+    events = proxy.events_since(mark)
+    assert [e.op for e in events] == ["PUT", "PUT"] * 4
     assert all("/_manifest/s/" in e.key for e in events[::2]) and all("/_manifest/r/" in e.key for e in events[1::2])
 
     mark = proxy.mark()
-    assert m.exists("offsets/5") and m.read("offsets/5") == b"5"
-    assert [e.op for e in proxy.events_since(mark)] == ["GET", "GET"]  # open: the next record (404), the bytes
+    assert m.exists("offsets/4") and m.read("offsets/4") == small
+    assert [e.op for e in proxy.events_since(mark)] == ["GET"]  # open: the next record (404); the bytes are in the view
+    mark = proxy.mark()
+    assert m.exists("offsets/5") and m.read("offsets/5") == large
+    assert [e.op for e in proxy.events_since(mark)] == ["GET", "GET"]  # open: the next record (404), the staged bytes
 
     # The 10th record compacts: one LIST (of staged objects, for orphans), compact, hint.
     mark = proxy.mark()
     m.write("offsets/9", b"9")
-    assert [e.op for e in proxy.events_since(mark)] == ["PUT", "PUT", "LIST", "PUT", "PUT"]
+    assert [e.op for e in proxy.events_since(mark)] == ["PUT", "LIST", "PUT", "PUT"]
+    # A new view reads the inline bytes from the compact, staged ones from their objects.
+    reloaded = Manifest(spark, store, bucket, prefix, settings(interval=10))
+    assert [reloaded.read(f"offsets/{b}") for b in (0, 4, 5, 9)] == [b"0", small, large, b"9"]
 
 
 # -- a streaming query ------------------------------------------------------------------------

@@ -5,9 +5,11 @@ settings each run records."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
+import ckpt_impls
 from ckpt_impls import jars
 from ckptbench import metrics, results, runs
 from infra.s3ops import through_manager
@@ -72,3 +74,46 @@ def test_checksums_off_is_a_workload_only_where_spark_has_them():
     assert "stateful_no_checksum" in runs.workloads_for(plan, "4.3")
     assert "stateful_no_checksum" not in runs.workloads_for(plan, "3.5")
     assert "stateful_rocksdb_changelog" in runs.workloads_for(plan, "3.5")
+
+
+@pytest.mark.slow
+def test_rocksdb_state_is_reloaded_from_the_checkpoint_after_a_restart(spark, metered_stores, lab, strategy):
+    """A restarted query's tasks load their RocksDB state from the checkpoint (a new run is a new
+    provider): ``<version>.zip``, which RocksDB unzips with ``FileSystem.open`` although it wrote
+    it through the manager, and the SST files it names. Every strategy must let them read it back,
+    and the counts must go on from where they were. Without changelog checkpointing every batch
+    writes a zip, so the reload must GET one (a run that reads none would check nothing)."""
+    from ckptbench import workloads
+
+    store, bucket = metered_stores(lab.get("embedded"))
+    checkpoint = f"s3a://{bucket}/{strategy}-rocksdb-reload-{uuid.uuid4().hex[:8]}/checkpoint"
+    table = f"rocksdb_reload_{strategy}"
+    conf = runs.WORKLOAD_CONF["stateful_rocksdb"]
+    restore = {key: runs._setting(spark, key) for key in conf}
+    ckpt_impls.use(spark, strategy)
+
+    def run(batches: int) -> list[dict]:
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+        try:
+            query = workloads.stateful(spark, checkpoint, sink="memory", name=table)
+        finally:
+            for key, value in restore.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
+        try:
+            return workloads.await_batches(query, batches, 180)
+        finally:
+            query.stop()
+
+    before = run(6)
+    mark = store.proxy.mark()
+    after = run(2)
+    assert after[0]["batchId"] > before[-1]["batchId"]
+    zips = [(e.key, e.status) for e in store.proxy.events_since(mark) if e.op == "GET" and e.key.endswith(".zip")]
+    assert zips and all(200 <= status < 300 for _, status in zips), zips  # S3A reads in ranges: 206
+    # State restored: the counts cover every row from 0 up to the largest value seen.
+    total = spark.table(table).agg({"rows": "sum", "max_value": "max"}).first()
+    assert total[0] == total[1] + 1

@@ -6,6 +6,7 @@ import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Base64;
 import java.util.HashSet;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -19,15 +20,16 @@ import java.util.concurrent.TimeUnit;
  * bytes are, kept under {@code <dir>/_manifest/} (for the bucket's root: {@code _manifest/}):
  * <ul>
  *   <li>{@code r/<seq>}: record {@code seq} (1, 2, ...), one change such as "file f is now staged
- *       object s". Created with {@code If-None-Match: *}, so each number is taken exactly once
+ *       object s" or "file f now holds these bytes" (a small file, inline). Created with {@code If-None-Match: *}, so each number is taken exactly once
  *       and the records are a single history every writer agrees on.</li>
  *   <li>{@code c/<k>}: compact {@code k} (1, 2, ...): the live view after some record, plus the
  *       garbage still waiting for its delay. Also created with {@code If-None-Match: *}.</li>
  *   <li>{@code hint}: the number of the latest compact as last written; only a starting point.</li>
- *   <li>{@code s/<uuid>}: staged objects, the files' bytes; a key is never written twice.</li>
+ *   <li>{@code s/<uuid>}: staged objects, the bytes of files too large to go inline; a key is
+ *       never written twice.</li>
  * </ul>
  * Numbers are zero-padded to 20 digits; everything but staged objects is UTF-8 text, one item per
- * line, names URL-encoded.
+ * line, names URL-encoded, inline bytes in Base64.
  *
  * <p>Reading never LISTs: a view is the compact the hint leads to (then any newer compact, probed
  * by number) and the records after it, fetched by number until the first 404. A 404 proves the
@@ -57,16 +59,22 @@ final class DirManifest {
 
   private static final String RECORD_MAGIC = "ckptbench-manifest-record 1";
   private static final String COMPACT_MAGIC = "ckptbench-manifest-compact 1";
+  /** Ends a file entry whose bytes are at the file's own key rather than in a staged object. */
+  private static final String OWN_KEY = "key";
+  /** Starts the last field of a file entry that holds the file's bytes (Base64). */
+  private static final String INLINE = "inline:";
 
   /** Settings from the Hadoop configuration, shared by every manifest of one manager. */
   static final class Settings {
     static final long MIN_CLEANUP_DELAY_MS = 1000;
+    static final int MAX_INLINE_BYTES = 65536;
 
     final int compactInterval;
     final long cleanupDelayMs;
+    final int inlineMaxBytes;
     final String haltAt;
 
-    Settings(int compactInterval, long cleanupDelayMs, String haltAt) {
+    Settings(int compactInterval, long cleanupDelayMs, int inlineMaxBytes, String haltAt) {
       if (compactInterval < 1) {
         throw new IllegalArgumentException("compactInterval must be at least 1, got " + compactInterval);
       }
@@ -75,8 +83,14 @@ final class DirManifest {
         throw new IllegalArgumentException("cleanupDelayMs must be at least " + MIN_CLEANUP_DELAY_MS
             + ", got " + cleanupDelayMs);
       }
+      if (inlineMaxBytes < 0 || inlineMaxBytes > MAX_INLINE_BYTES) {
+        // Every compact carries the live inline files: bounded, it stays a small object.
+        throw new IllegalArgumentException("inlineMaxBytes must be between 0 and " + MAX_INLINE_BYTES
+            + ", got " + inlineMaxBytes);
+      }
       this.compactInterval = compactInterval;
       this.cleanupDelayMs = cleanupDelayMs;
+      this.inlineMaxBytes = inlineMaxBytes;
       this.haltAt = haltAt;
     }
 
@@ -90,22 +104,47 @@ final class DirManifest {
     }
   }
 
-  /** A live entry: a file (with its staged object) or a subdirectory ({@code staged == null}). */
+  /** Where a file's bytes are (see {@link ManifestCheckpointFileManager} for which goes where). */
+  enum Where {
+    /** In staged object {@code s/<id>}, removed by cleanup once superseded. */
+    STAGED,
+    /** In the record itself (and the compacts after it): small files. */
+    INLINE,
+    /** At the file's own key, where the FileSystem reads it too. */
+    OWN_KEY
+  }
+
+  /**
+   * A live entry: a file or a subdirectory ({@code where == null}). {@code id} names a staged
+   * file's staged object, and for the others the write, so that every write's record is unique.
+   */
   static final class Entry {
     final String name;
-    final String staged;
+    final Where where;
+    final String id;
+    final byte[] inline; // the bytes of an INLINE file, else null
     final long length;
     final long modifiedMs;
 
-    Entry(String name, String staged, long length, long modifiedMs) {
+    private Entry(String name, Where where, String id, byte[] inline, long length, long modifiedMs) {
       this.name = name;
-      this.staged = staged;
+      this.where = where;
+      this.id = id;
+      this.inline = inline;
       this.length = length;
       this.modifiedMs = modifiedMs;
     }
 
+    static Entry directory(String name, long modifiedMs) {
+      return new Entry(name, null, null, null, 0, modifiedMs);
+    }
+
     boolean isDirectory() {
-      return staged == null;
+      return where == null;
+    }
+
+    boolean isStaged() {
+      return where == Where.STAGED;
     }
   }
 
@@ -121,12 +160,23 @@ final class DirManifest {
       this.name = name;
     }
 
-    static Op putFile(String name, String staged, long length, long modifiedMs) {
-      return new Op("put", new Entry(name, staged, length, modifiedMs), name);
+    /** A file whose bytes are in staged object {@code staged}. */
+    static Op putStaged(String name, String staged, long length, long modifiedMs) {
+      return new Op("put", new Entry(name, Where.STAGED, staged, null, length, modifiedMs), name);
+    }
+
+    /** A file whose bytes go in the record; {@code writeId} tells this write's record apart. */
+    static Op putInline(String name, String writeId, byte[] bytes, long modifiedMs) {
+      return new Op("put", new Entry(name, Where.INLINE, writeId, bytes, bytes.length, modifiedMs), name);
+    }
+
+    /** A file whose bytes were PUT at its own key; {@code writeId} tells this write's record apart. */
+    static Op putAtOwnKey(String name, String writeId, long length, long modifiedMs) {
+      return new Op("put", new Entry(name, Where.OWN_KEY, writeId, null, length, modifiedMs), name);
     }
 
     static Op addDirectory(String name, long modifiedMs) {
-      return new Op("dir", new Entry(name, null, 0, modifiedMs), name);
+      return new Op("dir", Entry.directory(name, modifiedMs), name);
     }
 
     static Op remove(String name) {
@@ -389,9 +439,14 @@ final class DirManifest {
     lastSeq = seq;
   }
 
+  /**
+   * A staged file's entry replaced or removed: its staged object becomes garbage. An inline
+   * file's bytes go with its records; a file at its own key is not garbage: a later write of
+   * the name may already hold that key, so its deleter removes it.
+   */
   private void drop(long seq, Entry replaced) {
-    if (replaced != null && !replaced.isDirectory()) {
-      droppedSinceCompact.add(new Dropped(seq, replaced.staged));
+    if (replaced != null && replaced.isStaged()) {
+      droppedSinceCompact.add(new Dropped(seq, replaced.id));
     }
   }
 
@@ -471,8 +526,8 @@ final class DirManifest {
   private List<String> orphans(long now, List<Garbage> pending) throws IOException {
     Set<String> referenced = new HashSet<>();
     for (Entry e : entries.values()) {
-      if (!e.isDirectory()) {
-        referenced.add(e.staged);
+      if (e.isStaged()) {
+        referenced.add(e.id);
       }
     }
     for (Garbage g : pending) {
@@ -542,7 +597,8 @@ final class DirManifest {
       String[] f = lines[i].split(" ");
       switch (f[0]) {
         case "put":
-          ops.add(Op.putFile(decode(f[1]), f[2], parseLong(f[3]), parseLong(f[4])));
+          Entry file = parseFile(f);
+          ops.add(new Op("put", file, file.name));
           break;
         case "dir":
           ops.add(Op.addDirectory(decode(f[1]), parseLong(f[2])));
@@ -599,10 +655,11 @@ final class DirManifest {
       String[] f = lines[i].split(" ");
       switch (f[0]) {
         case "file":
-          live.put(decode(f[1]), new Entry(decode(f[1]), f[2], parseLong(f[3]), parseLong(f[4])));
+          Entry file = parseFile(f);
+          live.put(file.name, file);
           break;
         case "dir":
-          live.put(decode(f[1]), new Entry(decode(f[1]), null, 0, parseLong(f[2])));
+          live.put(decode(f[1]), Entry.directory(decode(f[1]), parseLong(f[2])));
           break;
         case "garbage":
           pending.add(new Garbage(parseLong(f[1]), parseLong(f[2]), parseLong(f[3]), parseLong(f[4]),
@@ -615,9 +672,42 @@ final class DirManifest {
     return new Compact(number, parseLong(head[4]), live, pending);
   }
 
+  /**
+   * {@code <name> <id> <length> <modifiedMs>}, then for a file not staged where its bytes are:
+   * {@code inline:<base64 of the bytes>} or {@code key} (at its own key).
+   */
   private static void appendFile(StringBuilder out, Entry e) {
-    out.append(encode(e.name)).append(' ').append(e.staged).append(' ').append(e.length)
+    out.append(encode(e.name)).append(' ').append(e.id).append(' ').append(e.length)
         .append(' ').append(e.modifiedMs);
+    if (e.where == Where.INLINE) {
+      out.append(' ').append(INLINE).append(Base64.getEncoder().encodeToString(e.inline));
+    } else if (e.where == Where.OWN_KEY) {
+      out.append(' ').append(OWN_KEY);
+    }
+  }
+
+  /** A {@code put} or {@code file} line's fields, as {@link #appendFile} wrote them after the kind. */
+  private static Entry parseFile(String[] f) throws IOException {
+    String name = decode(f[1]);
+    if (f.length == 5) {
+      return new Entry(name, Where.STAGED, f[2], null, parseLong(f[3]), parseLong(f[4]));
+    }
+    if (f.length == 6 && f[5].equals(OWN_KEY)) {
+      return new Entry(name, Where.OWN_KEY, f[2], null, parseLong(f[3]), parseLong(f[4]));
+    }
+    if (f.length == 6 && f[5].startsWith(INLINE)) {
+      byte[] bytes;
+      try {
+        bytes = Base64.getDecoder().decode(f[5].substring(INLINE.length()));
+      } catch (IllegalArgumentException e) {
+        throw new IOException("Malformed inline bytes in a manifest entry for " + name, e);
+      }
+      if (bytes.length != parseLong(f[3])) {
+        throw new IOException("Manifest entry for " + name + " holds " + bytes.length + " bytes, not " + f[3]);
+      }
+      return new Entry(name, Where.INLINE, f[2], bytes, bytes.length, parseLong(f[4]));
+    }
+    throw new IOException("Malformed file entry in a manifest: " + String.join(" ", f));
   }
 
   private static String encode(String name) {
