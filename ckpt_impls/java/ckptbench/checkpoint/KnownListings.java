@@ -4,6 +4,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 
 /**
  * What this JVM knows of the directories (key prefixes) a manager listed in full, kept up to date
@@ -75,15 +76,8 @@ final class KnownListings {
   /** {@code key} now exists (written, or refused as existing), and so does each directory above it. */
   void created(String key) {
     for (String k = key; !k.isEmpty(); k = parent(k)) {
-      String dir = parent(k);
-      AtomicLong count = changesOf(dir);
-      synchronized (count) {
-        count.incrementAndGet();
-        Set<String> names = listings.get(dir);
-        if (names != null) {
-          names.add(child(k));
-        }
-      }
+      String name = child(k);
+      changed(parent(k), names -> names.add(name));
     }
   }
 
@@ -93,26 +87,32 @@ final class KnownListings {
    * harmless "exists" for an empty directory.
    */
   void deleted(String key) {
-    String dir = parent(key);
-    AtomicLong count = changesOf(dir);
-    synchronized (count) {
-      count.incrementAndGet();
-      Set<String> names = listings.get(dir);
-      if (names != null) {
-        names.remove(child(key));
-      }
-    }
-    listings.keySet().removeIf(d -> d.equals(key) || d.startsWith(key + "/"));
+    String name = child(key);
+    changed(parent(key), names -> names.remove(name));
+    forgetUnder(key);
   }
 
   /** A write or delete of {@code key} may or may not have happened: its directory, and anything listed under it, is no longer known. */
   void unsure(String key) {
     String dir = parent(key);
+    changed(dir, names -> listings.remove(dir));
+    forgetUnder(key);
+  }
+
+  /** Counts a change in {@code dir}, so that a listing taken meanwhile is not installed, and applies {@code edit} to its known names, if any. */
+  private void changed(String dir, Consumer<Set<String>> edit) {
     AtomicLong count = changesOf(dir);
     synchronized (count) {
       count.incrementAndGet();
-      listings.remove(dir);
+      Set<String> names = listings.get(dir);
+      if (names != null) {
+        edit.accept(names);
+      }
     }
+  }
+
+  /** Forgets the listings of {@code key} as a directory and of every directory under it. */
+  private void forgetUnder(String key) {
     listings.keySet().removeIf(d -> d.equals(key) || d.startsWith(key + "/"));
   }
 }
