@@ -1,5 +1,5 @@
 """The metering proxy: S3 calls through it against real stores (moto and Ceph RGW, from the
-session's lab), the HTTP/1.1 relay (h11's part: chunked bodies, 100-continue, keep-alive,
+session's lab), the HTTP/1.1 relay (chunked bodies, 100-continue, keep-alive,
 pipelining, aborted and unreachable connections) against those stores and, where the wire
 itself must be seen, a raw-socket upstream; and the pure classifiers."""
 
@@ -16,7 +16,6 @@ import threading
 import time
 
 import boto3
-import h11
 import pytest
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -353,33 +352,15 @@ def raw_client():
         s.close()
 
 
-def _parsed(data: bytes, role=h11.SERVER, method=b"GET"):
-    """Everything a signature or a client can see of one HTTP message in ``data``, parsed by h11:
-    ``(start, raw headers, body, raw trailers)``; ``start`` is (method, target) of a request
-    (``role`` SERVER) or (status, reason) of a response to ``method`` (``role`` CLIENT)."""
-    conn = h11.Connection(role)
-    if role is h11.CLIENT:
-        conn.send(h11.Request(method=method, target="/", headers=[("Host", "h")]))
-        conn.send(h11.EndOfMessage())
-    conn.receive_data(data)
-    head = conn.next_event()
-    body = b""
-    while type(event := conn.next_event()) is h11.Data:
-        body += event.data
-    assert type(event) is h11.EndOfMessage, event
-    start = (head.method, head.target) if role is h11.SERVER else (head.status_code, head.reason)
-    return start, head.headers.raw_items(), body, event.headers.raw_items()
-
-
 OK_CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Odd:  spaced \r\n\r\n"
               b"5;ext=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n")
 
 
 def test_request_and_response_forwarded_unchanged(raw_client):
-    """Everything signed arrives as sent: method, target, header names in their case and
-    order (``Host`` first, as h11 writes it), values, the chunked body's bytes and trailers;
-    the response likewise (its ``Transfer-Encoding`` last, as h11 writes it). Two requests
-    on one client connection use one upstream connection."""
+    """Everything arrives byte for byte as sent: the request (header names in their case and
+    order, ``Host`` where the client put it, values with their spaces, the chunked body with its
+    chunk extensions and trailers) and the response likewise. Two requests on one client
+    connection use one upstream connection."""
     upstream = RawUpstream(OK_CHUNKED)
     request = (b"PUT /bkt/ck/offsets/7?x-id=PutObject HTTP/1.1\r\n"
                b"x-AMZ-Date:   20240101T000000Z\r\nHost: example.invalid:1234\r\n"
@@ -397,17 +378,8 @@ def test_request_and_response_forwarded_unchanged(raw_client):
         events = proxy.events()
     upstream.close()
     assert upstream.connections == 1
-    assert len(upstream.requests) == 2
-    start, headers, body, trailers = _parsed(request)
-    host = headers.pop(1)
-    for received in upstream.requests:
-        assert _parsed(received) == (start, [host, *headers], body, trailers)
-    assert body == b"abcdefg" and trailers == [(b"X-Checksum", b"1")]
-    status, headers, body, trailers = _parsed(OK_CHUNKED, h11.CLIENT, b"PUT")
-    framing = headers.pop(0)  # h11 writes a chunked response's Transfer-Encoding last
-    for response in responses:
-        assert _parsed(response, h11.CLIENT, b"PUT") == (status, [*headers, framing], body, trailers)
-    assert body == b"hello" and trailers == [(b"X-Trailer", b"t")]
+    assert upstream.requests == [request, request]
+    assert responses == [OK_CHUNKED, OK_CHUNKED]
     assert [(e.op, e.area, e.key, e.status, e.bytes_in, e.bytes_out) for e in events] == [
         ("PUT", "offsets", "ck/offsets/7", 200, 7, 5)] * 2
 
