@@ -418,6 +418,59 @@ def test_expect_100_continue_answered_once_by_the_proxy(raw_client, store_sends_
     assert upstream.requests == [head + b"body", b"GET /bkt/k HTTP/1.1\r\nHost: h\r\n\r\n"]
 
 
+def test_pipelined_chunked_requests_each_end_where_their_framing_says(raw_client):
+    """Requests sent back to back in one packet, chunked bodies among them whose data holds a
+    blank line (where a chunked message could end, but this one does not): each reaches the
+    store whole and alone, byte for byte, and each answer comes back in order."""
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    upstream = RawUpstream(ok)
+    chunked = (b"PUT /bkt/ck/commits/%d HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"6;e=1\r\na\r\n\r\nb\r\n0\r\n\r\n")
+    requests = [chunked % 1, chunked % 2, b"GET /bkt/ck/commits/2 HTTP/1.1\r\nHost: h\r\n\r\n"]
+    with MeteringProxy(upstream.endpoint) as proxy:
+        sock = raw_client(proxy.endpoint)
+        sock.sendall(b"".join(requests))
+        assert _recv_until(sock, 3 * len(ok)) == 3 * ok
+        events = _events_after(proxy, 0, 3)
+    upstream.close()
+    assert upstream.requests == requests
+    assert [(e.op, e.key, e.bytes_in, e.bytes_out) for e in events] == [
+        ("PUT", "ck/commits/1", 6, 2), ("PUT", "ck/commits/2", 6, 2), ("GET", "ck/commits/2", 0, 2)]
+
+
+@pytest.mark.parametrize("who", ["client", "store"])
+def test_connection_close_ends_the_client_connection_after_the_response(raw_client, who):
+    """``Connection: close`` from either side: the response is relayed whole, then the proxy
+    closes the client connection (llhttp forgets the header once a message is complete, so the
+    proxy must have asked it before)."""
+    close = b"Connection: close\r\n"
+    response = b"HTTP/1.1 200 OK\r\n" + (close if who == "store" else b"") + b"Content-Length: 0\r\n\r\n"
+    upstream = RawUpstream(response)
+    with MeteringProxy(upstream.endpoint) as proxy:
+        sock = raw_client(proxy.endpoint)
+        sock.sendall(b"HEAD /bkt/k HTTP/1.1\r\nHost: h\r\n" + (close if who == "client" else b"") + b"\r\n")
+        assert _recv_until(sock, len(response)) == response
+        assert sock.recv(1) == b""  # closed
+    upstream.close()
+
+
+def test_response_delimited_by_close_is_relayed_then_closed(raw_client):
+    """A response with neither Content-Length nor chunked framing ends when the store closes:
+    relayed unchanged, counted, and the client connection closed after it."""
+    response = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end"
+    upstream = RawUpstream(response, close_after_response=True)
+    with MeteringProxy(upstream.endpoint) as proxy:
+        sock = raw_client(proxy.endpoint)
+        sock.sendall(b"GET /bkt/k HTTP/1.1\r\nHost: h\r\n\r\n")
+        received = b""
+        while data := sock.recv(65536):
+            received += data
+        (event,) = _events_after(proxy, 0, 1)
+    upstream.close()
+    assert received == response
+    assert (event.status, event.bytes_out) == (200, len(b"until the end"))
+
+
 def test_store_closing_idle_connections_is_invisible(raw_client):
     ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
     upstream = RawUpstream(ok, close_after_response=True)
