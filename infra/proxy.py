@@ -8,47 +8,47 @@ store and records one ``infra.s3ops.Event`` per request: what S3 operation it wa
 
 Guarantees:
 
-* Requests are forwarded unchanged in everything a signature covers: method,
-  target, every header with its name's case and its value (the client's ``Host``
-  included, which SigV4 and SigV2 sign), in the order sent except that ``Host``
-  goes first, and the body's bytes, with its framing (``Content-Length``, or
-  ``Transfer-Encoding: chunked`` with its trailers). Responses, interim ones
-  included, are relayed the same way, with one exception below. SigV4 and SigV2
-  signatures therefore stay valid. (An injected fault breaks this on purpose, for
-  the requests it matches: see ``infra.faults``.)
+* Requests are forwarded byte for byte as they arrived: request line, every header line
+  (name, case, order, spacing, value) and the body with its framing (``Content-Length``, or
+  ``Transfer-Encoding: chunked`` with its chunk extensions and trailers), HTTP/1.0 ones as
+  HTTP/1.0. Responses, interim ones included, are relayed the same way, with one exception
+  below. That is more than a signature needs (SigV4 and SigV2 sign the method, target, some
+  headers' trimmed values and the payload, so they stay valid): the h11 relay this one replaced
+  re-serialized what it parsed (``Host`` moved first, values trimmed, chunked bodies re-chunked
+  without their extensions, an HTTP/1.0 message sent on as HTTP/1.1), and nothing of that is
+  left. (An injected fault breaks this on purpose, for the requests it matches: see
+  ``infra.faults``.)
 * Every request whose head arrives is counted, even if it then fails: the proxy's
   own 502 (store unreachable) is recorded with status 502, and a request cut
   short by a dropped connection with status 0. (Pipelined requests still waiting
   their turn when the connection closes were never read, so never counted.)
 
-What ``h11`` does (one ``h11.Connection(h11.SERVER)`` toward the client and one
-``h11.Connection(h11.CLIENT)`` toward the store per client connection): parsing
-request and response heads, the body framing of both (Content-Length, chunked
-with trailers, read-until-close), keep-alive (when a connection may carry another
-message, ``Connection: close``, HTTP/1.0 peers), pipelined requests, and the
-``Expect: 100-continue`` bookkeeping. The proxy hands h11's events from one side to
-the other: the received ``Request``/``Response`` objects themselves, so h11 writes
-the header names back in their original case (its raw items). What h11 writes
-differently from what arrived, none of it signed: ``Host`` first (RFC 9110's
-advice to clients), a value's surrounding spaces trimmed, ``Transfer-Encoding``'s
-value in lower case, a chunked body re-chunked (same bytes and trailers; chunk
-extensions dropped: the AWS Java SDK v1 puts its aws-chunked chunk signatures
-inside a body it frames with Content-Length, which passes unchanged), an HTTP/1.0
-message sent on as HTTP/1.1, a chunked response's ``Transfer-Encoding`` moved to
-the end of its headers, and a response body the store delimits by closing sent on
-chunked. h11 never adds a header to a request; to a response only ``Connection:
-close`` when the client connection is to close (the client asked for it, or
-speaks HTTP/1.0), and the chunked framing just named.
+The HTTP parser is ``httptools`` (bindings to llhttp, the C parser of Node.js), chosen by
+measured cost per request (below): it parses a head in C and calls back only per header, where
+h11 ran its whole state machine in Python per event. A fresh parser reads each message head
+(request line or status, headers; it rejects what is not HTTP/1.x, a ``Content-Length`` beside
+``Transfer-Encoding``, a repeated ``Content-Length``, a request whose last coding is not
+chunked) and decides keep-alive (``Connection``, the HTTP version); it goes on to find where a
+chunked body ends, chunk sizes, extensions and trailers included, and hands over its data for
+counting. The bytes the proxy relays are always the ones it received, never the parser's output.
 
-What the proxy still does itself, because it is about proxying, not HTTP:
+What the relay still does by hand, because httptools does not say it: where in the bytes fed a
+message ended (so: a head ends at its first blank line; a ``Content-Length`` body after that
+many bytes; a chunked body, which can only end right after a blank line, is fed to llhttp up to
+each blank line in turn until llhttp says it is complete), and that a response answers a HEAD
+(so it has no body, RFC 9112 6.3, whatever its head says). A head longer than 64 KiB ends the
+connection. The proxy's own answers (a fault's, a 502) are a status line, a few headers and a
+body, written out directly.
+
+What the proxy does itself, because it is about proxying, not HTTP:
 
 * ``Expect: 100-continue`` (the AWS Java SDK v1 sends it on every PUT, boto3 on
   PUTs with a body): the proxy answers ``100 Continue`` to the client itself as
-  soon as the head arrives, forwards the head unchanged (``Expect`` included, as it
-  may be signed) and streams the body straight on; the store's own ``100
-  Continue`` is then dropped, as the client already had one. So a PUT never waits
-  for the SDK's 100-continue timeout, whether or not the store answers 100. Cost:
-  a store that rejects a request early (a 403 or a 404 before reading the body)
+  soon as the head arrives (unless body bytes already came with it), forwards the head
+  unchanged (``Expect`` included, as it may be signed) and streams the body straight on;
+  the store's own ``100 Continue`` is then dropped, as the client already had one. So a
+  PUT never waits for the SDK's 100-continue timeout, whether or not the store answers 100.
+  Cost: a store that rejects a request early (a 403 or a 404 before reading the body)
   still gets the body. Ceph RGW then neither reads it nor closes, so it would
   take that body for the start of the next request (405, then 400): the proxy
   does not reuse an upstream connection whose store answered an ``Expect``
@@ -56,22 +56,25 @@ What the proxy still does itself, because it is about proxying, not HTTP:
   proxy drains the client's body, relays the response if it can still read it,
   else a 502.
 * Connections: one thread (from a pool) and one persistent upstream connection
-  per client connection, checked for a close by the store before reuse; a
-  bodiless request that meets a stale connection is retried once on a fresh one.
-  TCP_NODELAY on both sockets. A request goes to the store in one send once the
-  client has sent all of it (or in 64 KiB pieces), a response to the client when
-  the proxy is about to wait for more of it; the event is recorded before a
-  response's last bytes go out, so a client that has its response finds its
-  event already there.
-* Counting: the S3 vocabulary is ``infra.s3ops``; ``bytes_in`` of an aws-chunked
-  upload is its ``x-amz-decoded-content-length``, else the body bytes as h11
-  decoded them (without chunk framing).
+  per client connection, checked for a close by the store before reuse (one
+  non-blocking peek); a bodiless request that meets a stale connection is retried once on
+  a fresh one. The client connection closes after a response when the request or the
+  response says so (``Connection: close``, HTTP/1.0), or the response ends at the store's
+  close. Pipelined requests are served one after the other. TCP_NODELAY on both sockets. A
+  request goes to the store in one send once the client has sent all of it (or in 64 KiB
+  pieces), a response to the client when the proxy is about to wait for more of it; the
+  event is recorded before a response's last bytes go out, so a client that has its
+  response finds its event already there.
+* Counting: the S3 vocabulary is ``infra.s3ops``, classified from the parsed target and
+  the one header it reads (``x-amz-copy-source``); ``bytes_in`` of an aws-chunked upload is
+  its ``x-amz-decoded-content-length``, else the body's bytes without chunk framing.
 * Faults: one hook per request, ``FaultRules.decide`` (``infra.faults``), asked
   once the head has arrived and before anything is forwarded, and the response-side hook
   an action may carry (``Forward.on_response``), called with the store's whole response
   before any of it is relayed. Each fault applied is kept as an ``Injection``. With no
   rules in force (profile ``none``) a request takes exactly the path it takes without
-  the fault machinery.
+  the fault machinery, and its headers are never gathered into a mapping (a rule that
+  reads ``RequestInfo.headers`` builds it on first use).
 
 Limits: path-style addressing only (the first path segment is the bucket),
 plain-HTTP upstream only, and the store must accept whatever ``Host`` the client
@@ -135,7 +138,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
@@ -508,6 +511,39 @@ def _chunked_end(framed: _Framed, data: bytes, carried: bytes) -> int:
     return -1
 
 
+def _body(framed: _Framed, buf: bytes, more) -> Iterator[tuple[bytes, bytes, bytes]]:
+    """The pieces of ``framed``'s body as they arrive, ``(raw, data, rest)``: its bytes as sent,
+    their data without chunk framing (the same bytes unless chunked), and what was read past the
+    body's end (b"" but with the last piece). ``buf`` is what was read already; ``more()``
+    reads on (b"" at the end of a body the connection's close delimits)."""
+    if framed.chunked:
+        carried = b""
+        while True:
+            data, buf = buf or more(), b""
+            end = _chunked_end(framed, data, carried)
+            decoded = b"".join(framed.msg.body)
+            framed.msg.body.clear()
+            if end >= 0:
+                yield data[:end], decoded, data[end:]
+                return
+            yield data, decoded, b""
+            carried = (carried + data)[-3:]
+    elif framed.until_close:
+        if buf:
+            yield buf, buf, b""
+        while data := more():
+            yield data, data, b""
+    else:
+        remaining = framed.length
+        while remaining:
+            data, buf = buf or more(), b""
+            if len(data) > remaining:
+                yield data[:remaining], data[:remaining], data[remaining:]
+                return
+            remaining -= len(data)
+            yield data, data, b""
+
+
 class _Session:
     """One client connection and its upstream connection."""
 
@@ -688,24 +724,9 @@ class _Session:
         keep its first ``keep`` bytes and one more (so a longer body shows) in ``ex.kept``."""
         if keep:
             ex.kept = bytearray()
-        if request.chunked:
-            carried = b""
-            while True:
-                data = self.cbuf or self._from_client()
-                end = _chunked_end(request, data, carried)
-                raw, self.cbuf = (data, b"") if end < 0 else (data[:end], data[end:])
-                self._body_piece(ex, raw, b"".join(request.msg.body), forward, keep)
-                request.msg.body.clear()
-                if end >= 0:
-                    break
-                carried = (carried + data)[-3:]
-        else:
-            remaining = request.length
-            while remaining:
-                data = self.cbuf or self._from_client()
-                raw, self.cbuf = (data, b"") if len(data) <= remaining else (data[:remaining], data[remaining:])
-                remaining -= len(raw)
-                self._body_piece(ex, raw, raw, forward, keep)
+        for raw, data, rest in _body(request, self.cbuf, self._from_client):
+            self.cbuf = rest
+            self._body_piece(ex, raw, data, forward, keep)
         ex.body_done = True
         if forward:
             self._flush_upstream()
@@ -743,34 +764,12 @@ class _Session:
                 self.client_out.append(head)
 
     def _response_body(self, response: _Framed):
-        """The response body's pieces as they arrive: ``(raw, data)``, the bytes as sent and
-        (different for a chunked body only) its data without the framing."""
+        """The response body's pieces as they arrive: ``(raw, data)`` as ``_body`` has them;
+        _ResponseCut if the store's connection ends or breaks first."""
         try:
-            if response.chunked:
-                carried = b""
-                while True:
-                    data = self.ubuf or self._from_upstream()
-                    end = _chunked_end(response, data, carried)
-                    raw, self.ubuf = (data, b"") if end < 0 else (data[:end], data[end:])
-                    decoded = b"".join(response.msg.body)
-                    response.msg.body.clear()
-                    yield raw, decoded
-                    if end >= 0:
-                        return
-                    carried = (carried + data)[-3:]
-            elif response.until_close:
-                if self.ubuf:
-                    data, self.ubuf = self.ubuf, b""
-                    yield data, data
-                while data := self._from_upstream(eof_ok=True):
-                    yield data, data
-            else:
-                remaining = response.length
-                while remaining:
-                    data = self.ubuf or self._from_upstream()
-                    raw, self.ubuf = (data, b"") if len(data) <= remaining else (data[:remaining], data[remaining:])
-                    remaining -= len(raw)
-                    yield raw, raw
+            for raw, data, rest in _body(response, self.ubuf, lambda: self._from_upstream(eof_ok=response.until_close)):
+                self.ubuf = rest
+                yield raw, data
         except (_UpstreamFailed, _NotHttp, EOFError) as e:
             raise _ResponseCut(str(e) or "the store closed the connection") from e
 

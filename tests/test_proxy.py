@@ -438,20 +438,24 @@ def test_pipelined_chunked_requests_each_end_where_their_framing_says(raw_client
         ("PUT", "ck/commits/1", 6, 2), ("PUT", "ck/commits/2", 6, 2), ("GET", "ck/commits/2", 0, 2)]
 
 
-@pytest.mark.parametrize("who", ["client", "store"])
+@pytest.mark.parametrize("who", ["client", "store", "HTTP/1.0 client"])
 def test_connection_close_ends_the_client_connection_after_the_response(raw_client, who):
-    """``Connection: close`` from either side: the response is relayed whole, then the proxy
-    closes the client connection (llhttp forgets the header once a message is complete, so the
-    proxy must have asked it before)."""
+    """``Connection: close`` from either side, or a client speaking HTTP/1.0 (its request goes
+    on as HTTP/1.0): the response is relayed whole, then the proxy closes the client connection
+    (llhttp forgets the header once a message is complete, so the proxy must have asked it
+    before)."""
     close = b"Connection: close\r\n"
     response = b"HTTP/1.1 200 OK\r\n" + (close if who == "store" else b"") + b"Content-Length: 0\r\n\r\n"
+    request = (b"HEAD /bkt/k HTTP/1.%d\r\nHost: h\r\n%s\r\n"
+               % (who != "HTTP/1.0 client", close if who == "client" else b""))
     upstream = RawUpstream(response)
     with MeteringProxy(upstream.endpoint) as proxy:
         sock = raw_client(proxy.endpoint)
-        sock.sendall(b"HEAD /bkt/k HTTP/1.1\r\nHost: h\r\n" + (close if who == "client" else b"") + b"\r\n")
+        sock.sendall(request)
         assert _recv_until(sock, len(response)) == response
         assert sock.recv(1) == b""  # closed
     upstream.close()
+    assert upstream.requests == [request]
 
 
 def test_response_delimited_by_close_is_relayed_then_closed(raw_client):
