@@ -125,9 +125,10 @@ runs, whose spread (0.3 ms) is as large as the whole overhead, show neither rela
 than the other and do not show the 10% target met by either. (The Ceph PUT itself moved from
 3.5 to 8 ms between runs; the floor part that runs before the overhead part in a bench run
 changed nothing: 0.47-0.63 ms added to a PUT with it, 0.59-0.62 without, alternating.)
-What the load adds is waiting: a proxied request wakes the proxy twice (a PUT
-with ``Expect: 100-continue`` four times), and each wake-up on 2 cores shared by 10-40 runnable
-tasks waits for a CPU. The lead's idle-machine comparison (load 0.6-2, the same method) had h11
+What the load most likely adds (not measured apart) is waiting: a proxied request wakes the
+proxy twice (a PUT with ``Expect: 100-continue`` four times: 8,000 recv calls for 1,000 of each,
+under cProfile), and at load average 10-40 on 2 cores a wake-up can wait for a CPU.
+The lead's idle-machine comparison (load 0.6-2, the same method) had h11
 at 16.7-17.8% and a 60-line httptools relay without metering or faults at 8.3%: a prototype, not
 this module; this module has not been measured on an idle machine.
 """
