@@ -1,5 +1,5 @@
 """The metering proxy: S3 calls through it against real stores (moto and Ceph RGW, from the
-session's lab), the HTTP/1.1 relay (h11's part: chunked bodies, 100-continue, keep-alive,
+session's lab), the HTTP/1.1 relay (chunked bodies, 100-continue, keep-alive,
 pipelining, aborted and unreachable connections) against those stores and, where the wire
 itself must be seen, a raw-socket upstream; and the pure classifiers."""
 
@@ -16,7 +16,6 @@ import threading
 import time
 
 import boto3
-import h11
 import pytest
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -353,33 +352,15 @@ def raw_client():
         s.close()
 
 
-def _parsed(data: bytes, role=h11.SERVER, method=b"GET"):
-    """Everything a signature or a client can see of one HTTP message in ``data``, parsed by h11:
-    ``(start, raw headers, body, raw trailers)``; ``start`` is (method, target) of a request
-    (``role`` SERVER) or (status, reason) of a response to ``method`` (``role`` CLIENT)."""
-    conn = h11.Connection(role)
-    if role is h11.CLIENT:
-        conn.send(h11.Request(method=method, target="/", headers=[("Host", "h")]))
-        conn.send(h11.EndOfMessage())
-    conn.receive_data(data)
-    head = conn.next_event()
-    body = b""
-    while type(event := conn.next_event()) is h11.Data:
-        body += event.data
-    assert type(event) is h11.EndOfMessage, event
-    start = (head.method, head.target) if role is h11.SERVER else (head.status_code, head.reason)
-    return start, head.headers.raw_items(), body, event.headers.raw_items()
-
-
 OK_CHUNKED = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Odd:  spaced \r\n\r\n"
               b"5;ext=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n")
 
 
 def test_request_and_response_forwarded_unchanged(raw_client):
-    """Everything signed arrives as sent: method, target, header names in their case and
-    order (``Host`` first, as h11 writes it), values, the chunked body's bytes and trailers;
-    the response likewise (its ``Transfer-Encoding`` last, as h11 writes it). Two requests
-    on one client connection use one upstream connection."""
+    """Everything arrives byte for byte as sent: the request (header names in their case and
+    order, ``Host`` where the client put it, values with their spaces, the chunked body with its
+    chunk extensions and trailers) and the response likewise. Two requests on one client
+    connection use one upstream connection."""
     upstream = RawUpstream(OK_CHUNKED)
     request = (b"PUT /bkt/ck/offsets/7?x-id=PutObject HTTP/1.1\r\n"
                b"x-AMZ-Date:   20240101T000000Z\r\nHost: example.invalid:1234\r\n"
@@ -397,17 +378,8 @@ def test_request_and_response_forwarded_unchanged(raw_client):
         events = proxy.events()
     upstream.close()
     assert upstream.connections == 1
-    assert len(upstream.requests) == 2
-    start, headers, body, trailers = _parsed(request)
-    host = headers.pop(1)
-    for received in upstream.requests:
-        assert _parsed(received) == (start, [host, *headers], body, trailers)
-    assert body == b"abcdefg" and trailers == [(b"X-Checksum", b"1")]
-    status, headers, body, trailers = _parsed(OK_CHUNKED, h11.CLIENT, b"PUT")
-    framing = headers.pop(0)  # h11 writes a chunked response's Transfer-Encoding last
-    for response in responses:
-        assert _parsed(response, h11.CLIENT, b"PUT") == (status, [*headers, framing], body, trailers)
-    assert body == b"hello" and trailers == [(b"X-Trailer", b"t")]
+    assert upstream.requests == [request, request]
+    assert responses == [OK_CHUNKED, OK_CHUNKED]
     assert [(e.op, e.area, e.key, e.status, e.bytes_in, e.bytes_out) for e in events] == [
         ("PUT", "offsets", "ck/offsets/7", 200, 7, 5)] * 2
 
@@ -444,6 +416,63 @@ def test_expect_100_continue_answered_once_by_the_proxy(raw_client, store_sends_
         assert _recv_until(sock, len(final)) == final
     upstream.close()
     assert upstream.requests == [head + b"body", b"GET /bkt/k HTTP/1.1\r\nHost: h\r\n\r\n"]
+
+
+def test_pipelined_chunked_requests_each_end_where_their_framing_says(raw_client):
+    """Requests sent back to back in one packet, chunked bodies among them whose data holds a
+    blank line (where a chunked message could end, but this one does not): each reaches the
+    store whole and alone, byte for byte, and each answer comes back in order."""
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    upstream = RawUpstream(ok)
+    chunked = (b"PUT /bkt/ck/commits/%d HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"6;e=1\r\na\r\n\r\nb\r\n0\r\n\r\n")
+    requests = [chunked % 1, chunked % 2, b"GET /bkt/ck/commits/2 HTTP/1.1\r\nHost: h\r\n\r\n"]
+    with MeteringProxy(upstream.endpoint) as proxy:
+        sock = raw_client(proxy.endpoint)
+        sock.sendall(b"".join(requests))
+        assert _recv_until(sock, 3 * len(ok)) == 3 * ok
+        events = _events_after(proxy, 0, 3)
+    upstream.close()
+    assert upstream.requests == requests
+    assert [(e.op, e.key, e.bytes_in, e.bytes_out) for e in events] == [
+        ("PUT", "ck/commits/1", 6, 2), ("PUT", "ck/commits/2", 6, 2), ("GET", "ck/commits/2", 0, 2)]
+
+
+@pytest.mark.parametrize("who", ["client", "store", "HTTP/1.0 client"])
+def test_connection_close_ends_the_client_connection_after_the_response(raw_client, who):
+    """``Connection: close`` from either side, or a client speaking HTTP/1.0 (its request goes
+    on as HTTP/1.0): the response is relayed whole, then the proxy closes the client connection
+    (llhttp forgets the header once a message is complete, so the proxy must have asked it
+    before)."""
+    close = b"Connection: close\r\n"
+    response = b"HTTP/1.1 200 OK\r\n" + (close if who == "store" else b"") + b"Content-Length: 0\r\n\r\n"
+    request = (b"HEAD /bkt/k HTTP/1.%d\r\nHost: h\r\n%s\r\n"
+               % (who != "HTTP/1.0 client", close if who == "client" else b""))
+    upstream = RawUpstream(response)
+    with MeteringProxy(upstream.endpoint) as proxy:
+        sock = raw_client(proxy.endpoint)
+        sock.sendall(request)
+        assert _recv_until(sock, len(response)) == response
+        assert sock.recv(1) == b""  # closed
+    upstream.close()
+    assert upstream.requests == [request]
+
+
+def test_response_delimited_by_close_is_relayed_then_closed(raw_client):
+    """A response with neither Content-Length nor chunked framing ends when the store closes:
+    relayed unchanged, counted, and the client connection closed after it."""
+    response = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end"
+    upstream = RawUpstream(response, close_after_response=True)
+    with MeteringProxy(upstream.endpoint) as proxy:
+        sock = raw_client(proxy.endpoint)
+        sock.sendall(b"GET /bkt/k HTTP/1.1\r\nHost: h\r\n\r\n")
+        received = b""
+        while data := sock.recv(65536):
+            received += data
+        (event,) = _events_after(proxy, 0, 1)
+    upstream.close()
+    assert received == response
+    assert (event.status, event.bytes_out) == (200, len(b"until the end"))
 
 
 def test_store_closing_idle_connections_is_invisible(raw_client):
