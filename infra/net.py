@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -74,3 +75,13 @@ def live_processes(group: int | None = None, session: int | None = None) -> list
         if state != "Z" and (int(pgrp) == group or int(sid) == session):
             out.append(int(stat.parent.name))
     return out
+
+
+def command_lines() -> dict[int, str]:
+    """Every process's command line, its arguments joined by spaces, as ``ps`` shows it to anyone:
+    ``{pid: line}``."""
+    lines = {}
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):  # the process ended while we looked
+            lines[int(path.parent.name)] = path.read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    return lines

@@ -7,16 +7,7 @@ the same check (``leaks``) throughout runs over HTTPS, where the JVMs also get a
 
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
-
-
-def command_lines() -> list[str]:
-    lines = []
-    for proc in Path("/proc").glob("[0-9]*/cmdline"):
-        with contextlib.suppress(OSError):  # the process ended while we looked
-            lines.append(proc.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-    return lines
+from infra.net import command_lines
 
 
 def leaks(secrets: list[str], lines: list[str] | None = None) -> list[str]:
