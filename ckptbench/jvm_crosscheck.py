@@ -6,7 +6,9 @@ their own whose counts reach the driver through the plugin.
 ``python -m ckptbench.jvm_crosscheck --store embedded --master 'local-cluster[1,1,1024]'`` runs the
 stateful workload through each strategy and prints, as JSON, per strategy: the requests each
 source counted, where they disagree (``jvm_requests.disagreements``), the requests they filed under
-different batches (``jvm_requests.moved``) and which JVMs reported them (``cross_check``).
+different batches (``jvm_requests.moved``), which JVMs reported them and the state store PUTs each
+executor sent (``cross_check``); on a cluster started here, its JVMs' pids by role and any process
+whose command line holds the store's secret key.
 Exit status 1 when the sources disagree, a run failed, or a command line held the store's secret.
 """
 
@@ -17,20 +19,29 @@ import contextlib
 import json
 import sys
 
+import pandas as pd
+
 import ckpt_impls
-from infra.net import command_lines
+from infra.net import command_lines_holding
 
 from . import jvm_requests, results, runs
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
 
 
+def executor_state_puts(jvm: pd.DataFrame) -> dict[str, int]:
+    """The PUTs to the state store's area among ``jvm`` (request rows the JVMs counted) per executor
+    id that sent them; the driver's are left out ({} in local mode, where the driver runs the tasks)."""
+    puts = jvm[(jvm.op == "PUT") & (jvm.area == "state") & jvm.origin.notna() & (jvm.origin != "driver")]
+    return {str(k): int(v) for k, v in puts.origin.value_counts().sort_index().items()}
+
+
 def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> dict:
     """Per strategy: the requests each source counted (in all and per operation), where they
     disagree, what moved between batches, which JVMs reported them; and where the runs ran
-    (``runs.Lab.where``). On ``runs.CLUSTER``, also, while the application runs: how many of the
-    cluster's JVMs of each role there were and how many processes' command lines held the store's
-    secret key (0, or the keys leaked)."""
+    (``runs.Lab.where``). On ``runs.CLUSTER``, also, taken while the application still runs: the
+    pids of the cluster's JVMs by role (``cluster``) and every process whose command line held the
+    store's secret key, by pid and role (``secret_on_command_lines``: {}, or the key leaked)."""
     settings = runs.Settings(store=store, size="smallest", bucket=None, raw=results.ROOT / "results" / "raw")
     out = {}
     with runs.started_store(settings, needs_proxy="the cross-check") as (metered, bucket), \
@@ -50,8 +61,7 @@ def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> 
             out[strategy] = {"requests": {source: int((requests.source == source).sum()) for source in results.SOURCES},
                              "by_op": {source: requests[requests.source == source].op.value_counts().to_dict()
                                        for source in results.SOURCES},
-                             "executor_state_puts": int(((jvm.op == "PUT") & (jvm.area == "state")
-                                                         & (jvm.origin != "driver")).sum()),
+                             "executor_state_puts": executor_state_puts(jvm),
                              "disagreements": jvm_requests.disagreements(run).to_dict("records"),
                              "moved": jvm_requests.moved(run).to_dict("records"),
                              "exact_disagreements": len(jvm_requests.disagreements(run, exact=True)),
@@ -59,11 +69,15 @@ def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> 
                              "origins": dict(lab.jvm.origins - before), "dropped": lab.jvm.dropped()}
         checked = {"strategies": out, "where": lab.where}
         if lab.cluster is not None:
-            checked["cluster_directory"] = str(lab.cluster.directory)
+            jvms = lab.cluster.jvm_command_lines()
+            role = {pid: name for name, lines in jvms.items() for pid in lines}
             secret = metered.credentials.secret_key if metered.credentials else None
-            checked["cluster_jvms"] = {role: len(lines) for role, lines in lab.cluster.jvm_command_lines().items()}
-            checked["secret_on_command_lines"] = (sum(secret in line for line in command_lines().values())
-                                                  if secret else None)
+            checked["cluster"] = {"directory": str(lab.cluster.directory),
+                                  "jvms": {name: sorted(lines) for name, lines in jvms.items()}}
+            # pids and roles only: the lines themselves would put the secret into this output
+            checked["secret_on_command_lines"] = (None if secret is None else
+                                                  {pid: role.get(pid, "other")
+                                                   for pid in command_lines_holding([secret])})
     return checked
 
 

@@ -690,7 +690,7 @@ def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict 
     started here for it), its executors registered; the session, and such a cluster, stop with it.
     ``manifest`` keeps its directory manifests below the store's run prefix (``MANIFEST_ROOT``), not up
     to the bucket root."""
-    from .spark import await_executors, session
+    from .spark import await_executors, least_executors, session
 
     root = {MANIFEST_ROOT: f"s3a://{bucket}/{store.run_prefix}"} if store.run_prefix else {}
     conf = {**SPARK_CONF, **root, **(conf or {})}
@@ -701,7 +701,7 @@ def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict 
             master, conf = cluster.master_url, {**cluster.spark_conf(), **conf}
         spark = session(strategy, {bucket: store}, master=master, conf=conf)
         stack.callback(spark.stop)
-        hosts = await_executors(spark, cluster.workers if cluster else 0 if master.startswith("local") else 1)
+        hosts = await_executors(spark, cluster.workers if cluster else least_executors(master))
         bench = Lab(spark, store, bucket, plan)
         bench.cluster = cluster
         bench.where = {"spark_master": master, "cluster": cluster.describe() if cluster else None,

@@ -45,6 +45,14 @@ def executors(spark) -> dict[str, str]:
     return {e.id(): e.hostPort() for e in found if e.id() != "driver"}
 
 
+def least_executors(master: str) -> int:
+    """How many executor JVMs an application on ``master`` waits for before it starts work:
+    ``local-cluster[N,cores,memory]``'s N, none in local mode, else one."""
+    if master.startswith("local-cluster["):
+        return int(master[len("local-cluster["):].split(",")[0])
+    return 0 if master.startswith("local") else 1
+
+
 def await_executors(spark, count: int, timeout: float = 120) -> dict[str, str]:
     """``executors(spark)`` once ``count`` of them have registered; raises TimeoutError after
     ``timeout`` seconds (a job started before would run on fewer, or wait)."""

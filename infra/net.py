@@ -85,3 +85,10 @@ def command_lines() -> dict[int, str]:
         with contextlib.suppress(OSError):  # the process ended while we looked
             lines[int(path.parent.name)] = path.read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     return lines
+
+
+def command_lines_holding(secrets) -> dict[int, str]:
+    """The processes whose command line holds any of ``secrets``: ``{pid: line}`` ({} when none do,
+    or when ``secrets`` is empty)."""
+    secrets = [s for s in secrets if s]
+    return {pid: line for pid, line in command_lines().items() if any(s in line for s in secrets)}

@@ -128,14 +128,14 @@ class SparkCluster:
         tails = "; ".join(self._log_tail(f"worker-{i}") for i in range(self.workers))
         raise StoreUnavailable(f"spark cluster: {alive} of {self.workers} workers registered with the master; {tails}")
 
-    def jvm_command_lines(self) -> dict[str, list[str]]:
-        """The command lines of this cluster's JVMs, by role: ``master``, ``worker`` and
+    def jvm_command_lines(self) -> dict[str, dict[int, str]]:
+        """The command lines of this cluster's JVMs, by role and pid: ``master``, ``worker`` and
         ``executor`` (a worker's child: the executors of the applications running now)."""
         lines = command_lines()
         workers = {p.pid for p in self._workers}
-        executors = [line for pid, line in lines.items() if (proc_stat(pid) or ("", "", 0))[2] in workers]
-        return {"master": [lines[p.pid] for p in self.processes[:1] if p.pid in lines],
-                "worker": [lines[pid] for pid in workers if pid in lines], "executor": executors}
+        executors = {pid: line for pid, line in lines.items() if (proc_stat(pid) or ("", "", 0))[2] in workers}
+        return {"master": {p.pid: lines[p.pid] for p in self.processes[:1] if p.pid in lines},
+                "worker": {pid: lines[pid] for pid in workers if pid in lines}, "executor": executors}
 
     def state(self) -> dict:
         """The master's own view (its web UI's ``/json/``): workers, applications; {} if it does not answer."""
