@@ -176,7 +176,9 @@ def cmd_bench(args) -> None:
     # asv keys results by machine: one per store and Spark version keeps each a series of its own.
     machine = f"{socket.gethostname()}-{store}-spark{jars.spark_version()}"
     settings = runs.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed, master)
-    env = {**os.environ, **settings.env()}
+    # asv drops PYTHONPATH from its benchmark processes, which would then import whichever checkout
+    # the venv points at (a worktree's runs benched main's code): this checkout's, always.
+    env = {**os.environ, **settings.env(), "ASV_PYTHONPATH": str(ROOT)}
     if fault_profile != "none":
         print(f"fault profile: {fault_profile} (seed {args.fault_seed}), injected by the metering proxy")
     asv = [sys.executable, "-m", "asv"]

@@ -44,8 +44,11 @@ class SparkCluster:
     """A master on ``master_url`` and ``workers`` workers of one core each. Use it as a context
     manager, or ``start()``/``stop()``; ``spark_conf()`` is what an application on it needs."""
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, env: dict[str, str] | None = None) -> None:
         self.workers = workers
+        #: Added to the daemons' environment, which their executors inherit: how a node's AWS SDK
+        #: default chain gets keys (``AWS_ACCESS_KEY_ID``...) with none on a command line.
+        self.env = dict(env or {})
         self.master_url = ""
         self.directory: Path | None = None
         self._master: subprocess.Popen | None = None
@@ -106,7 +109,7 @@ class SparkCluster:
         home = _spark_home()
         # The environment passes on to the daemons and their executors: the AWS SDKs' default
         # chains read keys there, never from a command line.
-        env = {**os.environ, "SPARK_HOME": str(home),
+        env = {**os.environ, **self.env, "SPARK_HOME": str(home),
                "SPARK_DAEMON_MEMORY": DAEMON_MEMORY, "SPARK_LOG_DIR": str(self.directory),
                "SPARK_NO_DAEMONIZE": "1"}
         with open(self.directory / f"{name}.log", "wb") as log:
