@@ -53,7 +53,7 @@ def least_executors(master: str) -> int:
     return 0 if master.startswith("local") else 1
 
 
-def await_executors(spark, count: int, timeout: float = 120) -> dict[str, str]:
+def await_executors(spark, count: int, timeout: float = 300) -> dict[str, str]:
     """``executors(spark)`` once ``count`` of them have registered; raises TimeoutError after
     ``timeout`` seconds (a job started before would run on fewer, or wait)."""
     deadline = time.monotonic() + timeout
