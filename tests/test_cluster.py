@@ -47,11 +47,10 @@ def test_a_master_the_lab_cannot_run_on_is_refused_in_one_line():
 def test_the_report_says_where_spark_ran():
     cluster = {"spark_master": "spark://127.0.0.1:7077", "cluster": "Spark standalone cluster at spark://...",
                "executors": 2}
-    assert report.spark_where(cluster) == ("Spark master spark://127.0.0.1:7077 (Spark standalone cluster at "
-                                           "spark://...; 2 executor JVMs)")
-    assert report.spark_where({"spark_master": "local[2]", "cluster": None, "executors": 0}) == (
-        "Spark master local[2] (tasks in the driver's JVM)")
-    assert report.spark_where({"spark_master": "local[2]"}) == "Spark master local[2]"  # recorded before executors
+    assert report._endpoint(cluster) == ("endpoint kind not recorded; master spark://127.0.0.1:7077, 2 executors; "
+                                         "Spark standalone cluster at spark://...")
+    assert report._endpoint({"spark_master": "local[2]", "cluster": None, "executors": 0}) == (
+        "endpoint kind not recorded; master local[2], executors in the driver JVM")
 
 
 # -- with a cluster ------------------------------------------------------------------------------
