@@ -28,7 +28,7 @@ from infra.faults import PROFILES, describe_profiles
 
 from .crashlab import DEFAULT_POINTS
 from .crashlab import PLANS as CRASH_PLANS
-from .runs import PLANS, RUNS_ROOT, Settings
+from .runs import CLUSTER, DEFAULT_MASTER, PLANS, RUNS_ROOT, Settings, check_master
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
@@ -87,6 +87,13 @@ def _under_spark(args, argv: list[str]) -> None:
     os.execve(python, [str(python), "-m", "ckptbench", *argv], {**os.environ, _REEXEC_ENV: wanted})
 
 
+def _master(master: str) -> str:
+    try:
+        return check_master(master)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def cmd_strategies(args) -> None:
     print(ckpt_impls.describe())
 
@@ -110,9 +117,10 @@ def cmd_measure(args) -> None:
     [fault_profile] = _names(args.fault_profile, PROFILES, "fault profile")
     if args.batches < 20 and not args.allow_few_batches:
         raise UsageError("--batches below 20 gives unstable percentiles; pass --allow-few-batches to insist")
+    master = _master(args.master)
     out = results_root()
     raw = out / "raw"
-    records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, args.master, raw,
+    records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, master, raw,
                           fault_profile, args.fault_seed)
     text = measure.table(records)
     print(text)
@@ -146,6 +154,7 @@ def cmd_bench(args) -> None:
     _names(store, infra.STORES, "store")
     _names(args.size, runs.PLANS, "size")
     [fault_profile] = _names(args.fault_profile, PROFILES, "fault profile")
+    master = _master(args.master)
     # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
     # wrong keys, a missing bucket), not after asv has spent minutes on it.
     with runs.started_stores([store], args.bucket, say=lambda line: None, fault_profile=fault_profile) as started:
@@ -166,8 +175,10 @@ def cmd_bench(args) -> None:
     config = _asv_config(results)
     # asv keys results by machine: one per store and Spark version keeps each a series of its own.
     machine = f"{socket.gethostname()}-{store}-spark{jars.spark_version()}"
-    settings = runs.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed)
-    env = {**os.environ, **settings.env()}
+    settings = runs.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed, master)
+    # asv drops PYTHONPATH from its benchmark processes, which would then import whichever checkout
+    # the venv points at (a worktree's runs benched main's code): this checkout's, always.
+    env = {**os.environ, **settings.env(), "ASV_PYTHONPATH": str(ROOT)}
     if fault_profile != "none":
         print(f"fault profile: {fault_profile} (seed {args.fault_seed}), injected by the metering proxy")
     asv = [sys.executable, "-m", "asv"]
@@ -464,6 +475,11 @@ SPARK_HELP = (f"the Spark version to run on: {', '.join(SPARK_VENVS)} (default: 
               f"{next(iter(SPARK_VENVS))}, to results-spark<version>/ on another")
 
 
+MASTER_HELP = (f"the Spark master: local[N] (default {DEFAULT_MASTER}), spark://HOST:PORT (a standalone "
+               f"cluster whose executors reach the store), or {CLUSTER}: a master and two workers started on "
+               "this machine for the run, executors in JVMs of their own")
+
+
 def _fault_options(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--fault-profile", default=default, metavar="NAME",
                    help=f"faults the metering proxy injects, one of: {', '.join(PROFILES)} (default {default}; "
@@ -486,7 +502,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--allow-few-batches", action="store_true", help=argparse.SUPPRESS)
     m.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO); "
                                     "local stores get a fresh one")
-    m.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    m.add_argument("--master", default=DEFAULT_MASTER, help=MASTER_HELP)
     m.add_argument("--record", nargs="+", metavar="DIR",
                    help="print the table of recorded results (results/raw/<store>-measure) instead of measuring")
     m.add_argument("--spark", choices=list(SPARK_VENVS), help=SPARK_HELP)
@@ -501,6 +517,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--bench", help="only benchmarks matching this regular expression (asv run --bench)")
     b.add_argument("--results", help="results directory (default: results/ in the repository; results-spark<v>/ "
                                      "on another Spark than the default)")
+    b.add_argument("--master", default=os.environ.get(Settings.ENV["master"]) or DEFAULT_MASTER,
+                   help=MASTER_HELP)
     b.add_argument("--spark", choices=list(SPARK_VENVS), help=SPARK_HELP)
     _fault_options(b, os.environ.get(Settings.ENV["fault_profile"]) or "none")
     b.set_defaults(run=cmd_bench)

@@ -192,7 +192,7 @@ def experiment(settings: runs.Settings, strategies=STRATEGIES, queries: int | No
             finally:
                 meter.set_enabled(True)
             env = results.environment(store, "jvm_counting", settings.size, dataclasses.asdict(plan),
-                                      spark=lab.spark, queries=queries)
+                                      spark=lab.spark, **base.where, queries=queries)
     record = runs.save(recorder.results(env), settings)
     return Overhead(record, handler_cost())
 

@@ -218,7 +218,7 @@ def faultlab(settings: runs.Settings, plan: FaultPlan | None = None,
         for strategy, workload, profile, seed in order:
             run_one(lab, recorder, strategy, workload, profile, seed, plan, bar)
         env = results.environment(store, "faults", settings.size, dataclasses.asdict(plan),
-                                  spark=lab.spark,
+                                  spark=lab.spark, **lab.where,
                                   fault_profile="per run (fault_runs.profile)", fault_seed=list(plan.seeds),
                                   profiles={name: PROFILES[name].description for name in plan.profiles})
     return runs.save(recorder.results(env), settings)

@@ -26,7 +26,7 @@ def plan(batches: int, warmup: int) -> runs.Plan:
 
 
 def run(store_names: list[str], strategies: list[str], batches: int = 20, warmup: int = 5,
-        bucket: str | None = None, master: str = "local[2]", raw=None, fault_profile: str = "none",
+        bucket: str | None = None, master: str = runs.DEFAULT_MASTER, raw=None, fault_profile: str = "none",
         fault_seed: int = 0) -> list[results.Results]:
     """One record per store that could start (the others are skipped, saying why), with the metering
     proxy injecting ``fault_profile``."""
@@ -38,9 +38,9 @@ def run(store_names: list[str], strategies: list[str], batches: int = 20, warmup
         if reason:
             print(f"skipping {reason}")
             continue
-        settings = runs.Settings(name, "quick", bucket, raw or runs.Settings.from_env().raw, fault_profile, fault_seed)
-        records.append(runs.streaming(settings, strategies, plan=plan(batches, warmup), experiment="measure",
-                                      master=master))
+        settings = runs.Settings(name, "quick", bucket, raw or runs.Settings.from_env().raw, fault_profile, fault_seed,
+                                 master)
+        records.append(runs.streaming(settings, strategies, plan=plan(batches, warmup), experiment="measure"))
     if not records:
         raise infra.StoreUnavailable("no store could start; see the reasons above")
     return records

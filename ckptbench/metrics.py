@@ -303,9 +303,17 @@ def floor_run(results: Results, workload: str) -> Run:
     return results.run(ckpt_impls.FLOOR.name, workload, source="memory")
 
 
+def has_floor(results: Results) -> bool:
+    """Whether the record ran the benchmark floor: only in local mode, where its files, kept in the
+    driver JVM's memory, are where the tasks run (not on a cluster, ``runs.streaming``)."""
+    return ckpt_impls.FLOOR.name in set(results.runs.strategy)
+
+
 def spark_share_ms(results: Results, workload: str, name: str = "walCommit") -> float:
     """Spark's own share of ``name`` (walCommit, commitOffsets): its p50 through the benchmark
-    floor, where no store is involved."""
+    floor, where no store is involved; NaN where the record has no floor (``has_floor``)."""
+    if not has_floor(results):
+        return float("nan")
     return duration_percentile(floor_run(results, workload), name, 50)
 
 
@@ -324,7 +332,10 @@ def strategy_overhead_of_put(results: Results, run: Run, name: str = "walCommit"
 
 def checkpoint_files_per_batch(results: Results, workload: str) -> float:
     """Checkpoint files Spark writes per measured batch of ``workload`` (through the manager: offsets,
-    commits, state, logs), counted by the benchmark floor's manager; a mean, like requests."""
+    commits, state, logs), counted by the benchmark floor's manager; a mean, like requests. NaN
+    where the record has no floor (``has_floor``)."""
+    if not has_floor(results):
+        return float("nan")
     return requests_per_batch(floor_run(results, workload), ops=["PUT"])
 
 

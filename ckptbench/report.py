@@ -103,6 +103,8 @@ def _endpoint(env: dict) -> str:
         executors = env.get("executors")
         said.append(f"master {env['spark_master']}" + ("" if executors is None else
                     ", executors in the driver JVM" if executors == 0 else f", {executors} executors"))
+    if env.get("cluster"):
+        said.append(env["cluster"])
     return "; ".join(said)
 
 

@@ -18,7 +18,9 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
   in (NA: between batches, such as state store maintenance), with the operation, checkpoint
   area, key, status, payload bytes and the latency; ``source`` says who counted it: ``proxy``
   (the metering proxy; its latency is store-side) or ``jvm`` (inside Spark's JVMs,
-  ``ckptbench.jvm_requests``; client-side latency, one row per HTTP attempt). A run usually has
+  ``ckptbench.jvm_requests``; client-side latency, one row per HTTP attempt), and for the JVM's
+  ``origin``: the JVM that sent it (``driver``, or an executor's id, whose host the environment's
+  ``executor_hosts`` names; NA for the proxy's). A run usually has
   both, each a full count on its own: never add them up (``Run`` shows one source at a time).
 - ``samples``: requests timed without Spark (the store's floor, COPY against size, the metering
   proxy's paired overhead): ``experiment``, ``op``, ``route`` (``proxy``: timed by the proxy;
@@ -77,10 +79,11 @@ import ckpt_impls
 
 #: 2: requests.source (a version 1 record is read as all "proxy"); 3: runs.settings,
 #: crash_series.seconds, two_writers.head_start, overwritten_files and seconds (an older record's
-#: are read as missing, its settings as none recorded); 4: the capabilities table (the store probe's).
-SCHEMA_VERSION = 4
+#: are read as missing, its settings as none recorded); 4: the capabilities table (the store probe's);
+#: 5: requests.origin (the JVM that sent a request; missing before).
+SCHEMA_VERSION = 5
 #: Versions this reader reads: an older record lacks the tables and columns added since.
-READABLE = (1, 2, 3, SCHEMA_VERSION)
+READABLE = (1, 2, 3, 4, SCHEMA_VERSION)
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
@@ -92,7 +95,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "batches": ("run", "batch_id", "phase", "timestamp", *DURATIONS, "state_commit_ms", "state_rows",
                 "input_rows"),
     "requests": ("run", "batch_id", "start", "ms", "method", "op", "area", "bucket", "key", "status",
-                 "bytes_in", "bytes_out", "source"),
+                 "bytes_in", "bytes_out", "source", "origin"),
     "samples": ("experiment", "op", "route", "size", "seq", "ms"),
     "compactions": ("history", "log", "batch", "number", "ms", "requests", "bytes", "entries", "garbage_staged"),
     "cycles": ("series", "strategy", "workload", "cycle", "crash_point", "seed", "delay_s", "landed", "wait_s",
@@ -437,7 +440,8 @@ class Recorder:
             self.rows["requests"].append({
                 "run": run, "batch_id": batch, "start": e.start, "ms": e.duration * 1000, "method": e.method,
                 "op": e.op, "area": e.area, "bucket": e.bucket, "key": e.key, "status": e.status,
-                "bytes_in": e.bytes_in, "bytes_out": e.bytes_out, "source": source})
+                "bytes_in": e.bytes_in, "bytes_out": e.bytes_out, "source": source,
+                "origin": getattr(e, "origin", None)})
 
     def add_samples(self, experiment: str, op: str, ms: list[float], route: str = "proxy", size: int = 1024) -> None:
         self.rows["samples"] += [{"experiment": experiment, "op": op, "route": route, "size": size, "seq": i,

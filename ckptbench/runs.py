@@ -130,6 +130,17 @@ PROBE_COPY_SIZES = (KiB, MiB)
 PROJECTION = "aws-projection"
 #: The parts of ``record_store_alone``, in the order it runs them.
 STORE_ALONE_PARTS = ("floor", "overhead", "copy", "projected copy", "probe")
+DEFAULT_MASTER = "local[2]"
+#: The master that starts a Spark standalone cluster on this machine for the run (``infra.SparkCluster``).
+CLUSTER = "cluster"
+
+
+def check_master(master: str, what: str = "--master") -> str:
+    """``master`` if it names a Spark master this lab can run on, else ValueError in one line."""
+    if master == CLUSTER or master.startswith(("local", "spark://")):
+        return master
+    raise ValueError(f"{what} must be local[N], spark://HOST:PORT or {CLUSTER} (a standalone cluster started "
+                     f"on this machine), not {master!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,10 +155,11 @@ class Settings:
     raw: Path
     fault_profile: str = "none"
     fault_seed: int = 0
+    master: str = DEFAULT_MASTER  # a Spark master URL, or CLUSTER
 
     #: The environment variables ``from_env`` reads (``python -m ckptbench bench`` sets them).
     ENV = {"store": "CKPT_STORE", "size": "CKPT_BENCH_SIZE", "bucket": "CKPT_BUCKET", "raw": "CKPT_BENCH_RAW",
-           "fault_profile": "CKPT_FAULT_PROFILE", "fault_seed": "CKPT_FAULT_SEED"}
+           "fault_profile": "CKPT_FAULT_PROFILE", "fault_seed": "CKPT_FAULT_SEED", "master": "CKPT_SPARK_MASTER"}
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -160,14 +172,16 @@ class Settings:
         seed = os.environ.get(cls.ENV["fault_seed"]) or "0"
         if not seed.isdigit():
             raise ValueError(f"{cls.ENV['fault_seed']} must be a whole number, not {seed!r}")
+        master = check_master(os.environ.get(cls.ENV["master"]) or DEFAULT_MASTER, cls.ENV["master"])
         return cls(store=os.environ.get(cls.ENV["store"]) or default_store(), size=size,
                    bucket=os.environ.get(cls.ENV["bucket"]) or None,
                    raw=Path(os.environ.get(cls.ENV["raw"]) or results.ROOT / "results" / "raw"),
-                   fault_profile=fault_profile, fault_seed=int(seed))
+                   fault_profile=fault_profile, fault_seed=int(seed), master=master)
 
     def env(self) -> dict[str, str]:
         out = {self.ENV["store"]: self.store, self.ENV["size"]: self.size, self.ENV["raw"]: str(self.raw),
-               self.ENV["fault_profile"]: self.fault_profile, self.ENV["fault_seed"]: str(self.fault_seed)}
+               self.ENV["fault_profile"]: self.fault_profile, self.ENV["fault_seed"]: str(self.fault_seed),
+               self.ENV["master"]: self.master}
         if self.bucket:
             out[self.ENV["bucket"]] = self.bucket
         return out
@@ -548,6 +562,9 @@ class Lab:
         self.proxy = getattr(store, "proxy", None)
         self.inner = getattr(store, "inner", store)  # the store itself, for the harness's own calls
         self.jvm = jvm_requests.of(spark)
+        #: Where it runs, for the results' environment: master, executors (``lab`` sets it).
+        self.where = {"spark_master": spark.sparkContext.master}
+        self.cluster: infra.SparkCluster | None = None  # the cluster ``lab`` started for it
 
     def start(self, workload: str, base: str, keys: int):
         """Start ``workload`` with everything under ``base`` (an s3a:// URL); a started query."""
@@ -668,21 +685,32 @@ def workloads_for(plan: Plan, spark_version: str) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict | None = None,
-        master: str = "local[2]"):
-    """A ``Lab`` with a SparkSession on ``store``; the session stops with it. ``manifest`` keeps its
-    directory manifests below the store's run prefix (``MANIFEST_ROOT``), not up to the bucket root."""
-    from .spark import session
+        master: str = DEFAULT_MASTER):
+    """A ``Lab`` with a SparkSession on ``store``, on ``master`` (``CLUSTER``: a standalone cluster
+    started here for it), its executors registered; the session, and such a cluster, stop with it.
+    ``manifest`` keeps its directory manifests below the store's run prefix (``MANIFEST_ROOT``), not up
+    to the bucket root."""
+    from .spark import await_executors, least_executors, session
 
     root = {MANIFEST_ROOT: f"s3a://{bucket}/{store.run_prefix}"} if store.run_prefix else {}
-    spark = session(strategy, {bucket: store}, master=master, conf={**SPARK_CONF, **root, **(conf or {})})
-    try:
-        yield Lab(spark, store, bucket, plan)
-    finally:
-        spark.stop()
+    conf = {**SPARK_CONF, **root, **(conf or {})}
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if master == CLUSTER:
+            cluster = stack.enter_context(infra.SparkCluster())
+            master, conf = cluster.master_url, {**cluster.spark_conf(), **conf}
+        spark = session(strategy, {bucket: store}, master=master, conf=conf)
+        stack.callback(spark.stop)
+        hosts = await_executors(spark, cluster.workers if cluster else least_executors(master))
+        bench = Lab(spark, store, bucket, plan)
+        bench.cluster = cluster
+        bench.where = {"spark_master": master, "cluster": cluster.describe() if cluster else None,
+                       "executors": len(hosts), "executor_hosts": hosts}
+        yield bench
 
 
 def streaming(settings: Settings, strategies: list[str] | None = None, plan: Plan | None = None,
-              experiment: str = "streaming", master: str = "local[2]") -> results.Results:
+              experiment: str = "streaming") -> results.Results:
     """The store's floor, then every streaming run: strategy x workload (and the benchmark floor,
     ``ckpt_impls.FLOOR``, x workload: Spark's own share, with no store), then the state sweep
     (strategy x larger key counts). ``plan`` defaults to the settings' size. Written to
@@ -691,11 +719,11 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
     plan = dataclasses.replace(plan, workloads=workloads_for(plan, jars.spark_version()))
     strategies = strategies or list(ckpt_impls.STRATEGIES)
     # The floor keeps its files in the driver JVM's memory: only where executors share that JVM.
-    floor = [ckpt_impls.FLOOR.name] if master.startswith("local[") else []
+    floor = [ckpt_impls.FLOOR.name] if settings.master.startswith("local[") else []
     recorder = results.Recorder()
     with started_store(settings) as (store, bucket):
         record_store_alone(recorder, store, bucket, plan, parts=("floor",))
-        with lab(store, bucket, plan, strategies[0], master=master) as bench:
+        with lab(store, bucket, plan, strategies[0], master=settings.master) as bench:
             # Strategies inside workloads: drift in the machine's load spreads over the strategies
             # compared with each other instead of landing on one of them.
             measured = [(strategy, workload, plan.keys[0], plan.warmup, plan.batches)
@@ -715,7 +743,7 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
             for run in measured:
                 bench.run(recorder, *run, bar=bar)
             env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan),
-                                      spark=bench.spark,
+                                      spark=bench.spark, **bench.where,
                                       checkpoint_settings=checkpoint_settings(bench.spark))
     return save(recorder.results(env), settings)
 

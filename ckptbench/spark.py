@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import ckpt_impls
 
 # Spark settings that keep a 2-core machine measuring checkpoints rather than scheduling:
@@ -33,3 +35,33 @@ def session(strategy: str, stores: dict, master: str = "local[2]", conf: dict | 
     for bucket, store in stores.items():
         ckpt_impls.set_credentials(spark, store, bucket)
     return spark
+
+
+def executors(spark) -> dict[str, str]:
+    """The application's executors apart from the driver: ``{executor id: host:port}`` ({} in
+    local mode, where tasks run in the driver's JVM)."""
+    listed = spark.sparkContext._jsc.sc().statusStore().executorList(True)
+    found = (listed.apply(i) for i in range(listed.size()))
+    return {e.id(): e.hostPort() for e in found if e.id() != "driver"}
+
+
+def least_executors(master: str) -> int:
+    """How many executor JVMs an application on ``master`` waits for before it starts work:
+    ``local-cluster[N,cores,memory]``'s N, none in local mode, else one."""
+    if master.startswith("local-cluster["):
+        return int(master[len("local-cluster["):].split(",")[0])
+    return 0 if master.startswith("local") else 1
+
+
+def await_executors(spark, count: int, timeout: float = 300) -> dict[str, str]:
+    """``executors(spark)`` once ``count`` of them have registered; raises TimeoutError after
+    ``timeout`` seconds (a job started before would run on fewer, or wait)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = executors(spark)
+        if len(found) >= count:
+            return found
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(found)} of {count} executors registered with {spark.sparkContext.master} "
+                               f"in {timeout:.0f} s: are its workers up, with the cores and memory asked for?")
+        time.sleep(0.2)

@@ -1,4 +1,5 @@
-"""Object stores for the lab: one interface (``store.ObjectStore``), one class per store."""
+"""Object stores for the lab: one interface (``store.ObjectStore``), one class per store; and a Spark
+standalone cluster on this machine (``SparkCluster``), started and stopped like the local stores."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from .ceph import CephStore, CephTlsStore
 from .embedded import EmbeddedStore
 from .minio import MinioStore
 from .remote import AwsS3Store, EndpointStore
+from .spark_cluster import SparkCluster
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 STORES: dict[str, type[ObjectStore]] = {
@@ -21,4 +23,4 @@ def store_class(name: str) -> type[ObjectStore]:
 
 
 __all__ = ["STORES", "AwsS3Store", "CephStore", "CephTlsStore", "Credentials", "EmbeddedStore", "EndpointStore",
-           "MinioStore", "ObjectStore", "StoreUnavailable", "store_class"]
+           "MinioStore", "ObjectStore", "SparkCluster", "StoreUnavailable", "store_class"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -74,3 +75,20 @@ def live_processes(group: int | None = None, session: int | None = None) -> list
         if state != "Z" and (int(pgrp) == group or int(sid) == session):
             out.append(int(stat.parent.name))
     return out
+
+
+def command_lines() -> dict[int, str]:
+    """Every process's command line, its arguments joined by spaces, as ``ps`` shows it to anyone:
+    ``{pid: line}``."""
+    lines = {}
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):  # the process ended while we looked
+            lines[int(path.parent.name)] = path.read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    return lines
+
+
+def command_lines_holding(secrets) -> dict[int, str]:
+    """The processes whose command line holds any of ``secrets``: ``{pid: line}`` ({} when none do,
+    or when ``secrets`` is empty)."""
+    secrets = [s for s in secrets if s]
+    return {pid: line for pid, line in command_lines().items() if any(s in line for s in secrets)}

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import uuid
@@ -29,6 +31,7 @@ from infra.net import live_processes
 from infra.s3ops import Event
 
 TEST_STORES = ("embedded", "ceph", "minio")
+ROOT = Path(__file__).resolve().parent.parent
 #: (strategy, store, test) -> temp objects left under the checkpoint, filled by the streaming tests.
 LEFTOVERS = pytest.StashKey[dict]()
 #: start function of a ``beside_the_suite`` test -> (its child process, its working directory).
@@ -216,6 +219,27 @@ def spark(lab):
     spark = session("rename", {bucket_of(s): s for s in lab.stores.values()})
     yield spark
     spark.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_cross_check() -> dict:
+    """``python -m ckptbench.jvm_crosscheck --master cluster``, every strategy, on Ceph RGW (the
+    embedded store where Ceph cannot run, but not in CI): its JSON, once per run. A child process:
+    one Python process holds one SparkContext, and the suite's is a local one."""
+    reason = infra.SparkCluster.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    store = "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
+    if store != "ceph" and os.environ.get("CI"):
+        pytest.fail(f"Ceph RGW must run in CI but cannot: {infra.CephStore.unavailable_reason()}")
+    root = str(ROOT)
+    child = subprocess.run(
+        [sys.executable, "-m", "ckptbench.jvm_crosscheck", "--store", store, "--master", "cluster",
+         "--strategies", ",".join(ckpt_impls.STRATEGIES)],
+        capture_output=True, text=True, timeout=1200, cwd=root,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])})
+    assert child.returncode in (0, 1), child.stderr[-3000:]  # 1: a check failed, which the tests say
+    return json.loads(child.stdout)
 
 
 @pytest.fixture(params=TEST_STORES)

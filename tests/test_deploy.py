@@ -24,11 +24,17 @@ from test_probe import ckptbench
 import ckpt_impls
 from ckpt_impls import jars, manifest_format
 from ckptbench import deploy
+from infra import SparkCluster
 
 JAVA = Path(ckpt_impls.__file__).parent / "java" / "ckptbench" / "checkpoint"
 SPARK_SUBMIT = Path(sys.executable).with_name("spark-submit")
 #: Settings a manager reads that are no production option: fault injection for the crash tests.
 TEST_ONLY = {"ckptbench.manifest.haltAt"}
+
+
+def default_chain_keys(store) -> dict[str, str]:
+    """``store``'s keys as the AWS SDK's default chain reads them from a node's environment."""
+    return {k: v for k, v in env_for(store).items() if k.startswith("AWS_")}
 
 
 def env_for(store) -> dict[str, str]:
@@ -140,10 +146,9 @@ def test_spark_submit_with_the_printed_flags_checkpoints_through_the_strategy(bu
     argv = printed_command(done.stdout)
     app = tmp_path / "app.py"
     app.write_text(APP)
-    argv = [str(SPARK_SUBMIT), *argv[1:-1], str(app), f"s3a://{name}/ck", "2"]
-    keys = {k: v for k, v in env_for(store).items() if k.startswith("AWS_")}  # for the default chain
+    argv = [str(SPARK_SUBMIT), "--master", "local[1]", *argv[1:-1], str(app), f"s3a://{name}/ck", "2"]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=600,
-                         env={**os.environ, **keys, "PYSPARK_PYTHON": sys.executable})
+                         env={**os.environ, **default_chain_keys(store), "PYSPARK_PYTHON": sys.executable})
     assert run.returncode == 0, run.stderr[-3000:]
     assert f"manager: {ckpt_impls.get(strategy).manager_class}" in run.stdout
     assert "batches: 2" in run.stdout
@@ -162,7 +167,9 @@ def test_spark_submit_with_the_printed_flags_checkpoints_through_the_strategy(bu
 
 
 #: A streaming query checkpointing to argv[1]: argv[2] batches, one per input file beside it, then it ends
-#: by itself (availableNow), so no batch is interrupted by a stop.
+#: by itself (availableNow), so no batch is interrupted by a stop. It counts lines per value: state the
+#: executors write under ``state/`` (each batch reads all of it: Spark 4 checks that a
+#: stateful batch's every partition ran). The master is spark-submit's.
 APP = '''
 import sys
 from pathlib import Path
@@ -170,8 +177,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 url, batches = sys.argv[1], int(sys.argv[2])
-spark = SparkSession.builder.master("local[1]").appName("deploy-check").config("spark.ui.enabled", "false") \\
-    .getOrCreate()
+spark = SparkSession.builder.appName("deploy-check").config("spark.ui.enabled", "false") \\
+    .config("spark.sql.shuffle.partitions", "2").getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 inputs = Path(__file__).with_name("inputs")
 inputs.mkdir()
@@ -179,7 +186,8 @@ for i in range(batches):
     Path(inputs, f"{i}.txt").write_text(f"line {i}\\n")
 seen = []
 query = (spark.readStream.format("text").option("maxFilesPerTrigger", 1).load(str(inputs))
-         .writeStream.foreachBatch(lambda df, batch: seen.append(batch)).option("checkpointLocation", url)
+         .groupBy("value").count().writeStream.outputMode("update")
+         .foreachBatch(lambda df, batch: seen.append(df.count())).option("checkpointLocation", url)
          .trigger(availableNow=True).start())
 query.awaitTermination()
 print("manager:", spark.conf.get("spark.sql.streaming.checkpointFileManagerClass", "default"))
@@ -222,3 +230,29 @@ def test_unreachable_endpoint():
     line = one_error_line(ckptbench("deploy", "conditional", "--store", "endpoint", "--bucket", "b", env={
         "CKPT_S3_ENDPOINT": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}))
     assert "cannot reach" in line and "127.0.0.1:9" in line
+
+
+@pytest.mark.slow
+def test_spark_submit_with_the_printed_flags_runs_on_a_standalone_cluster(bucket, tmp_path):
+    """The README's run on a user's own cluster: the printed flags plus ``--master spark://...``,
+    the keys only in the environment of each node (the driver's, the workers', which their
+    executors inherit) for the default chain. The executors write the state files with them."""
+    reason = SparkCluster.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    store, name = bucket
+    done = ckptbench("deploy", "conditional", "--store", "embedded", "--bucket", name, env=env_for(store))
+    assert done.returncode == 0, done.stderr
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    keys = default_chain_keys(store)
+    with SparkCluster(env=keys) as cluster:
+        fits = [arg for key, value in cluster.spark_conf().items() for arg in ("--conf", f"{key}={value}")]
+        argv = [str(SPARK_SUBMIT), "--master", cluster.master_url, *fits, *printed_command(done.stdout)[1:-1],
+                str(app), f"s3a://{name}/ck", "2"]
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=600,
+                             env={**os.environ, **keys, "PYSPARK_PYTHON": sys.executable})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "batches: 2" in run.stdout
+    state = [k for k in store.list_keys(name, "ck/state/") if k.endswith(".delta")]
+    assert len(state) >= 2 * 2, state  # two partitions' delta files, two batches

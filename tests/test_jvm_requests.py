@@ -280,7 +280,7 @@ def test_executors_in_their_own_jvms_ship_their_counts_to_the_driver():
         env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])})
     assert child.returncode in (0, 1), child.stderr[-3000:]
     out = json.loads(child.stdout)
-    for strategy, checked in out.items():
+    for strategy, checked in out["strategies"].items():
         assert "error" not in checked, checked
         assert checked["disagreements"] == [], (strategy, checked["disagreements"])
         assert checked["requests"]["jvm"] == checked["requests"]["proxy"] > 0

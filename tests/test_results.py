@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import subprocess
 import sys
@@ -265,3 +266,26 @@ def test_spark_share_overhead_and_requests_per_checkpoint_file():
     assert metrics.strategy_overhead_ms(record, run) == 13.0 - 2.0 - 4.0  # p50 13, not the mean 19
     assert metrics.strategy_overhead_of_put(record, run) == 7.0 / 4.0
     assert metrics.requests_per_checkpoint_file(record, run) == 1.5  # 3 per batch, the data PUT left out
+
+
+def test_a_record_without_the_floor_says_not_available_not_failed():
+    """On a cluster the floor is not run (its files would live in the driver's memory, not where the
+    tasks run): the figures it gives are NaN, which the report shows as n/a; a floor run that failed
+    still raises."""
+    recorder = results.Recorder()
+    strategy = recorder.add_run("conditional", "stateful", 10, "p")
+    measured = [progress(b, 10.0) for b in (1, 2)]
+    recorder.add_batches(strategy, "measured", measured)
+    recorder.add_requests(strategy, [event(b + 0.01, "PUT", f"p/offsets/{b}") for b in (1, 2)], measured)
+    recorder.add_samples("floor", "PUT", [4.0, 4.0])
+    record = recorder.results({"plan": {"keys": [10]}})
+    run = record.run("conditional", "stateful")
+    assert not metrics.has_floor(record)
+    for value in (metrics.spark_share_ms(record, "stateful"), metrics.checkpoint_files_per_batch(record, "stateful"),
+                  metrics.strategy_overhead_ms(record, run), metrics.requests_per_checkpoint_file(record, run)):
+        assert math.isnan(value)
+    failed = results.Recorder()
+    floor = failed.add_run(ckpt_impls.FLOOR.name, "stateful", 10, "f")
+    failed.fail_run(floor, "boom")
+    with pytest.raises(results.RunFailed):
+        metrics.spark_share_ms(failed.results({"plan": {"keys": [10]}}), "stateful")

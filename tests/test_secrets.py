@@ -1,22 +1,27 @@
-"""Credentials never reach a command line: checked over every process while Spark and the stores run.
+"""Credentials never reach a command line: checked over every process while Spark and the stores run,
+and on a Spark standalone cluster (master, workers, executors) while an application runs on it.
 
 PySpark hands builder confs to the JVM as command-line arguments, which ``ps`` shows;
 the keys must travel in memory instead (see ckpt_impls.set_credentials). ``tests/test_tls.py`` runs
-the same check (``leaks``) throughout runs over HTTPS, where the JVMs also get a truststore.
+the same check (``leaks``) throughout runs over HTTPS, where the JVMs also get a truststore. On the cluster the
+driver ships keys to executors inside tasks, never as a ``-D`` or ``--conf``.
 """
 
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from infra import net
+from infra.net import command_lines_holding
 
 
 def command_lines() -> list[str]:
-    lines = []
-    for proc in Path("/proc").glob("[0-9]*/cmdline"):
-        with contextlib.suppress(OSError):  # the process ended while we looked
-            lines.append(proc.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-    return lines
+    """Every process's command line now."""
+    return list(net.command_lines().values())
 
 
 def leaks(secrets: list[str], lines: list[str] | None = None) -> list[str]:
@@ -34,6 +39,26 @@ def test_no_secret_key_on_any_command_line(lab, spark):
 def test_the_check_finds_a_secret_on_a_command_line():
     assert leaks(["s3cr3t"], ["java -Dfs.s3a.secret.key=s3cr3t Main", "python -m ckptbench"]) == [
         "java -Dfs.s3a.secret.key=s3cr3t Main"]
+
+
+def test_the_cluster_check_finds_a_running_process_holding_a_secret():
+    """``command_lines_holding``, which ``jvm_crosscheck`` runs over a cluster's JVMs."""
+    secret = uuid.uuid4().hex
+    assert command_lines_holding([secret, ""]) == {}  # an empty secret is in every line: never looked for
+    leaking = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--key={secret}"])
+    try:
+        assert list(command_lines_holding([secret])) == [leaking.pid]
+    finally:
+        leaking.kill()
+        leaking.wait()
+
+
+@pytest.mark.slow
+def test_no_secret_key_on_any_cluster_jvms_command_line(cluster_cross_check):
+    """Taken while the application ran: every process, the cluster's five JVMs among them."""
+    jvms = cluster_cross_check["cluster"]["jvms"]
+    assert {role: len(pids) for role, pids in jvms.items()} == {"master": 1, "worker": 2, "executor": 2}
+    assert cluster_cross_check["secret_on_command_lines"] == {}, "secret key on these processes' command lines"
 
 
 def test_the_session_can_use_the_keys_it_was_given(lab, spark):

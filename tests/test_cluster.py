@@ -1,0 +1,93 @@
+"""A real Spark standalone cluster on this machine (``infra.SparkCluster``): a master and two
+workers, each a JVM of its own, and an executor JVM per worker for an application on it.
+
+``cluster_cross_check`` (conftest) runs every strategy's stateful workload on such a cluster, once
+for the whole run, in a child process (one Python process holds one SparkContext, and the suite's
+is a local one). These tests read what it saw: executors writing the state store's files, their
+requests reaching the driver through the plugin and agreeing with the metering proxy's per
+operation, and nothing left running once it ended. tests/test_secrets.py checks its command lines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import ckpt_impls
+from ckptbench import jvm_crosscheck, report, runs, spark
+from infra.net import proc_stat
+
+# -- without a cluster --------------------------------------------------------------------------
+
+
+def test_executor_state_puts_leave_out_the_driver_and_other_areas():
+    rows = [("PUT", "state", "driver"), ("PUT", "state", "0"), ("PUT", "state", "0"), ("PUT", "state", "1"),
+            ("PUT", "offsets", "1"), ("GET", "state", "1"), ("PUT", "state", None)]
+    jvm = pd.DataFrame(rows, columns=["op", "area", "origin"])
+    assert jvm_crosscheck.executor_state_puts(jvm) == {"0": 2, "1": 1}
+    # local mode: the driver's JVM runs the tasks, so no executor sent anything
+    assert jvm_crosscheck.executor_state_puts(jvm.assign(origin="driver")) == {}
+
+
+@pytest.mark.parametrize(("master", "least"), [("local[2]", 0), ("local", 0), ("local-cluster[3,1,1024]", 3),
+                                               ("spark://127.0.0.1:7077", 1)])
+def test_an_application_waits_for_its_masters_executors(master, least):
+    assert spark.least_executors(master) == least
+
+
+def test_a_master_the_lab_cannot_run_on_is_refused_in_one_line():
+    for master in ("cluster", "local[2]", "spark://h:7077"):
+        assert runs.check_master(master) == master
+    with pytest.raises(ValueError, match=r"must be local\[N\], spark://HOST:PORT or cluster .*'yarn'"):
+        runs.check_master("yarn")
+
+
+def test_the_report_says_where_spark_ran():
+    cluster = {"spark_master": "spark://127.0.0.1:7077", "cluster": "Spark standalone cluster at spark://...",
+               "executors": 2}
+    assert report._endpoint(cluster) == ("endpoint kind not recorded; master spark://127.0.0.1:7077, 2 executors; "
+                                         "Spark standalone cluster at spark://...")
+    assert report._endpoint({"spark_master": "local[2]", "cluster": None, "executors": 0}) == (
+        "endpoint kind not recorded; master local[2], executors in the driver JVM")
+
+
+# -- with a cluster ------------------------------------------------------------------------------
+
+def _alive(pid: int) -> bool:
+    stat = proc_stat(pid)
+    return stat is not None and stat[1] != "Z"
+
+
+@pytest.mark.slow
+def test_every_strategy_on_the_cluster_has_executors_write_state_files(cluster_cross_check):
+    where = cluster_cross_check["where"]
+    assert where["executors"] == 2 and where["spark_master"].startswith("spark://127.0.0.1:")
+    executors = set(where["executor_hosts"])
+    for strategy, checked in cluster_cross_check["strategies"].items():
+        assert "error" not in checked, (strategy, checked)
+        puts = checked["executor_state_puts"]
+        assert sum(puts.values()) > 0, f"{strategy}: no executor PUT a state file: {checked['by_op']}"
+        assert set(puts) <= executors, (strategy, puts, executors)
+        assert set(checked["origins"]) - {"driver"} <= executors
+        assert checked["dropped"] == 0
+
+
+@pytest.mark.slow
+def test_on_the_cluster_the_jvms_count_what_the_proxy_counts_per_operation(cluster_cross_check):
+    for strategy in ckpt_impls.STRATEGIES:
+        checked = cluster_cross_check["strategies"][strategy]
+        assert checked["disagreements"] == [], (strategy, checked["disagreements"])
+        assert checked["by_op"]["jvm"] == checked["by_op"]["proxy"], strategy
+        assert checked["requests"]["jvm"] == checked["requests"]["proxy"] > 0
+
+
+@pytest.mark.slow
+def test_the_cluster_leaves_nothing_running(cluster_cross_check):
+    """Its JVMs, taken while the application ran, are gone once the run ended, as is its directory
+    (the daemons' logs, the executors' work directories)."""
+    pids = [int(pid) for lines in cluster_cross_check["cluster"]["jvms"].values() for pid in lines]
+    assert len(pids) == 5  # master, two workers, two executors
+    assert not [pid for pid in pids if _alive(pid)]
+    assert not Path(cluster_cross_check["cluster"]["directory"]).exists()
