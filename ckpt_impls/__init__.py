@@ -153,6 +153,9 @@ STRATEGIES: dict[str, Strategy] = {
                      Option("ckptbench.manifest.cleanupDelayMs", "600000",
                             "how long superseded records, compacts and staged objects stay readable; must far "
                             "exceed any request and the writers' clock skew"),
+                     Option("ckptbench.manifest.inlineMaxBytes", "4096",
+                            "a file up to this size (0-65536 bytes) goes inside its record, one PUT; a larger "
+                            "one is staged under its own key, then recorded"),
                      Option("ckptbench.manifest.root", "",
                             "a directory (s3a://bucket/prefix) taken to exist with its ancestors: no manifest is "
                             "written above it; empty: the bucket root"))),

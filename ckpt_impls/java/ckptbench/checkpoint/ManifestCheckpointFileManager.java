@@ -122,7 +122,7 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *       superseded records, compacts and staged objects stay readable for views loaded before
  *       they were superseded. It must far exceed any single request and the clock skew between
  *       writers; a view idle for half of it is reloaded.</li>
- *   <li>{@code ckptbench.manifest.inlineMaxBytes} (default {@value #DEFAULT_INLINE_MAX_BYTES},
+ *   <li>{@code ckptbench.manifest.inlineMaxBytes} (default 4096,
  *       0 to 65536): the largest file kept in its record. Each compact carries every live inline
  *       file of its directory, so the bound keeps compacts small (a metadata log keeps 100
  *       batches by default: at most 100 x this, Base64-encoded); 0 stages every file.</li>
@@ -137,9 +137,6 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
 
   /** Exit status of a JVM stopped by {@code ckptbench.manifest.haltAt}. */
   static final int HALT_STATUS = 86;
-
-  /** Offsets and commits files fit (see the README for their measured sizes); larger state files are staged. */
-  static final int DEFAULT_INLINE_MAX_BYTES = 4096;
 
   private static final Set<String> HALT_POINTS =
       Set.of("afterStage", "beforeCompactWrite", "afterCompactWrite");
@@ -163,7 +160,8 @@ public class ManifestCheckpointFileManager extends ConditionalS3CheckpointFileMa
     this.settings = new DirManifest.Settings(
         conf.getInt("ckptbench.manifest.compactInterval", 10),
         conf.getLong("ckptbench.manifest.cleanupDelayMs", 600_000L),
-        conf.getInt("ckptbench.manifest.inlineMaxBytes", DEFAULT_INLINE_MAX_BYTES),
+        // 4096: offsets and commits files fit (see the README for their measured sizes); larger state files are staged.
+        conf.getInt("ckptbench.manifest.inlineMaxBytes", 4096),
         haltAt);
     this.fileSystemFiles = new ConditionalPutCheckpointFileManager(path, conf);
     String rootSetting = conf.getTrimmed("ckptbench.manifest.root", "");
