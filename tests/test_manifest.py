@@ -39,7 +39,8 @@ def prefix() -> str:
     return f"manifest-{uuid.uuid4().hex[:8]}"
 
 
-INLINE_MAX = 4096  # ManifestCheckpointFileManager.DEFAULT_INLINE_MAX_BYTES
+#: The manager's default (its declared option): files up to this size go inside their record.
+INLINE_MAX = int(next(o.default for o in ckpt_impls.get("manifest").options if o.name.endswith(".inlineMaxBytes")))
 
 
 def settings(interval: int = 10, delay_ms: int = HOUR_MS, halt_at: str | None = None,
