@@ -84,7 +84,7 @@ def test_heap_growth_catches_a_growing_heap_and_passes_a_flat_one(record):
 @pytest.mark.slow  # starts Spark of its own, as the suite does
 def test_scale_axes_on_spark(tmp_path):
     """Every strategy along every axis through real Spark: each partition's state store writes a
-    file a batch, so state requests grow by at least one per partition; a second stateful operator
+    file a batch, so there is at least one state request per partition a batch; a second stateful operator
     writes more; the managers' objects are found in the heap."""
     settings = runs.Settings("embedded", "smallest", None, tmp_path / "raw")
     axes = scale.Axes(partitions=(2, 8), operators=(1, 2), operators_partitions=8, warmup=1, batches=2,
@@ -100,7 +100,12 @@ def test_scale_axes_on_spark(tmp_path):
     record = results.read(results.directory(settings.raw, "embedded", "scale"))
     assert record.runs.error.isna().all(), record.runs.error.dropna().tolist()
     for strategy in record.strategies():
-        assert metrics.scale_fit(record, "partitions", strategy, "requests_state")[1] >= 1, strategy
+        # At least one request per partition a batch, and more partitions more requests. (Not a
+        # fitted slope >= 1: manifest sends exactly one PUT per state file, so requests that come
+        # only in some batches at some size, such as its view reloads, tip a two-point slope.)
+        points = metrics.scale_values(record, "partitions", strategy, "requests_state")
+        assert all(requests >= partitions for partitions, requests in points), (strategy, points)
+        assert points[-1][1] > points[0][1], (strategy, points)
         (_, one), (_, two) = metrics.scale_values(record, "operators", strategy, "requests_state")
         assert two > one, strategy
         memory = metrics.memory_readings(record, strategy)
