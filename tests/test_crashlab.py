@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -24,6 +23,7 @@ from ckptbench import crashlab, metrics, results
 from ckptbench.cli import ROOT
 from conftest import CheckpointFiles, bucket_of
 from infra.metered import MeteredStore
+from infra.net import command_lines, proc_stat
 
 ROWS = 100  # per batch: the lab's default
 
@@ -227,13 +227,13 @@ def test_a_driver_gets_its_keys_on_stdin_and_dies_whole(spark, lab, name):
         driver.wait("progress", crashlab.RESTART_LIMIT_S)
         group = driver.processes()
         assert driver.pid in group and ready["jvm_pid"] in group, (group, ready)
-        lines = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() for pid in group}
+        lines = {pid: line for pid, line in command_lines().items() if pid in group}
         assert "org.apache.spark.deploy.SparkSubmit" in lines[ready["jvm_pid"]]
         assert not [pid for pid, line in lines.items() if secret in line]
         driver.kill()
         assert driver.processes() == []
-        assert not Path(f"/proc/{ready['jvm_pid']}").exists() or \
-            Path(f"/proc/{ready['jvm_pid']}/stat").read_text().split(") ")[1][0] == "Z"
+        jvm = proc_stat(ready["jvm_pid"])
+        assert jvm is None or jvm[1] == "Z", jvm
 
 
 def test_metrics_over_a_fixed_record(tmp_path):
