@@ -114,7 +114,7 @@ def test_scale_axes_on_spark(tmp_path):
             assert (memory.manager_objects > 0).all(), (strategy, memory)
         for cls, at in ((ScaleByPartitions, 8), (ScaleByOperators, 2)):
             assert cls().track_requests_state(record, strategy, at) > 0
-        assert ScaleSlopes().track_requests_per_partition(record, strategy) >= 1
+        assert ScaleSlopes().track_requests_per_partition(record, strategy) > 0  # a fit: see above
         assert ScaleMemory().track_driver_heap_peak(record, strategy) > 0
 
     written = report.write(tmp_path)
