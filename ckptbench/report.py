@@ -93,8 +93,8 @@ def _timed_by(record: results.Results, experiment: str) -> str:
 
 
 def _endpoint(env: dict) -> str:
-    """Where the requests went and who counted them, the Spark master and its executors, as far as
-    the record says (``results.environment``; older records say less)."""
+    """Where the requests went and who counted them, the Spark master, its executors and the driver
+    JVM's flags, as far as the record says (``results.environment``; older records say less)."""
     where = env.get("where")
     said = ([f"{where['scheme']}, {where['location']} endpoint, requests counted by "
              f"{' and '.join({'proxy': 'the metering proxy', 'jvm': 'Spark JVMs'}[c] for c in where['counted_by'])}"]
@@ -105,6 +105,8 @@ def _endpoint(env: dict) -> str:
                     ", executors in the driver JVM" if executors == 0 else f", {executors} executors"))
     if env.get("cluster"):
         said.append(env["cluster"])
+    if env.get("jvm_flags"):
+        said.append(f"driver JVM flags {' '.join(env['jvm_flags'])}")
     return "; ".join(said)
 
 

@@ -139,7 +139,8 @@ def environment(store, experiment: str, size: str, plan: dict, spark=None, **ext
     """What an experiment ran on: the store, the fault profile its metering proxy injected and that
     profile's seed, the run size and plan, the commit and the versions of Spark, Hadoop and the S3A
     connector that ran it (read from the jars that are loaded); where requests went (``where``) and,
-    given the running ``spark`` session, its master and executor count."""
+    given the running ``spark`` session, its master, executor count and the driver JVM's ``-X``
+    flags (a JIT or heap setting changes what is timed: ``SPARK_SUBMIT_OPTS`` reaches them)."""
     from ckpt_impls import jars
 
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -151,7 +152,7 @@ def environment(store, experiment: str, size: str, plan: dict, spark=None, **ext
            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "versions": jars.versions(), "where": where(store)}
     if spark is not None:
-        env.update(spark_master=spark.sparkContext.master, executors=executors(spark))
+        env.update(spark_master=spark.sparkContext.master, executors=executors(spark), jvm_flags=jvm_flags(spark))
     return {**env, **extra}
 
 
@@ -162,6 +163,12 @@ def where(store) -> dict:
     inner = getattr(store, "inner", store)  # the store itself, not its metering proxy's endpoint
     proxied = getattr(store, "proxy", None) is not None
     return {**inner.where, "counted_by": ["proxy", "jvm"] if proxied else ["jvm"]}
+
+
+def jvm_flags(spark) -> list[str]:
+    """The driver JVM's ``-X`` and ``-XX`` options (heap, JIT, GC), as it was started."""
+    arguments = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    return [a for a in arguments if a.startswith("-X")]
 
 
 def executors(spark) -> int:
