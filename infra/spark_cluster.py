@@ -134,10 +134,11 @@ class SparkCluster:
 
     def jvm_command_lines(self) -> dict[str, dict[int, str]]:
         """The command lines of this cluster's JVMs, by role and pid: ``master``, ``worker`` and
-        ``executor`` (a worker's child: the executors of the applications running now)."""
+        ``executor`` (a worker's child running an executor: those of the applications running now)."""
         lines = command_lines()
         workers = {p.pid for p in self._workers}
-        executors = {pid: line for pid, line in lines.items() if (proc_stat(pid) or ("", "", 0))[2] in workers}
+        executors = {pid: line for pid, line in lines.items()
+                     if "CoarseGrainedExecutorBackend" in line and (proc_stat(pid) or ("", "", 0))[2] in workers}
         return {"master": {p.pid: lines[p.pid] for p in self.processes[:1] if p.pid in lines},
                 "worker": {pid: lines[pid] for pid in workers if pid in lines}, "executor": executors}
 

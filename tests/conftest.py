@@ -30,6 +30,15 @@ from infra.metered import MeteredStore
 from infra.net import live_processes
 from infra.s3ops import Event
 
+#: The JIT setting of every driver JVM the tests start (this session's, the crash lab's drivers, the
+#: spark-submit runs, the bench beside the suite: the environment carries it to them all, and a
+#: bench records it, ``results.jvm_flags``). Tests check behaviour, never speed, and most of their
+#: JVMs live seconds: without C2 a driver starts and runs its first job on about a third less CPU
+#: (10.3-10.7 s against 15.9-17.1 s of JVM CPU, a local[2] session with the S3A jars, 2026-11-23),
+#: and make test is CPU-bound on 2 cores.
+TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
+os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), TEST_JVM_OPTS]))
+
 TEST_STORES = ("embedded", "ceph", "minio")
 ROOT = Path(__file__).resolve().parent.parent
 #: (strategy, store, test) -> temp objects left under the checkpoint, filled by the streaming tests.
@@ -221,25 +230,36 @@ def spark(lab):
     spark.stop()
 
 
-@pytest.fixture(scope="session")
-def cluster_cross_check() -> dict:
+def cluster_cross_check_run(workdir: Path) -> subprocess.Popen | None:
     """``python -m ckptbench.jvm_crosscheck --master cluster``, every strategy, on Ceph RGW (the
-    embedded store where Ceph cannot run, but not in CI): its JSON, once per run. A child process:
-    one Python process holds one SparkContext, and the suite's is a local one."""
+    embedded store where Ceph cannot run, but not in CI), its JSON into ``workdir``; None where no
+    cluster can start here. A child process: one Python process holds one SparkContext, and the
+    suite's is a local one. It runs beside the suite (``beside_the_suite``)."""
+    if infra.SparkCluster.unavailable_reason():
+        return None
+    store = "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
+    root = str(ROOT)
+    with (workdir / "out.json").open("w") as out, (workdir / "err.txt").open("w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ckptbench.jvm_crosscheck", "--store", store, "--master", "cluster",
+             "--strategies", ",".join(ckpt_impls.STRATEGIES)], stdout=out, stderr=err, cwd=root,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])})
+
+
+@pytest.fixture(scope="session")
+def cluster_cross_check(request) -> dict:
+    """What ``cluster_cross_check_run`` printed, once it has ended; its tests carry
+    ``pytest.mark.beside_the_suite.with_args(cluster_cross_check_run)``."""
     reason = infra.SparkCluster.unavailable_reason()
     if reason:
         pytest.skip(reason)
-    store = "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
-    if store != "ceph" and os.environ.get("CI"):
+    if infra.CephStore.unavailable_reason() is not None and os.environ.get("CI"):
         pytest.fail(f"Ceph RGW must run in CI but cannot: {infra.CephStore.unavailable_reason()}")
-    root = str(ROOT)
-    child = subprocess.run(
-        [sys.executable, "-m", "ckptbench.jvm_crosscheck", "--store", store, "--master", "cluster",
-         "--strategies", ",".join(ckpt_impls.STRATEGIES)],
-        capture_output=True, text=True, timeout=1200, cwd=root,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])})
-    assert child.returncode in (0, 1), child.stderr[-3000:]  # 1: a check failed, which the tests say
-    return json.loads(child.stdout)
+    proc, workdir = child_beside(request.config, cluster_cross_check_run)
+    proc.wait(timeout=1200)
+    assert proc.returncode in (0, 1), (workdir / "err.txt").read_text()[-3000:]  # 1: a check failed, as the tests say
+    return json.loads((workdir / "out.json").read_text())
 
 
 @pytest.fixture(params=TEST_STORES)
@@ -297,10 +317,11 @@ def pytest_collection_finish(session):
     """Start each selected ``beside_the_suite`` test's child process now and move the test last.
 
     Here, after -k/-m have deselected, only a selected test's work starts. Such a test checks a
-    child process that runs for many minutes (the whole smallest bench) and shares nothing with
-    the suite (its own store, JVMs, results and HOME). Started here, it runs beside the other
-    tests instead of after them; most of either is JVMs starting and requests waiting on stores,
-    so on 2 cores the suite ends sooner than with the two in a row.
+    child process that runs for minutes (the whole smallest bench, the cluster cross-check, the
+    scale axes) and shares nothing with the suite (its own store, JVMs and results). Started here,
+    it runs beside the other tests instead of after them: once the bench had ended, the suite alone
+    kept 2 cores 26-83% busy (a fresh-clone CI run, 2026-11-23, /proc/stat read every 10 s), and
+    the children fill what it leaves.
     """
     if session.config.option.collectonly:
         return
@@ -315,17 +336,24 @@ def pytest_collection_finish(session):
     items[:] = [item for item in items if item not in beside] + beside
 
 
-@pytest.fixture(scope="module")
-def beside(request) -> tuple[subprocess.Popen, Path]:
-    """The child process the hook above started for this test, and its working directory."""
-    start = request.node.get_closest_marker("beside_the_suite").args[0]
-    return request.config.stash[BESIDE][start]
+def child_beside(config, start) -> tuple[subprocess.Popen | None, Path]:
+    """The child process the hook above started with ``start`` (None: none could start), and its
+    working directory."""
+    return config.stash[BESIDE][start]
+
+
+@pytest.fixture
+def beside(request) -> tuple[subprocess.Popen | None, Path]:
+    """``child_beside`` of this test's ``beside_the_suite`` marker."""
+    return child_beside(request.config, request.node.get_closest_marker("beside_the_suite").args[0])
 
 
 def pytest_unconfigure(config):
     """A child still running when the session ends (-x, ^C) is stopped with it: interrupted first,
     so that it stops its store and JVMs as on ^C, then whatever is left of its session killed."""
     for proc, workdir in config.stash.get(BESIDE, {}).values():
+        if proc is None:  # nothing could start: the test says why
+            continue
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ckptbench import browser
-from conftest import skip_unless_ci
+from conftest import child_beside, skip_unless_ci
 from infra.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,11 +49,11 @@ def _values(result) -> list:
 
 
 @pytest.fixture(scope="module")
-def bench(beside) -> tuple[Path, str]:
+def bench(request) -> tuple[Path, str]:
     """The smallest bench's results directory and output, once it has ended well."""
     if EmbeddedStore.unavailable_reason() is not None:
         pytest.skip(str(EmbeddedStore.unavailable_reason()))
-    proc, workdir = beside
+    proc, workdir = child_beside(request.config, smallest_bench)
     try:
         proc.wait(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:

@@ -80,23 +80,34 @@ def test_heap_growth_catches_a_growing_heap_and_passes_a_flat_one(record):
     assert metrics.manager_objects_growth(flat, "conditional") == pytest.approx(0.0, abs=1e-6)
 
 
+AXES = scale.Axes(partitions=(2, 8), operators=(1, 2), operators_partitions=8, warmup=1, batches=2,
+                  long_batches=9, retain=3, windows=3)
+
+
+def scale_experiment(workdir: Path) -> subprocess.Popen:
+    """The scale experiment along ``AXES`` on the embedded store, its record under ``workdir/raw``,
+    in a JVM of its own beside the suite (conftest ``beside_the_suite``): the experiment stops its
+    SparkSession when done, which in this process would be the suite's shared one (every later
+    test using the `spark` fixture failed so)."""
+    experiment = ("import sys; from pathlib import Path; from ckptbench import runs, scale; "
+                  "scale.scale(runs.Settings('embedded', 'smallest', None, Path(sys.argv[1])), None, "
+                  f"scale.{AXES!r})")
+    with (workdir / "err.txt").open("w") as err:
+        return subprocess.Popen([sys.executable, "-c", experiment, str(workdir / "raw")], stdout=subprocess.DEVNULL,
+                                stderr=err, cwd=ROOT, start_new_session=True)
+
+
 @pytest.mark.skipif(EmbeddedStore.unavailable_reason() is not None, reason=str(EmbeddedStore.unavailable_reason()))
-@pytest.mark.slow  # starts Spark of its own, as the suite does
-def test_scale_axes_on_spark(tmp_path):
+@pytest.mark.slow
+@pytest.mark.beside_the_suite.with_args(scale_experiment)
+def test_scale_axes_on_spark(beside):
     """Every strategy along every axis through real Spark: each partition's state store writes a
     file a batch, so there is at least one state request per partition a batch; a second stateful operator
     writes more; the managers' objects are found in the heap."""
-    settings = runs.Settings("embedded", "smallest", None, tmp_path / "raw")
-    axes = scale.Axes(partitions=(2, 8), operators=(1, 2), operators_partitions=8, warmup=1, batches=2,
-                      long_batches=9, retain=3, windows=3)
-    # In a JVM of its own: the experiment stops its SparkSession when done, which in this process
-    # would be the suite's shared one (every later test using the `spark` fixture failed so).
-    experiment = ("import sys; from pathlib import Path; from ckptbench import runs, scale; "
-                  "scale.scale(runs.Settings('embedded', 'smallest', None, Path(sys.argv[1])), None, "
-                  f"scale.{axes!r})")
-    done = subprocess.run([sys.executable, "-c", experiment, str(settings.raw)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=1800)
-    assert done.returncode == 0, done.stderr[-3000:]
+    proc, workdir = beside
+    proc.wait(timeout=1800)
+    assert proc.returncode == 0, (workdir / "err.txt").read_text()[-3000:]
+    settings = runs.Settings("embedded", "smallest", None, workdir / "raw")
     record = results.read(results.directory(settings.raw, "embedded", "scale"))
     assert record.runs.error.isna().all(), record.runs.error.dropna().tolist()
     for strategy in record.strategies():
@@ -109,7 +120,7 @@ def test_scale_axes_on_spark(tmp_path):
         (_, one), (_, two) = metrics.scale_values(record, "operators", strategy, "requests_state")
         assert two > one, strategy
         memory = metrics.memory_readings(record, strategy)
-        assert len(memory) == axes.windows and (memory.heap_mib > 0).all()
+        assert len(memory) == AXES.windows and (memory.heap_mib > 0).all()
         if strategy != "rename":  # Spark's own manager; the JVM-wide count may hold earlier queries' managers
             assert (memory.manager_objects > 0).all(), (strategy, memory)
         for cls, at in ((ScaleByPartitions, 8), (ScaleByOperators, 2)):
@@ -117,7 +128,7 @@ def test_scale_axes_on_spark(tmp_path):
         assert ScaleSlopes().track_requests_per_partition(record, strategy) > 0  # a fit: see above
         assert ScaleMemory().track_driver_heap_peak(record, strategy) > 0
 
-    written = report.write(tmp_path)
+    written = report.write(workdir)
     assert "how cost grows with scale" in written[0].read_text()
     done = subprocess.run([sys.executable, "-m", "ckptbench", "cost", "--partitions", "200", "--strategy",
                            "conditional,rename", "--record", str(results.directory(settings.raw, "embedded", "scale"))],

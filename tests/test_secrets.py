@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 
+from conftest import cluster_cross_check_run
 from infra import net
 from infra.net import command_lines_holding
 
@@ -45,19 +46,25 @@ def test_the_cluster_check_finds_a_running_process_holding_a_secret():
     """``command_lines_holding``, which ``jvm_crosscheck`` runs over a cluster's JVMs."""
     secret = uuid.uuid4().hex
     assert command_lines_holding([secret, ""]) == {}  # an empty secret is in every line: never looked for
-    leaking = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--key={secret}"])
+    leaking = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--key={secret}"],
+                               stderr=subprocess.PIPE, text=True)
     try:
-        assert list(command_lines_holding([secret])) == [leaking.pid]
+        # Once found missing in a long run (not again alone): then say whether the child had ended.
+        assert list(command_lines_holding([secret])) == [leaking.pid], (
+            leaking.poll(), leaking.stderr.read() if leaking.poll() is not None else "running")
     finally:
         leaking.kill()
         leaking.wait()
 
 
 @pytest.mark.slow
+@pytest.mark.beside_the_suite.with_args(cluster_cross_check_run)
 def test_no_secret_key_on_any_cluster_jvms_command_line(cluster_cross_check):
-    """Taken while the application ran: every process, the cluster's five JVMs among them."""
+    """Taken while the application ran: every process, the cluster's JVMs among them (a master, two
+    workers and their executors: two, or more where a worker started another (a fresh-clone CI run
+    under load on 2026-11-23 found three children of the workers))."""
     jvms = cluster_cross_check["cluster"]["jvms"]
-    assert {role: len(pids) for role, pids in jvms.items()} == {"master": 1, "worker": 2, "executor": 2}
+    assert (len(jvms["master"]), len(jvms["worker"])) == (1, 2) and len(jvms["executor"]) >= 2, jvms
     assert cluster_cross_check["secret_on_command_lines"] == {}, "secret key on these processes' command lines"
 
 

@@ -30,6 +30,7 @@ from test_secrets import command_lines, leaks
 
 import infra
 from ckptbench import results, runs
+from conftest import TEST_JVM_OPTS
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Objects a user keeps in their bucket, some named to tempt a careless prefix match or clean-up.
@@ -232,6 +233,7 @@ def test_bench_on_an_https_endpoint_end_to_end(tls, users_bucket, tmp_path):
     env_json = json.loads((out / "raw" / "endpoint-streaming" / "environment.json").read_text())
     assert env_json["where"] == {"scheme": "https", "location": "local", "counted_by": ["jvm"]}
     assert env_json["spark_master"] == "local[2]" and env_json["executors"] == 0
+    assert TEST_JVM_OPTS in env_json["jvm_flags"]  # the JIT setting it ran with (conftest), recorded
     assert set(record.requests.source) == {"jvm", "memory"}  # memory: the benchmark floor's files
     assert record.runs.error.isna().all(), record.runs.error
     puts = record.requests[(record.requests.source == "jvm") & (record.requests.op == "PUT")]
