@@ -7,7 +7,8 @@ reads it; this is its one Python reader and checks the same headers. Under ``<di
   (``put <name> <id> <length> <modifiedMs>[ <where>]``, ``dir <name> <modifiedMs>``,
   ``del <name>``, ``clear``);
 - ``c/<number, 20 digits>``: a compact, ``ckptbench-manifest-compact 1 <number> through <seq>
-  created <ms>`` then the live entries (``file <name> <id> <length> <modifiedMs>[ <where>]``,
+  created <ms> orphans-listed <ms>`` (the last: when a compactor last listed the staged objects
+  for orphans) then the live entries (``file <name> <id> <length> <modifiedMs>[ <where>]``,
   ``dir <name> <modifiedMs>``) and the garbage generations still pending (``garbage
   <notBeforeMs> <recordsFrom> <recordsTo> <compact> <staged>...``);
 - ``s/...``: staged objects; ``hint``: the number of the latest compact.
@@ -87,7 +88,7 @@ def parse_record(text: str, seq: int) -> list[list[str]]:
 def parse_compact(text: str) -> Compact:
     lines = text.splitlines()
     head = lines[0].split(" ") if lines else []
-    if not lines or not lines[0].startswith(COMPACT_HEADER + " ") or len(head) != 7 or head[3] != "through":
+    if not lines or not lines[0].startswith(COMPACT_HEADER + " ") or len(head) != 9 or head[3] != "through":
         raise NotAManifest(f"not a compact: {lines[:1]}")
     compact = Compact(int(head[2]), int(head[4]), {}, set(), [])
     for line in lines[1:]:

@@ -488,10 +488,16 @@ def test_a_checkpoint_file_costs_one_request_inline_and_two_staged_and_no_list(s
     assert m.exists("offsets/5") and m.read("offsets/5") == large
     assert [e.op for e in proxy.events_since(mark)] == ["GET", "GET"]  # open: the next record (404), the staged bytes
 
-    # The 10th record compacts: one LIST (of staged objects, for orphans), compact, hint.
+    # The 10th record compacts: one LIST (of staged objects, for orphans), compact, hint; the 20th
+    # within the cleanup delay sends no LIST (test_crash_between_staging_and_publishing: one after it).
     mark = proxy.mark()
     m.write("offsets/9", b"9")
     assert [e.op for e in proxy.events_since(mark)] == ["PUT", "LIST", "PUT", "PUT"]
+    for batch in range(10, 19):
+        m.write(f"offsets/{batch}", b"more")
+    mark = proxy.mark()
+    m.write("offsets/19", b"19")
+    assert [e.op for e in proxy.events_since(mark)] == ["PUT", "PUT", "PUT"]
     # A new view reads the inline bytes from the compact, staged ones from their objects.
     reloaded = Manifest(spark, store, bucket, prefix, settings(interval=10))
     assert [reloaded.read(f"offsets/{b}") for b in (0, 4, 5, 9)] == [b"0", small, large, b"9"]

@@ -45,7 +45,8 @@ import java.util.concurrent.TimeUnit;
  * staged objects replaced or removed since the previous compact), each removable after the delay.
  * Before writing it, it deletes every generation whose delay has passed and staged objects no
  * record references that are older than the delay (a crash between staging and publishing; the
- * only LIST, used for garbage alone). A compact holds only the live view and the garbage of the
+ * only LIST, used for garbage alone, and sent at most once a delay: the compact records when, so
+ * a restarted writer knows too). A compact holds only the live view and the garbage of the
  * last delay, so neither its size nor compaction time grows with history. Each step is safe to
  * crash in: deletions are redone by the next compaction, a compact whose hint was not written is
  * found by probing and the hint repaired by the next load, an overdue compaction is done then.
@@ -227,12 +228,16 @@ final class DirManifest {
     final long through;
     final TreeMap<String, Entry> entries;
     final List<Garbage> garbage;
+    /** When a compactor last LISTed the staged objects for orphans (epoch ms; 0: never). */
+    final long orphansListedMs;
 
-    Compact(long number, long through, TreeMap<String, Entry> entries, List<Garbage> garbage) {
+    Compact(long number, long through, TreeMap<String, Entry> entries, List<Garbage> garbage,
+        long orphansListedMs) {
       this.number = number;
       this.through = through;
       this.entries = entries;
       this.garbage = garbage;
+      this.orphansListedMs = orphansListedMs;
     }
   }
 
@@ -247,6 +252,7 @@ final class DirManifest {
   private long compactNumber;
   private long compactThrough;
   private List<Garbage> garbage = new ArrayList<>();
+  private long orphansListedMs;
   private final List<Dropped> droppedSinceCompact = new ArrayList<>();
   /** System.nanoTime() when record lastSeq + 1 was known not to have been removed. */
   private long trustedSince;
@@ -326,13 +332,14 @@ final class DirManifest {
     entries.clear();
     droppedSinceCompact.clear();
     if (latest == null) {
-      lastSeq = compactNumber = compactThrough = 0;
+      lastSeq = compactNumber = compactThrough = orphansListedMs = 0;
       garbage = new ArrayList<>();
     } else {
       entries.putAll(latest.entries);
       lastSeq = compactThrough = latest.through;
       compactNumber = latest.number;
       garbage = latest.garbage;
+      orphansListedMs = latest.orphansListedMs;
     }
     // No compact after `latest` existed at probedAt, so no record after it can have been removed
     // before probedAt + delay.
@@ -476,7 +483,13 @@ final class DirManifest {
         keep.add(g);
       }
     }
-    due.addAll(orphans(now, keep));
+    // Orphans are found by their age, so a LIST more often than once a delay finds nothing due
+    // that the next one would not: each is removed within two delays of its staging either way.
+    long listed = orphansListedMs;
+    if (now - orphansListedMs >= settings.cleanupDelayMs) {
+      due.addAll(orphans(now, keep));
+      listed = now;
+    }
     store.deleteKeys(due);
     settings.reached("beforeCompactWrite");
 
@@ -485,7 +498,7 @@ final class DirManifest {
       dropped.add(d.staged);
     }
     keep.add(new Garbage(now + settings.cleanupDelayMs, compactThrough + 1, lastSeq, compactNumber, dropped));
-    Compact next = new Compact(compactNumber + 1, lastSeq, entries, keep);
+    Compact next = new Compact(compactNumber + 1, lastSeq, entries, keep, listed);
     try {
       store.put(compactKey(next.number), encodeCompact(next, now), true);
     } catch (S3ObjectStore.KeyExistsException raced) {
@@ -500,6 +513,7 @@ final class DirManifest {
     compactNumber = next.number;
     compactThrough = lastSeq;
     garbage = keep;
+    orphansListedMs = listed;
     droppedSinceCompact.clear();
   }
 
@@ -516,6 +530,7 @@ final class DirManifest {
     compactNumber = c.number;
     compactThrough = c.through;
     garbage = c.garbage;
+    orphansListedMs = c.orphansListedMs;
   }
 
   /**
@@ -618,7 +633,8 @@ final class DirManifest {
 
   private static byte[] encodeCompact(Compact c, long createdMs) {
     StringBuilder out = new StringBuilder(COMPACT_MAGIC).append(' ').append(c.number)
-        .append(" through ").append(c.through).append(" created ").append(createdMs).append('\n');
+        .append(" through ").append(c.through).append(" created ").append(createdMs)
+        .append(" orphans-listed ").append(c.orphansListedMs).append('\n');
     for (Entry e : c.entries.values()) {
       if (e.isDirectory()) {
         out.append("dir ").append(encode(e.name)).append(' ').append(e.modifiedMs);
@@ -646,7 +662,8 @@ final class DirManifest {
     }
     String[] lines = new String(bytes, StandardCharsets.UTF_8).split("\n");
     String[] head = lines[0].split(" ");
-    if (!lines[0].startsWith(COMPACT_MAGIC + " " + number + " through ") || head.length != 7) {
+    if (!lines[0].startsWith(COMPACT_MAGIC + " " + number + " through ") || head.length != 9
+        || !head[7].equals("orphans-listed")) {
       throw corrupt(compactKey(number), lines[0]);
     }
     TreeMap<String, Entry> live = new TreeMap<>();
@@ -669,7 +686,7 @@ final class DirManifest {
           throw corrupt(compactKey(number), lines[i]);
       }
     }
-    return new Compact(number, parseLong(head[4]), live, pending);
+    return new Compact(number, parseLong(head[4]), live, pending, parseLong(head[8]));
   }
 
   /**

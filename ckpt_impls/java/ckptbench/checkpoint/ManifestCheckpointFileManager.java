@@ -110,8 +110,9 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * commits file costs 1; {@code open} 1 GET (the next record, to be current) for an inline file,
  * 2 for a staged one; {@code delete} 1 GET + 1 PUT. Each record other writers added since costs one more GET, and a
  * record number another writer took first one more HEAD (the 412's write-id check). Every
- * {@code compactInterval} records the publishing writer adds a LIST of the staged objects, at
- * most one bulk DELETE per 1000 keys, a PUT of the compact and a PUT of the hint. Loading a view
+ * {@code compactInterval} records the publishing writer adds a LIST of the staged objects (if
+ * none was sent for the cleanup delay), at most one bulk DELETE per 1000 keys, a PUT of the
+ * compact and a PUT of the hint. Loading a view
  * (a new instance, or one idle for half the cleanup delay) costs the hint, the compact, a probe
  * for the next compact and the records since: about 3 GETs plus one per record.
  *
