@@ -198,6 +198,17 @@ def match(run: Run, fields=FIELDS) -> tuple[list[tuple], list[tuple], list[tuple
     return pairs, proxy_only, jvm_only
 
 
+def unseen_by_proxy(run: Run, fields=FIELDS) -> dict[str, int]:
+    """The JVM's unanswered attempts (status 0) that no proxy record pairs with (``match``), per
+    operation: requests that never reached the proxy (a pooled connection that broke before the
+    request's head was sent), which the JVM counts and the proxy cannot. What the two sources'
+    totals differ by when they agree (``disagreements`` empty)."""
+    pairs, _, _ = match(run, fields)
+    op, at = list(fields).index("op"), list(fields).index("status")
+    unanswered = Counter(j[3][op] for j in _records(run, "jvm", fields) if j[3][at] == 0)
+    return dict(unanswered - Counter(j[3][op] for j, _ in pairs if j[3][at] == 0))
+
+
 def disagreements(run: Run, fields=FIELDS, exact: bool = False) -> pd.DataFrame:
     """Where the proxy's and the JVM's records of ``run`` differ: per batch (NA: between batches),
     each combination of ``fields`` that one source saw a different number of times than the other,

@@ -153,6 +153,14 @@ def test_an_attempt_the_jvm_saw_unanswered_is_matched_as_a_bound(proxy, jvm, agr
     run = _sources(proxy, jvm)
     assert jvm_requests.disagreements(run).empty == agree
     assert jvm_requests.disagreements(run, exact=True).empty == (sorted(proxy) == sorted(jvm))
+    if agree:  # then the totals differ by the attempts that never reached the proxy
+        assert len(jvm) - sum(jvm_requests.unseen_by_proxy(run).values()) == len(proxy)
+
+
+def test_unseen_attempts_are_the_unanswered_ones_the_proxy_never_saw():
+    assert jvm_requests.unseen_by_proxy(_sources([], [0, 0])) == {"LIST": 2}
+    assert jvm_requests.unseen_by_proxy(_sources([200], [0, 0])) == {"LIST": 1}
+    assert jvm_requests.unseen_by_proxy(_sources([200], [200, 200])) == {}  # answered: a disagreement instead
 
 
 def test_a_request_the_proxy_saw_start_after_its_batch_ended_still_agrees():
@@ -283,7 +291,9 @@ def test_executors_in_their_own_jvms_ship_their_counts_to_the_driver():
     for strategy, checked in out["strategies"].items():
         assert "error" not in checked, checked
         assert checked["disagreements"] == [], (strategy, checked["disagreements"])
-        assert checked["requests"]["jvm"] == checked["requests"]["proxy"] > 0
+        # Equal but for attempts that never reached the proxy (one in a fresh-clone CI run, 2026-11-23).
+        unseen = sum(checked["unseen_by_proxy"].values())
+        assert checked["requests"]["jvm"] - unseen == checked["requests"]["proxy"] > 0
         assert set(checked["origins"]) - {"driver"}, f"{strategy}: no executor shipped a count: {checked['origins']}"
         assert checked["dropped"] == 0
 
