@@ -6,12 +6,6 @@ PY35 := .venv-spark35/bin/python
 # `make bench SPARK=3.5`: the suite on Spark 3.5; `make bench SPARK=all`: on 4.3, then on 3.5.
 SPARK ?= 4.3
 BENCH_SPARKS := $(if $(filter all,$(SPARK)),4.3 3.5,$(SPARK))
-# What `make test` runs on Spark 3.5 after the whole suite on 4.3: the contract tests, the version
-# checks, the stateful streaming query (stop, restart, state kept) per strategy on Ceph RGW, the
-# manifest strategy's two writer JVMs, and which RocksDB state store requests go through the manager.
-SPARK35_TESTS := tests/test_contract.py tests/test_spark_versions.py \
-	tests/test_streaming.py::test_stateful_query_resumes_with_its_state \
-	tests/test_manifest.py::test_writers_in_two_jvms_never_take_the_same_record_number tests/test_state_stores.py -k "not (test_streaming and embedded)"
 
 .PHONY: setup setup-spark35 test bench
 setup: .venv/.installed
@@ -36,10 +30,10 @@ setup-spark35: .venv-spark35/.installed
 	$(PY35) -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "ckptbench.pth").write_text("$(CURDIR)\n")'
 	touch $@
 
+# The suite runs its version-sensitive part on Spark 3.5 too, beside the rest (tests/test_spark35.py).
 test: setup setup-spark35
 	.venv/bin/ruff check .
 	$(PY) -m pytest
-	$(PY35) -m pytest $(SPARK35_TESTS)
 
 bench: setup $(if $(filter-out 4.3,$(BENCH_SPARKS)),setup-spark35)
 	for version in $(BENCH_SPARKS); do $(PY) -m ckptbench bench --spark $$version || exit 1; done

@@ -37,7 +37,8 @@ from infra.s3ops import Event
 #: (10.3-10.7 s against 15.9-17.1 s of JVM CPU, a local[2] session with the S3A jars, 2026-11-23),
 #: and make test is CPU-bound on 2 cores.
 TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
-os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), TEST_JVM_OPTS]))
+if TEST_JVM_OPTS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):  # a suite beside this one inherits it
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), TEST_JVM_OPTS]))
 
 TEST_STORES = ("embedded", "ceph", "minio")
 ROOT = Path(__file__).resolve().parent.parent

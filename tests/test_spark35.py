@@ -1,0 +1,46 @@
+"""The suite's version-sensitive part on Spark 3.5, in the Spark 3.5 venv (``make setup-spark35``),
+run beside the rest of the suite (conftest ``beside_the_suite``): the contract tests, the version
+checks, the stateful streaming query (stop, restart, state kept) per strategy on Ceph RGW, the
+manifest strategy's two writer JVMs, and which RocksDB state store requests go through the manager.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, child_beside, skip_unless_ci
+
+PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
+TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py",
+         "tests/test_streaming.py::test_stateful_query_resumes_with_its_state",
+         "tests/test_manifest.py::test_writers_in_two_jvms_never_take_the_same_record_number",
+         "tests/test_state_stores.py", "-k", "not (test_streaming and embedded)"]
+TIMEOUT_S = 1800  # against a hang only: alone it took 2m34s on 2 cores (2026-11-23)
+
+
+def spark35_suite(workdir: Path) -> subprocess.Popen | None:
+    """pytest on ``TESTS`` in the Spark 3.5 venv, its output into ``workdir``; None without that venv."""
+    if not PYTHON.exists():
+        return None
+    with (workdir / "output.txt").open("w") as out:
+        return subprocess.Popen([str(PYTHON), "-m", "pytest", "-p", "no:cacheprovider", *TESTS], cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.mark.slow
+@pytest.mark.beside_the_suite.with_args(spark35_suite)
+def test_the_version_sensitive_tests_pass_on_spark_3_5(request):
+    proc, workdir = child_beside(request.config, spark35_suite)
+    if proc is None:
+        skip_unless_ci(f"no Spark 3.5 venv at {PYTHON.parent.parent}: run `make setup-spark35`")
+    proc.wait(timeout=TIMEOUT_S)
+    output = (workdir / "output.txt").read_text()
+    assert proc.returncode == 0, output[-5000:]
+    assert re.search(r"^=+ \d+ passed", output, re.M), output[-2000:]
+    version = subprocess.run([str(PYTHON), "-c", "import pyspark; print(pyspark.__version__)"],
+                             capture_output=True, text=True, check=True).stdout
+    assert version.startswith("3.5."), version
