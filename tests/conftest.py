@@ -319,7 +319,7 @@ def pytest_collection_finish(session):
 
     Here, after -k/-m have deselected, only a selected test's work starts. Such a test checks a
     child process that runs for minutes (the whole smallest bench, the cluster cross-check, the
-    scale axes) and shares nothing with the suite (its own store, JVMs and results). Started here,
+    scale axes, the Spark 3.5 part) and shares nothing with the suite (its own store, JVMs and results). Started here,
     it runs beside the other tests instead of after them: once the bench had ended, the suite alone
     kept 2 cores 26-83% busy (a fresh-clone CI run, 2026-11-23, /proc/stat read every 10 s), and
     the children fill what it leaves.
