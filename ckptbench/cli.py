@@ -624,6 +624,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         _under_spark(args, argv)
+        if hasattr(args, "spark"):  # measure, bench: a missing jar is said before any store starts
+            jars.spark_jars()
         args.run(args)
     except (UsageError, infra.StoreUnavailable, ckpt_impls.UnknownStrategy, JarsMissing) as e:
         print(f"ckptbench: error: {e}", file=sys.stderr)

@@ -72,10 +72,13 @@ def test_conditional_sends_one_request_per_checkpoint_file(spark, metered):
         lab.run(recorder, strategy, "stateful", KEYS, WARMUP, BATCHES)
     record = recorder.results({"plan": {"keys": [KEYS]}})
     files = metrics.checkpoint_files_per_batch(record, "stateful")
-    assert files >= 3 and files == int(files), files  # offsets, commits and at least one state file
+    assert files >= 3, files  # offsets, commits and at least one state file
     conditional = record.run("conditional", "stateful")
-    assert metrics.requests_per_batch(conditional) == files, metrics.requests_by_op(conditional)
-    assert metrics.requests_per_checkpoint_file(record, conditional) == 1.0
+    assert set(metrics.requests_by_op(conditional)) == {"PUT"}, metrics.requests_by_op(conditional)
+    # Per batch, against the floor's count: a file written at a batch window's edge can fall on
+    # either side of it in one of the two runs (13 floor files in 3 batches once in CI), so within
+    # one file over the batches; a LIST per check would be 1.5.
+    assert metrics.requests_per_checkpoint_file(record, conditional) == pytest.approx(1.0, abs=1 / BATCHES)
 
 
 def test_conditional_existence_checks_come_from_its_listing(spark, metered):
