@@ -205,8 +205,9 @@ def match(run: Run, fields=FIELDS) -> tuple[list[tuple], list[tuple], list[tuple
 def unseen_by_proxy(run: Run, fields=FIELDS) -> dict[str, int]:
     """The JVM's unanswered attempts (status 0) that no proxy record pairs with (``match``), per
     operation: requests that never reached the proxy (a pooled connection that broke before the
-    request's head was sent), which the JVM counts and the proxy cannot. What the two sources'
-    totals differ by when they agree (``disagreements`` empty)."""
+    request's head was sent), which the JVM counts and the proxy cannot. When the sources agree
+    (``disagreements`` empty), the JVM's total less these is the proxy's total less its own
+    unanswered records that no attempt pairs with (``match`` drops those from ``proxy_only``)."""
     pairs, _, _ = match(run, fields)
     op, at = list(fields).index("op"), list(fields).index("status")
     unanswered = Counter(j[3][op] for j in _records(run, "jvm", fields) if j[3][at] == 0)
