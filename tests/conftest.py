@@ -262,7 +262,13 @@ def cluster_cross_check(request) -> dict:
     proc, workdir = child_beside(request.config, cluster_cross_check_run)
     proc.wait(timeout=1200)
     assert proc.returncode in (0, 1), (workdir / "err.txt").read_text()[-3000:]  # 1: a check failed, as the tests say
-    return json.loads((workdir / "out.json").read_text())
+    checked = json.loads((workdir / "out.json").read_text())
+    # What its tests take the cluster to be, taken while the application ran: a master, two workers
+    # and their executors (two, or more where a worker started another: a fresh-clone CI run under
+    # load on 2026-11-23 found three children of the workers).
+    jvms = checked["cluster"]["jvms"]
+    assert (len(jvms["master"]), len(jvms["worker"])) == (1, 2) and len(jvms["executor"]) >= 2, jvms
+    return checked
 
 
 @pytest.fixture(params=TEST_STORES)

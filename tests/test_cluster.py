@@ -96,8 +96,6 @@ def test_on_the_cluster_the_jvms_count_what_the_proxy_counts_per_operation(clust
 def test_the_cluster_leaves_nothing_running(cluster_cross_check):
     """Its JVMs, taken while the application ran, are gone once the run ended, as is its directory
     (the daemons' logs, the executors' work directories)."""
-    jvms = cluster_cross_check["cluster"]["jvms"]
-    assert (len(jvms["master"]), len(jvms["worker"])) == (1, 2) and len(jvms["executor"]) >= 2, jvms
-    pids = [int(pid) for lines in jvms.values() for pid in lines]
+    pids = [int(pid) for lines in cluster_cross_check["cluster"]["jvms"].values() for pid in lines]
     assert not [pid for pid in pids if _alive(pid)]
     assert not Path(cluster_cross_check["cluster"]["directory"]).exists()

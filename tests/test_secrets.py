@@ -60,11 +60,8 @@ def test_the_cluster_check_finds_a_running_process_holding_a_secret():
 @pytest.mark.slow
 @pytest.mark.beside_the_suite.with_args(cluster_cross_check_run)
 def test_no_secret_key_on_any_cluster_jvms_command_line(cluster_cross_check):
-    """Taken while the application ran: every process, the cluster's JVMs among them (a master, two
-    workers and their executors: two, or more where a worker started another (a fresh-clone CI run
-    under load on 2026-11-23 found three children of the workers))."""
-    jvms = cluster_cross_check["cluster"]["jvms"]
-    assert (len(jvms["master"]), len(jvms["worker"])) == (1, 2) and len(jvms["executor"]) >= 2, jvms
+    """Taken while the application ran: every process, the cluster's JVMs among them (the
+    ``cluster_cross_check`` fixture checks that they were all there)."""
     assert cluster_cross_check["secret_on_command_lines"] == {}, "secret key on these processes' command lines"
 
 
