@@ -219,23 +219,25 @@ def session_conf(strategy: str, store, bucket: str) -> dict[str, str]:
     return conf
 
 
-def configure(builder, strategy: str, store, bucket: str):
-    """Wire ``strategy`` and ``s3a://bucket`` on ``store`` into a SparkSession builder.
+def configure(conf: dict[str, str], strategy: str, store, bucket: str) -> dict[str, str]:
+    """``conf`` (Spark settings for a SparkSession's builder) with ``strategy`` and ``s3a://bucket``
+    on ``store`` wired in.
 
     Adds the jars, the manager class and the S3A settings (``session_conf``), and the lab's
-    request-counting plugin (``REQUESTS_PLUGIN``, after any plugin the builder already names; off
+    request-counting plugin (``REQUESTS_PLUGIN``, after any plugin ``conf`` already names; off
     with ``REQUESTS_ENABLED_CONF=false``; not in ``session_conf``, which ``deploy`` prints for jobs
     whose counts nobody reads); call it once per store to reach several. After ``getOrCreate()``,
     call ``set_credentials`` for each store.
     """
+    conf = dict(conf)
     for key, value in session_conf(strategy, store, bucket).items():
-        before = builder._options.get(key, value) if key in JAVA_OPTIONS_CONFS else value
+        before = conf.get(key, value) if key in JAVA_OPTIONS_CONFS else value
         # JVM options set before (a cluster's) stay. A JVM has one truststore: one such store per session.
-        builder = builder.config(key, value if before == value else f"{before} {value}")
-    plugins = [p for p in builder._options.get("spark.plugins", "").split(",") if p]
+        conf[key] = value if before == value else f"{before} {value}"
+    plugins = [p for p in conf.get("spark.plugins", "").split(",") if p]
     if REQUESTS_PLUGIN not in plugins:
-        builder = builder.config("spark.plugins", ",".join([*plugins, REQUESTS_PLUGIN]))
-    return builder
+        conf["spark.plugins"] = ",".join([*plugins, REQUESTS_PLUGIN])
+    return conf
 
 
 def set_credentials(spark, store, bucket: str) -> None:

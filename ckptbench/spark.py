@@ -26,19 +26,20 @@ def session(strategy: str, stores: dict, master: str = "local[2]", conf: dict | 
     """
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName("ckptbench")
-    for key, value in {**BASE_CONF, **(conf or {})}.items():
-        builder = builder.config(key, value)
+    settings = {**BASE_CONF, **(conf or {})}
     for bucket, store in stores.items():
-        builder = ckpt_impls.configure(builder, strategy, store, bucket)
+        settings = ckpt_impls.configure(settings, strategy, store, bucket)
     if master.startswith("local["):
         # Tasks run in the driver's JVM, so the jars go on its class path: as ``spark.jars`` every
         # session copied them (185 MiB) into a scratch directory that a killed JVM never removes,
         # and started later (a local[2] session with the S3A jars, idle machine, 2026-11-23: 8.7 and
         # 9.5 s as spark.jars, 6.9 and 7.2 s on the class path). Executors elsewhere need spark.jars.
-        jars = builder._options.pop("spark.jars").split(",")
-        before = [p for p in builder._options.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
-        builder = builder.config("spark.driver.extraClassPath", os.pathsep.join(dict.fromkeys([*before, *jars])))
+        jars = settings.pop("spark.jars").split(",")
+        before = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
+        settings["spark.driver.extraClassPath"] = os.pathsep.join(dict.fromkeys([*before, *jars]))
+    builder = SparkSession.builder.master(master).appName("ckptbench")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     for bucket, store in stores.items():

@@ -308,11 +308,9 @@ class _Store:
 
 
 def test_configure_adds_the_plugin_once_beside_the_users(tmp_path, monkeypatch):
-    from pyspark.sql import SparkSession
-
     monkeypatch.setattr(jars, "spark_jars", lambda: [tmp_path / "x.jar"])
-    builder = SparkSession.builder.config("spark.plugins", "com.example.TheirPlugin")
+    conf = {"spark.plugins": "com.example.TheirPlugin"}
     for bucket in ("one", "two"):  # once per store
-        builder = ckpt_impls.configure(builder, "rename", _Store(), bucket)
-    assert builder._options["spark.plugins"] == f"com.example.TheirPlugin,{ckpt_impls.REQUESTS_PLUGIN}"
+        conf = ckpt_impls.configure(conf, "rename", _Store(), bucket)
+    assert conf["spark.plugins"] == f"com.example.TheirPlugin,{ckpt_impls.REQUESTS_PLUGIN}"
     assert jvm_requests.counting_conf(False) == {ckpt_impls.REQUESTS_ENABLED_CONF: "false"}
