@@ -64,6 +64,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ckpt_impls
+from ckpt_impls import jars
 from infra.faults import Kill
 from infra.net import ending_with_us, live_processes, proc_stat
 from infra.s3ops import Event
@@ -320,7 +321,7 @@ def manager(spark, strategy: str, url: str):
     else:
         conf.unset(ckpt_impls.MANAGER_CLASS_CONF)
     path = jvm.org.apache.hadoop.fs.Path(url)
-    factory = getattr(jvm, "org.apache.spark.sql.execution.streaming.checkpointing").CheckpointFileManager
+    factory = getattr(jvm, jars.checkpoint_package()).CheckpointFileManager  # its package moved in 4.1
     return factory.create(path, conf), path
 
 
@@ -375,18 +376,22 @@ def output_counts(spark, strategy: str, workload: Workload, output: str,
             return {}
         raise
     batch = workload.batch_sql.format(rows=rows_per_batch)
-    # A data file the sink's log lists but the store lost is lost rows, not a failed check.
-    before = spark.conf.get(IGNORE_MISSING, None)
-    spark.conf.set(IGNORE_MISSING, "true")
+    # A data file the sink's log lists but the store lost is lost rows, not a failed check. The
+    # rows come through Arrow (DataFrame.toArrow is Spark 4.0+; toPandas over Arrow is in 3.5 too).
+    settings = {IGNORE_MISSING: "true", "spark.sql.execution.arrow.pyspark.enabled": "true"}
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
-        table = frame.selectExpr(f"CAST({batch} AS long) AS batch", "value").toArrow()
+        table = frame.selectExpr(f"CAST({batch} AS long) AS batch", "value").toPandas()
     finally:
-        if before is None:
-            spark.conf.unset(IGNORE_MISSING)
-        else:
-            spark.conf.set(IGNORE_MISSING, before)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
     values: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
-    for b, value in zip(table.column("batch").to_pylist(), table.column("value").to_pylist(), strict=False):
+    for b, value in zip(table["batch"].tolist(), table["value"].tolist(), strict=True):
         values[b][value] += 1
     return {b: (sum(c.values()), len(c)) for b, c in values.items()}
 

@@ -18,7 +18,10 @@ PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
 TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py",
          "tests/test_streaming.py::test_stateful_query_resumes_with_its_state",
          "tests/test_manifest.py::test_writers_in_two_jvms_never_take_the_same_record_number",
-         "tests/test_state_stores.py", "-k", "not (test_streaming and embedded)"]
+         "tests/test_state_stores.py",
+         # crashlab reads logs through Spark's factory, whose package moved in 4.1
+         "tests/test_crashlab.py::test_killed_and_restarted_drivers_keep_exactly_once[ceph-conditional-stateless-points3-1]",
+         "-k", "not (test_streaming and embedded)"]
 TIMEOUT_S = 1800  # against a hang only: alone it took 2m34s on 2 cores (2026-11-23)
 
 
