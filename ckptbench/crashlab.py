@@ -64,13 +64,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ckpt_impls
-from ckpt_impls import jars
 from infra.faults import Kill
 from infra.net import ending_with_us, live_processes, proc_stat
 from infra.s3ops import Event
 
 from . import progress, results
 from .driver import Config, StoreSpec
+from .spark import restore_settings, set_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 IGNORE_MISSING = "spark.sql.files.ignoreMissingFiles"
@@ -204,11 +204,14 @@ class Driver:
 
     def __init__(self, config: Config, log: Path) -> None:
         self.config, self.log = config, log
-        # Spark's scratch space (its copies of the jars: 185 MiB a driver) in a directory of the
-        # driver's own: a killed JVM never removes it, so ``kill`` does.
+        # Spark's scratch space (its copies of the jars: 185 MiB a driver) and the JVM's temp files
+        # (the native libraries snappy and lz4 unpack, Spark's artifact directory) in a directory
+        # of the driver's own: a killed JVM never removes them, so ``kill`` does.
         self.local_dir = Path(tempfile.mkdtemp(prefix="spark-local-", dir=log.parent))
+        tmpdir = f"-Djava.io.tmpdir={self.local_dir}"
+        submit_opts = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), tmpdir]))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               "SPARK_LOCAL_DIRS": str(self.local_dir)}
+               "SPARK_LOCAL_DIRS": str(self.local_dir), "SPARK_SUBMIT_OPTS": submit_opts}
         self.spawned = time.time()
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(ending_with_us([sys.executable, "-m", "ckptbench.driver"]),
@@ -310,25 +313,10 @@ class Driver:
 # -- reading what a user would read ------------------------------------------------------------
 
 
-def manager(spark, strategy: str, url: str):
-    """The strategy's own JVM ``CheckpointFileManager`` for ``url``, built by Spark's factory as a
-    streaming query builds it."""
-    jvm = spark._jvm
-    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
-    manager_class = ckpt_impls.get(strategy).manager_class
-    if manager_class:
-        conf.set(ckpt_impls.MANAGER_CLASS_CONF, manager_class)
-    else:
-        conf.unset(ckpt_impls.MANAGER_CLASS_CONF)
-    path = jvm.org.apache.hadoop.fs.Path(url)
-    factory = getattr(jvm, jars.checkpoint_package()).CheckpointFileManager  # its package moved in 4.1
-    return factory.create(path, conf), path
-
-
 def log_ids(spark, strategy: str, url: str) -> list[int]:
     """The batch ids in the metadata log at ``url`` (``.../commits``, ``.../offsets``), as the
     strategy's manager lists them (temp files and others left out)."""
-    fm, path = manager(spark, strategy, url)
+    fm, path = ckpt_impls.manager(spark, url, strategy), spark._jvm.org.apache.hadoop.fs.Path(url)
     if not fm.exists(path):
         return []
     names = [s.getPath().getName() for s in fm.list(path, spark._jvm.org.apache.hadoop.fs.GlobFilter("[0-9]*"))]
@@ -378,18 +366,11 @@ def output_counts(spark, strategy: str, workload: Workload, output: str,
     batch = workload.batch_sql.format(rows=rows_per_batch)
     # A data file the sink's log lists but the store lost is lost rows, not a failed check. The
     # rows come through Arrow (DataFrame.toArrow is Spark 4.0+; toPandas over Arrow is in 3.5 too).
-    settings = {IGNORE_MISSING: "true", "spark.sql.execution.arrow.pyspark.enabled": "true"}
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
+    before = set_settings(spark, {IGNORE_MISSING: "true", "spark.sql.execution.arrow.pyspark.enabled": "true"})
     try:
         table = frame.selectExpr(f"CAST({batch} AS long) AS batch", "value").toPandas()
     finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+        restore_settings(spark, before)
     values: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     for b, value in zip(table["batch"].tolist(), table["value"].tolist(), strict=True):
         values[b][value] += 1
@@ -544,9 +525,12 @@ class Lab:
         self.drivers: list[Driver] = []
 
     def close(self) -> None:
+        """Kill the drivers still alive and remove their logs (what the results need of a log, its
+        error lines, was read into them while the driver ran)."""
         for driver in self.drivers:
             if driver.alive():
                 driver.kill()
+        shutil.rmtree(self.logs, ignore_errors=True)
 
     def __enter__(self) -> Lab:
         return self

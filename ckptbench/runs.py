@@ -42,6 +42,7 @@ from infra.net import proc_stat
 from infra.s3ops import Event, area_of
 
 from . import jvm_requests, metrics, probe, progress, results, workloads
+from .spark import restore_settings, set_settings, setting
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -588,12 +589,9 @@ class Lab:
         batches, added to ``recorder`` (None: untimed, recorded nowhere). A failure is recorded as
         the run's error: one broken strategy must not cost the others their numbers."""
         prefix = f"{self.store.run_prefix}bench/{strategy}-{workload}-{keys}-{uuid.uuid4().hex[:8]}"
-        restore = {key: _setting(self.spark, key) for key in WORKLOAD_CONF.get(workload, {})}
-        for key, value in WORKLOAD_CONF.get(workload, {}).items():
-            self.spark.conf.set(key, value)
-        run = recorder.add_run(strategy, workload, keys, prefix, checkpoint_settings(self.spark)) if recorder else None
-        if workload == "file_source":
-            workloads.seed_text_files(self.store.client(), self.bucket, f"{prefix}/input", warmup + batches + 1)
+        conf = WORKLOAD_CONF.get(workload, {})
+        settings = checkpoint_settings(self.spark, conf)
+        run = recorder.add_run(strategy, workload, keys, prefix, settings) if recorder else None
         if bar:
             bar.set_postfix_str(f"{strategy} x {workload}, {keys:,} keys")
         ckpt_impls.use(self.spark, strategy)
@@ -602,14 +600,13 @@ class Lab:
         jvm_mark = self.jvm.mark()
         on_batch = bar.update if bar else None
         try:
+            if workload == "file_source":
+                workloads.seed_text_files(self.store.client(), self.bucket, f"{prefix}/input", warmup + batches + 1)
+            restore = set_settings(self.spark, conf)
             try:
                 query = self.start(workload, f"s3a://{self.bucket}/{prefix}", keys)
             finally:  # the query keeps the settings it started with
-                for key, value in restore.items():
-                    if value is None:
-                        self.spark.conf.unset(key)
-                    else:
-                        self.spark.conf.set(key, value)
+                restore_settings(self.spark, restore)
             try:
                 # A slow store or a big state makes batches slow: the limit grows with the count.
                 warm = workloads.await_batches(query, warmup, 120 + 30 * warmup, on_batch)
@@ -662,19 +659,11 @@ def floor_files(spark, bucket: str, prefix: str, cut: float) -> list[Event]:
     return events
 
 
-def _setting(spark, key: str) -> str | None:
-    """``key``'s value in ``spark``'s session (its default if unset); None if it is unset and this Spark
-    knows no default for it: a setting it does not have, or one of RocksDB's, which are read with
-    their defaults by the store itself (changelog checkpointing: off)."""
-    try:
-        return spark.conf.get(key)
-    except Exception:  # py4j's error for an unset key with no default
-        return None
-
-
-def checkpoint_settings(spark) -> dict[str, str | None]:
-    """The values of ``CHECKPOINT_SETTINGS`` in ``spark``'s session now (None: see ``_setting``)."""
-    return {key: _setting(spark, key) for key in CHECKPOINT_SETTINGS}
+def checkpoint_settings(spark, overrides: dict[str, str] | None = None) -> dict[str, str | None]:
+    """The values of ``CHECKPOINT_SETTINGS`` a query started in ``spark``'s session with
+    ``overrides`` set would have (None: see ``setting``)."""
+    overrides = overrides or {}
+    return {key: overrides[key] if key in overrides else setting(spark, key) for key in CHECKPOINT_SETTINGS}
 
 
 def workloads_for(plan: Plan, spark_version: str) -> tuple[str, ...]:

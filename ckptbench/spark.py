@@ -47,6 +47,34 @@ def session(strategy: str, stores: dict, master: str = "local[2]", conf: dict | 
     return spark
 
 
+def setting(spark, key: str) -> str | None:
+    """``key``'s value in ``spark``'s session (its default if unset); None if it is unset and this Spark
+    knows no default for it: a setting it does not have, or one of RocksDB's, which are read with
+    their defaults by the store itself (changelog checkpointing: off)."""
+    try:
+        return spark.conf.get(key)
+    except Exception:  # py4j's error for an unset key with no default
+        return None
+
+
+def set_settings(spark, settings: dict[str, str]) -> dict[str, str | None]:
+    """Set ``settings`` in the running session; returns their values before (``setting``), for
+    ``restore_settings``."""
+    before = {key: setting(spark, key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    return before
+
+
+def restore_settings(spark, before: dict[str, str | None]) -> None:
+    """Put back what ``set_settings`` returned: each value as it was, a setting that had none unset."""
+    for key, value in before.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
 def executors(spark) -> dict[str, str]:
     """The application's executors apart from the driver: ``{executor id: host:port}`` ({} in
     local mode, where tasks run in the driver's JVM)."""

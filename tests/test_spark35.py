@@ -19,7 +19,7 @@ TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py",
          "tests/test_streaming.py::test_stateful_query_resumes_with_its_state",
          "tests/test_manifest.py::test_writers_in_two_jvms_never_take_the_same_record_number",
          "tests/test_state_stores.py",
-         # crashlab reads logs through Spark's factory, whose package moved in 4.1
+         # crashlab: Spark's manager factory (its package moved in 4.1) and reading the sink's rows
          "tests/test_crashlab.py::test_killed_and_restarted_drivers_keep_exactly_once[ceph-conditional-stateless-points3-1]",
          "-k", "not (test_streaming and embedded)"]
 TIMEOUT_S = 1800  # against a hang only: alone it took 2m34s on 2 cores (2026-11-23)

@@ -12,6 +12,7 @@ import pytest
 import ckpt_impls
 from ckpt_impls import jars
 from ckptbench import metrics, results, runs
+from ckptbench.spark import restore_settings, set_settings
 from infra.s3ops import through_manager
 
 STATE = "bench/p/checkpoint/state/0/1"
@@ -89,20 +90,14 @@ def test_rocksdb_state_is_reloaded_from_the_checkpoint_after_a_restart(spark, me
     checkpoint = f"s3a://{bucket}/{strategy}-rocksdb-reload-{uuid.uuid4().hex[:8]}/checkpoint"
     table = f"rocksdb_reload_{strategy}"
     conf = runs.WORKLOAD_CONF["stateful_rocksdb"]
-    restore = {key: runs._setting(spark, key) for key in conf}
     ckpt_impls.use(spark, strategy)
 
     def run(batches: int) -> list[dict]:
-        for key, value in conf.items():
-            spark.conf.set(key, value)
+        before = set_settings(spark, conf)
         try:
             query = workloads.stateful(spark, checkpoint, sink="memory", name=table)
         finally:
-            for key, value in restore.items():
-                if value is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, value)
+            restore_settings(spark, before)
         try:
             return workloads.await_batches(query, batches, 180)
         finally:
