@@ -11,8 +11,10 @@ import java.util.concurrent.ConcurrentSkipListSet;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.PathFilter;
 // Spark 4.1+'s package: ckpt_impls/build.py rewrites this import for an older Spark (3.5: ...execution.streaming).
@@ -21,7 +23,7 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
 
 /**
  * THE BENCHMARK'S FLOOR, NOT A STRATEGY: keeps checkpoint files in this JVM's memory and sends no
- * request anywhere, so Spark's walCommit / commitOffsets measured through it are Spark's own share
+ * request for them, so Spark's walCommit / commitOffsets measured through it are Spark's own share
  * of a commit (serializing, its existence checks, its bookkeeping), with no store behind them.
  * ckptbench runs it beside the strategies ({@code ckpt_impls.FLOOR}) and subtracts it; it is not
  * among the strategies a user can choose, deploy or be recommended.
@@ -32,6 +34,13 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * leaves nothing, open of a missing file raises {@link FileNotFoundException}), so Spark takes the
  * same paths it takes on a store. Each published file is logged ({@link #drain}) so the benchmark
  * can count the checkpoint files a batch writes.
+ *
+ * <p>One exception, off the offsets and commits logs the floor times: a RocksDB state store's
+ * {@code <version>.zip} is also written to (and deleted from) the path's {@code FileSystem},
+ * because Spark unzips it from there, not through the manager ({@link RocksDBPaths}); Spark 3.5
+ * does so whenever a task loads a version, so without the copy its RocksDB queries fail with
+ * {@link FileNotFoundException}. RocksDB's SST and log files go through the {@code FileSystem}
+ * whatever the manager.
  */
 public class InMemoryCheckpointFileManager implements CheckpointFileManager {
 
@@ -40,10 +49,12 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
   /** Lines "start (epoch microseconds) TAB bytes TAB bucket/key" of the files published, not yet drained. */
   private static final ConcurrentLinkedQueue<String> WRITES = new ConcurrentLinkedQueue<>();
 
+  private final FileSystem fs;
   private final Path root;
 
   public InMemoryCheckpointFileManager(Path path, Configuration conf) throws IOException {
-    this.root = path.getFileSystem(conf).makeQualified(path);
+    this.fs = path.getFileSystem(conf);
+    this.root = fs.makeQualified(path);
   }
 
   /** {@code bucket/key} of a path: its authority and its path, never its scheme. */
@@ -75,6 +86,14 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
     String key = name(path);
     return new BufferedPublishStream(bytes -> {
       long startMicros = System.currentTimeMillis() * 1000;
+      if (!overwriteIfPossible && FILES.containsKey(key)) {
+        throw new FileAlreadyExistsException(path + " already exists");
+      }
+      if (RocksDBPaths.isCheckpointZip(key)) {
+        try (FSDataOutputStream out = fs.create(path, true)) {
+          out.write(bytes);
+        }
+      }
       if (overwriteIfPossible) {
         FILES.put(key, bytes);
       } else if (FILES.putIfAbsent(key, bytes) != null) {
@@ -144,6 +163,13 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
   public void delete(Path path) {
     String key = name(path);
     String under = key + "/";
+    if (RocksDBPaths.isCheckpointZip(key)) {
+      try {
+        fs.delete(path, false);
+      } catch (IOException e) {
+        throw Unchecked.io(e);
+      }
+    }
     FILES.remove(key);
     DIRECTORIES.remove(key);
     under(FILES, under).clear();
