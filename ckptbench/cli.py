@@ -539,7 +539,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--partitions", help="shuffle partitions, comma-separated (default: the size's, quick 2,20,200)")
     s.add_argument("--operators", help="stateful operators, of 1,2 (default both)")
     s.add_argument("--batches", type=int, help="measured batches of the long query, the batch-count axis "
-                                               "(default: the size's, quick 150, full 10,000)")
+                                               "(default: the size's, quick 100, full 10,000)")
     s.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
     s.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
     s.set_defaults(run=cmd_scale)
