@@ -98,8 +98,8 @@ class Requests:
         return metrics.kib_sent_per_batch(results.run(strategy, workload))
 
     def track_per_checkpoint_file(self, results, strategy, workload):
-        """Requests in the manager's areas per checkpoint file Spark wrote (counted by the benchmark
-        floor's manager): 1 is one round trip per file."""
+        """The strategy's requests per checkpoint file Spark wrote through the manager (counted by the
+        benchmark floor's manager): 1 is one round trip per file."""
         return metrics.requests_per_checkpoint_file(results, results.run(strategy, workload))
 
     track_total_per_batch.unit = track_outside_batches.unit = "requests"

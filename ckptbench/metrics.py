@@ -341,8 +341,11 @@ def checkpoint_files_per_batch(results: Results, workload: str) -> float:
 
 def requests_per_checkpoint_file(results: Results, run: Run) -> float:
     """The strategy's requests per batch in the manager's areas over the checkpoint files per batch
-    (``checkpoint_files_per_batch``): 1.0 is one request per file."""
-    return requests_per_batch(run, areas=MANAGED) / checkpoint_files_per_batch(results, run.info.workload)
+    (``checkpoint_files_per_batch``, the files Spark publishes through the manager): 1.0 is one
+    request per file. Only the requests the strategy makes (``strategy_controls``): RocksDB's SST
+    uploads are neither its requests nor among those files."""
+    managed = requests_per_batch(run, areas=MANAGED, controlled=True)
+    return managed / checkpoint_files_per_batch(results, run.info.workload)
 
 
 # -- log histories (compaction against history length) -------------------------------------

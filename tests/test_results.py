@@ -241,7 +241,8 @@ def test_measure_and_the_suite_show_the_same_numbers(recorded):
 def test_spark_share_overhead_and_requests_per_checkpoint_file():
     """The benchmark floor's run gives Spark's share and the files per batch; a strategy's overhead
     is its p50 minus that share minus the store's PUT p50. Chosen so that a wrong definition shows:
-    a mean instead of a p50, the data area's requests counted, the floor taken for a strategy."""
+    a mean instead of a p50, the data area's or RocksDB's SST requests counted, the floor taken for a
+    strategy."""
     recorder = results.Recorder()
     floor = recorder.add_run(ckpt_impls.FLOOR.name, "stateful", 10, "f")
     strategy = recorder.add_run("conditional", "stateful", 10, "p")
@@ -255,6 +256,7 @@ def test_spark_share_overhead_and_requests_per_checkpoint_file():
     requests = [event(b + 0.01, op, f"p/offsets/{b}") for b in (1, 2, 3, 4) for op in ("PUT", "LIST")]
     requests += [event(b + 0.02, "PUT", f"p/state/{b}.delta") for b in (1, 2, 3, 4)]
     requests.append(dataclasses.replace(event(1.03, "PUT", "p/out/part-0"), area="data"))  # not a checkpoint file
+    requests.append(event(2.03, "PUT", "p/state/0/0/SSTs/000008-a1.sst"))  # RocksDB's upload, not the strategy's
     recorder.add_requests(strategy, requests, measured)
     recorder.add_samples("floor", "PUT", [4.0, 4.0])
     record = recorder.results({"plan": {"keys": [10]}})
@@ -265,7 +267,7 @@ def test_spark_share_overhead_and_requests_per_checkpoint_file():
     assert metrics.checkpoint_files_per_batch(record, "stateful") == 2.0
     assert metrics.strategy_overhead_ms(record, run) == 13.0 - 2.0 - 4.0  # p50 13, not the mean 19
     assert metrics.strategy_overhead_of_put(record, run) == 7.0 / 4.0
-    assert metrics.requests_per_checkpoint_file(record, run) == 1.5  # 3 per batch, the data PUT left out
+    assert metrics.requests_per_checkpoint_file(record, run) == 1.5  # 3 per batch, the data and SST PUTs left out
 
 
 def test_a_record_without_the_floor_says_not_available_not_failed():
