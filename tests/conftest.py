@@ -338,6 +338,13 @@ def pytest_collection_finish(session):
         return
     items = session.items
     beside = [item for item in items if item.get_closest_marker("beside_the_suite")]
+    # A child that runs a test file of this suite (the marker's ``runs``) takes that file's tests
+    # out of this process: they would otherwise run twice.
+    moved = {item.get_closest_marker("beside_the_suite").kwargs.get("runs") for item in beside} - {None}
+    run_beside = [item for item in items if item.nodeid.split("::")[0] in moved]
+    if run_beside:
+        session.config.hook.pytest_deselected(items=run_beside)
+        items[:] = [item for item in items if item not in run_beside]
     started = session.config.stash.setdefault(BESIDE, {})
     for item in beside:
         start = item.get_closest_marker("beside_the_suite").args[0]

@@ -1,0 +1,38 @@
+"""The crash lab's tests (``tests/test_crashlab.py``) in a pytest process of their own, run beside
+the rest of the suite (conftest ``beside_the_suite``). They spend minutes starting, killing and
+restarting driver JVMs, while the suite's own process leaves a core idle most of the time; in line
+they took 9.4 of a fresh-clone ``make test``'s 33.5 minutes (2026-11-24, /tmp/ci-h). While this
+test is selected, conftest leaves ``test_crashlab.py``'s own tests out of the suite's process (the
+marker's ``runs``); ``pytest tests/test_crashlab.py`` alone runs them in line as before.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, child_beside
+
+CRASHLAB_TESTS = "tests/test_crashlab.py"
+TIMEOUT_S = 1800  # against a hang only: in line it took 9.4 minutes
+
+
+def crashlab_part(workdir: Path) -> subprocess.Popen:
+    """pytest on ``CRASHLAB_TESTS`` in this venv, its output into ``workdir``."""
+    with (workdir / "output.txt").open("w") as out:
+        return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", CRASHLAB_TESTS], cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.mark.slow
+@pytest.mark.beside_the_suite.with_args(crashlab_part, runs=CRASHLAB_TESTS)
+def test_the_crash_lab_tests_pass_beside_the_suite(request):
+    proc, workdir = child_beside(request.config, crashlab_part)
+    proc.wait(timeout=TIMEOUT_S)
+    output = (workdir / "output.txt").read_text()
+    assert proc.returncode == 0, output[-5000:]
+    assert re.search(r"^=+ \d+ passed", output, re.M), output[-2000:]
