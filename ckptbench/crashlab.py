@@ -70,7 +70,7 @@ from infra.s3ops import Event
 
 from . import progress, results
 from .driver import Config, StoreSpec
-from .spark import restore_settings, set_settings
+from .spark import settings_set
 
 ROOT = Path(__file__).resolve().parent.parent
 IGNORE_MISSING = "spark.sql.files.ignoreMissingFiles"
@@ -366,11 +366,8 @@ def output_counts(spark, strategy: str, workload: Workload, output: str,
     batch = workload.batch_sql.format(rows=rows_per_batch)
     # A data file the sink's log lists but the store lost is lost rows, not a failed check. The
     # rows come through Arrow (DataFrame.toArrow is Spark 4.0+; toPandas over Arrow is in 3.5 too).
-    before = set_settings(spark, {IGNORE_MISSING: "true", "spark.sql.execution.arrow.pyspark.enabled": "true"})
-    try:
+    with settings_set(spark, {IGNORE_MISSING: "true", "spark.sql.execution.arrow.pyspark.enabled": "true"}):
         table = frame.selectExpr(f"CAST({batch} AS long) AS batch", "value").toPandas()
-    finally:
-        restore_settings(spark, before)
     values: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     for b, value in zip(table["batch"].tolist(), table["value"].tolist(), strict=True):
         values[b][value] += 1

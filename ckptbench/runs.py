@@ -42,7 +42,7 @@ from infra.net import proc_stat
 from infra.s3ops import Event, area_of
 
 from . import jvm_requests, metrics, probe, progress, results, workloads
-from .spark import restore_settings, set_settings, setting
+from .spark import setting, settings_set
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -602,11 +602,8 @@ class Lab:
         try:
             if workload == "file_source":
                 workloads.seed_text_files(self.store.client(), self.bucket, f"{prefix}/input", warmup + batches + 1)
-            restore = set_settings(self.spark, conf)
-            try:
+            with settings_set(self.spark, conf):  # the query keeps the settings it started with
                 query = self.start(workload, f"s3a://{self.bucket}/{prefix}", keys)
-            finally:  # the query keeps the settings it started with
-                restore_settings(self.spark, restore)
             try:
                 # A slow store or a big state makes batches slow: the limit grows with the count.
                 warm = workloads.await_batches(query, warmup, 120 + 30 * warmup, on_batch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -57,22 +58,21 @@ def setting(spark, key: str) -> str | None:
         return None
 
 
-def set_settings(spark, settings: dict[str, str]) -> dict[str, str | None]:
-    """Set ``settings`` in the running session; returns their values before (``setting``), for
-    ``restore_settings``."""
+@contextlib.contextmanager
+def settings_set(spark, settings: dict[str, str]):
+    """``settings`` set in the running session for the ``with`` block, then each put back as it
+    was (``setting``), or unset where it had no value."""
     before = {key: setting(spark, key) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
-    return before
-
-
-def restore_settings(spark, before: dict[str, str | None]) -> None:
-    """Put back what ``set_settings`` returned: each value as it was, a setting that had none unset."""
-    for key, value in before.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def executors(spark) -> dict[str, str]:

@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -355,6 +356,23 @@ def pytest_collection_finish(session):
                 os.setpriority(os.PRIO_PGRP, proc.pid, BESIDE_NICENESS)
             started[start] = (proc, workdir)
     items[:] = [item for item in items if item not in beside] + beside
+
+
+def beside_pytest(python: Path | str, args: list[str], workdir: Path) -> subprocess.Popen:
+    """A ``beside_the_suite`` child that is itself pytest: ``args`` run by ``python`` (a venv's), in a
+    session of its own, its output into ``workdir / "output.txt"`` (``assert_beside_pytest_passed``)."""
+    with (workdir / "output.txt").open("w") as out:
+        return subprocess.Popen([str(python), "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def assert_beside_pytest_passed(proc: subprocess.Popen, workdir: Path, timeout: float) -> None:
+    """Wait for a ``beside_pytest`` child (``timeout``: against a hang only); it must exit 0 having
+    passed tests."""
+    proc.wait(timeout=timeout)
+    output = (workdir / "output.txt").read_text()
+    assert proc.returncode == 0, output[-5000:]
+    assert re.search(r"^=+ \d+ passed", output, re.M), output[-2000:]
 
 
 def child_beside(config, start) -> tuple[subprocess.Popen | None, Path]:

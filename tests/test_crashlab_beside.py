@@ -8,14 +8,13 @@ marker's ``runs``); ``pytest tests/test_crashlab.py`` alone runs them in line as
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, child_beside
+from conftest import assert_beside_pytest_passed, beside_pytest, child_beside
 
 CRASHLAB_TESTS = "tests/test_crashlab.py"
 TIMEOUT_S = 1800  # against a hang only: in line it took 9.4 minutes
@@ -23,16 +22,11 @@ TIMEOUT_S = 1800  # against a hang only: in line it took 9.4 minutes
 
 def crashlab_part(workdir: Path) -> subprocess.Popen:
     """pytest on ``CRASHLAB_TESTS`` in this venv, its output into ``workdir``."""
-    with (workdir / "output.txt").open("w") as out:
-        return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", CRASHLAB_TESTS], cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return beside_pytest(sys.executable, [CRASHLAB_TESTS], workdir)
 
 
 @pytest.mark.slow
 @pytest.mark.beside_the_suite.with_args(crashlab_part, runs=CRASHLAB_TESTS)
 def test_the_crash_lab_tests_pass_beside_the_suite(request):
     proc, workdir = child_beside(request.config, crashlab_part)
-    proc.wait(timeout=TIMEOUT_S)
-    output = (workdir / "output.txt").read_text()
-    assert proc.returncode == 0, output[-5000:]
-    assert re.search(r"^=+ \d+ passed", output, re.M), output[-2000:]
+    assert_beside_pytest_passed(proc, workdir, TIMEOUT_S)

@@ -7,13 +7,12 @@ and its state reloaded after a restart, and the crash lab's verdict on a driver'
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, child_beside, skip_unless_ci
+from conftest import ROOT, assert_beside_pytest_passed, beside_pytest, child_beside, skip_unless_ci
 
 PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
 TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py",
@@ -30,11 +29,7 @@ TIMEOUT_S = 1800  # against a hang only: alone it took 2m34s on 2 cores (2026-11
 
 def spark35_suite(workdir: Path) -> subprocess.Popen | None:
     """pytest on ``TESTS`` in the Spark 3.5 venv, its output into ``workdir``; None without that venv."""
-    if not PYTHON.exists():
-        return None
-    with (workdir / "output.txt").open("w") as out:
-        return subprocess.Popen([str(PYTHON), "-m", "pytest", "-p", "no:cacheprovider", *TESTS], cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return beside_pytest(PYTHON, TESTS, workdir) if PYTHON.exists() else None
 
 
 @pytest.mark.slow
@@ -43,10 +38,7 @@ def test_the_version_sensitive_tests_pass_on_spark_3_5(request):
     proc, workdir = child_beside(request.config, spark35_suite)
     if proc is None:
         skip_unless_ci(f"no Spark 3.5 venv at {PYTHON.parent.parent}: run `make setup-spark35`")
-    proc.wait(timeout=TIMEOUT_S)
-    output = (workdir / "output.txt").read_text()
-    assert proc.returncode == 0, output[-5000:]
-    assert re.search(r"^=+ \d+ passed", output, re.M), output[-2000:]
+    assert_beside_pytest_passed(proc, workdir, TIMEOUT_S)
     version = subprocess.run([str(PYTHON), "-c", "import pyspark; print(pyspark.__version__)"],
                              capture_output=True, text=True, check=True).stdout
     assert version.startswith("3.5."), version

@@ -12,7 +12,7 @@ import pytest
 import ckpt_impls
 from ckpt_impls import jars
 from ckptbench import metrics, results, runs
-from ckptbench.spark import restore_settings, set_settings
+from ckptbench.spark import settings_set
 from infra.s3ops import through_manager
 
 STATE = "bench/p/checkpoint/state/0/1"
@@ -95,11 +95,8 @@ def test_rocksdb_state_is_reloaded_from_the_checkpoint_after_a_restart(spark, me
     ckpt_impls.use(spark, strategy)
 
     def run(batches: int) -> list[dict]:
-        before = set_settings(spark, conf)
-        try:
+        with settings_set(spark, conf):
             query = workloads.stateful(spark, checkpoint, sink="memory", name=table)
-        finally:
-            restore_settings(spark, before)
         try:
             return workloads.await_batches(query, batches, 180)
         finally:
