@@ -200,7 +200,11 @@ class DriverGone(RuntimeError):
 
 class Driver:
     """A ``ckptbench.driver`` child in a process group of its own (so a SIGKILL to the group takes
-    its JVM too), reached through its stdin and stdout. Its stderr (Spark's log) goes to a file."""
+    its JVM too), reached through its stdin and stdout. Its stderr (Spark's log) goes to a file.
+
+    The group stays in the lab's session: where Linux schedules by session (autogroup), a session
+    of its own would give each driver as much CPU as everything else, and a nice value set on the
+    lab would not reach its drivers."""
 
     def __init__(self, config: Config, log: Path) -> None:
         self.config, self.log = config, log
@@ -216,7 +220,7 @@ class Driver:
         with open(log, "ab") as err:
             self.proc = subprocess.Popen(ending_with_us([sys.executable, "-m", "ckptbench.driver"]),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                                         start_new_session=True, env=env)
+                                         process_group=0, env=env)
         self.proc.stdin.write(config.to_json() + "\n")  # the keys travel here, never in argv
         self.proc.stdin.flush()
         self.events: list[dict] = []

@@ -430,7 +430,7 @@ class Kill:
     (``re.search``), SIGKILL the process group of ``pid``: before the request is forwarded (the
     store never sees it), or ``after_applied``, once the store has answered it. The client's
     connection is reset either way; the process that sent it is gone. ``pid`` must lead a
-    process group of its own (``start_new_session=True``), never the caller's."""
+    process group of its own (``process_group=0``), never the caller's."""
 
     pid: int
     after_applied: bool
@@ -447,7 +447,7 @@ class Kill:
             raise ValueError(f"Kill: no process {self.pid}") from None
         if group == os.getpgrp():
             raise ValueError(f"Kill: process {self.pid} is in this process's own group, which the kill would take "
-                             "down too; start it with start_new_session=True")
+                             "down too; start it with process_group=0")
         self._key = re.compile(self.key)
 
     def decide(self, request: RequestInfo) -> Action | None:

@@ -17,7 +17,7 @@ class MeteredStore(ObjectStore):
         self.inner = inner
         self.fault_profile, self.seed = fault_profile, seed
         self.name = inner.name
-        self.emulator = inner.emulator
+        self.emulator, self.racy_conditional_put = inner.emulator, inner.racy_conditional_put
         self.proxy: ProxyProcess | None = None
 
     def _start(self) -> None:

@@ -3,7 +3,9 @@ the rest of the suite (conftest ``beside_the_suite``). They spend minutes starti
 restarting driver JVMs, while the suite's own process leaves a core idle most of the time; in line
 they took 9.4 of a fresh-clone ``make test``'s 33.5 minutes (2026-11-24, /tmp/ci-h). While this
 test is selected, conftest leaves ``test_crashlab.py``'s own tests out of the suite's process (the
-marker's ``runs``); ``pytest tests/test_crashlab.py`` alone runs them in line as before.
+marker's ``runs``) and the child runs those the main run selected (``-k 'crash and not
+two_writers'`` all but that one; ``-k beside``, which selects none of them, all);
+``pytest tests/test_crashlab.py`` alone runs them in line as before.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ CRASHLAB_TESTS = "tests/test_crashlab.py"
 TIMEOUT_S = 1800  # against a hang only: in line it took 9.4 minutes
 
 
-def crashlab_part(workdir: Path) -> subprocess.Popen:
-    """pytest on ``CRASHLAB_TESTS`` in this venv, its output into ``workdir``."""
-    return beside_pytest(sys.executable, [CRASHLAB_TESTS], workdir)
+def crashlab_part(workdir: Path, tests: list[str]) -> subprocess.Popen:
+    """pytest on ``tests`` (of ``CRASHLAB_TESTS``, as conftest selected them) in this venv, its output
+    into ``workdir``."""
+    return beside_pytest(sys.executable, tests, workdir)
 
 
 @pytest.mark.slow

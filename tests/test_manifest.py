@@ -21,6 +21,7 @@ from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 from ckpt_impls import build, jars, manifest_format
+from ckptbench.spark import settings_set
 from conftest import CheckpointFiles, bucket_of, java_class
 
 MANAGER = "ckptbench.checkpoint.ManifestCheckpointFileManager"
@@ -511,9 +512,8 @@ def test_stateful_query_restarts_at_the_next_batch(spark, store, prefix):
 
     bucket = bucket_of(store)
     checkpoint = f"s3a://{bucket}/{prefix}/checkpoint"
-    previous = spark.conf.get(ckpt_impls.MANAGER_CLASS_CONF, None)
-    ckpt_impls.use(spark, "manifest")
-    spark.conf.set("ckptbench.manifest.compactInterval", "4")  # compactions within the run
+    chosen = {ckpt_impls.MANAGER_CLASS_CONF: ckpt_impls.get("manifest").manager_class,
+              "ckptbench.manifest.compactInterval": "4"}  # compactions within the run
 
     def run(batches: int) -> list[int]:
         query = (spark.readStream.format("rate").option("rowsPerSecond", 20).load()
@@ -529,7 +529,7 @@ def test_stateful_query_restarts_at_the_next_batch(spark, store, prefix):
             query.stop()
         return [p["batchId"] for p in query.recentProgress]
 
-    try:
+    with settings_set(spark, chosen):
         first = run(12)
         assert len(first) >= 12
         m = Manifest(spark, store, bucket, f"{prefix}/checkpoint", settings())
@@ -539,9 +539,3 @@ def test_stateful_query_restarts_at_the_next_batch(spark, store, prefix):
         assert second[0] == committed + 1
         assert m.exists("state/0/0") and any(n.endswith(".delta") for n in m.names("state/0/0"))
         assert m.numbers("offsets", "c"), "the offsets log should have been compacted"
-    finally:
-        spark.conf.unset("ckptbench.manifest.compactInterval")
-        if previous is None:
-            spark.conf.unset(ckpt_impls.MANAGER_CLASS_CONF)
-        else:
-            spark.conf.set(ckpt_impls.MANAGER_CLASS_CONF, previous)

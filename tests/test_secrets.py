@@ -46,12 +46,13 @@ def test_the_cluster_check_finds_a_running_process_holding_a_secret():
     """``command_lines_holding``, which ``jvm_crosscheck`` runs over a cluster's JVMs."""
     secret = uuid.uuid4().hex
     assert command_lines_holding([secret, ""]) == {}  # an empty secret is in every line: never looked for
-    leaking = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--key={secret}"],
-                               stderr=subprocess.PIPE, text=True)
+    # The child says it is up before the check: Popen returns when exec closes its close-on-exec pipe, and
+    # Linux sets the new command line after that (setup_arg_pages); the project's CI once found no line.
+    leaking = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)",
+                                f"--key={secret}"], stdout=subprocess.PIPE, text=True)
     try:
-        # Once found missing in a long run (not again alone): then say whether the child had ended.
-        assert list(command_lines_holding([secret])) == [leaking.pid], (
-            leaking.poll(), leaking.stderr.read() if leaking.poll() is not None else "running")
+        assert leaking.stdout.readline() == "up\n"
+        assert list(command_lines_holding([secret])) == [leaking.pid]
     finally:
         leaking.kill()
         leaking.wait()

@@ -47,5 +47,14 @@ def test_copy_is_projected_only_in_its_own_part_and_the_probe_is_recorded(proxie
     # The profile holds a COPY of 1 MiB to 8 MB/s at least: a floor it sets, not a speed.
     assert metrics.copy_percentile(record, "COPY", MiB, 0, metrics.PROJECTED_COPY) >= MiB / 8e6 * 1000
     assert list(record.capabilities.capability) == list(ckpt_impls.CAPABILITIES)
-    assert record.capabilities.ok.all(), record.capabilities
-    assert report.runnable(record) == dict.fromkeys(ckpt_impls.STRATEGIES)
+    failed = record.capabilities[~record.capabilities.ok].set_index("capability").detail.to_dict()
+    if failed and store.racy_conditional_put:
+        # moto's race, when the probe's 20 races catch it (a few runs in 100), and nothing else: the
+        # strategies that need exclusive creates are then refused for this store, the others not.
+        assert list(failed) == ["exclusive_create"] and "both writers won" in failed["exclusive_create"], failed
+        needs = {name for name, s in ckpt_impls.STRATEGIES.items()
+                 if "exclusive_create" in {n.capability for n in s.requires}}
+        assert {name for name, why in report.runnable(record).items() if why} == needs == {"conditional", "manifest"}
+    else:
+        assert not failed, record.capabilities
+        assert report.runnable(record) == dict.fromkeys(ckpt_impls.STRATEGIES)
