@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import ckpt_impls
@@ -59,7 +58,8 @@ def _names(text: str, valid, kind: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in valid]
     if unknown or not names:
-        raise UsageError(f"unknown {kind} '{','.join(unknown) or text}'; valid {kind}s: {', '.join(valid)}")
+        plural = kind.removesuffix("y") + "ies" if kind.endswith("y") else kind + "s"
+        raise UsageError(f"unknown {kind} '{','.join(unknown) or text}'; valid {plural}: {', '.join(valid)}")
     return names
 
 
@@ -185,8 +185,7 @@ def cmd_bench(args) -> None:
     print(f"running the {args.size} suite", flush=True)
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(config)],
                    check=True, env=env, stdout=subprocess.DEVNULL)
-    with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp, progress.shown(Path(tmp, "progress")):
-        env[progress.ENV] = str(Path(tmp, "progress"))
+    with progress.shown_for(env):
         run = subprocess.run([*asv, "run", "--config", str(config), "--python=same", "--set-commit-hash", "HEAD",
                               "--machine", machine, "--show-stderr", *(["--bench", bench] if bench else [])],
                              env=env)
@@ -320,6 +319,24 @@ def cmd_scale(args) -> None:
           "(python -m ckptbench cost --partitions N projects from it; the report shows it after a bench or report run)")
 
 
+def cmd_counting(args) -> None:
+    from . import counting_overhead, progress, results, runs
+
+    store = args.store or runs.default_store()
+    _names(store, infra.STORES, "store")
+    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    if args.queries is not None and args.queries < 2:
+        raise UsageError(f"--queries must be at least 2 (each query's first arm is the other's in the next), "
+                         f"not {args.queries}")
+    settings = runs.Settings(store, args.size, args.bucket, results_root() / "raw")
+    with progress.shown_for(os.environ):  # the experiment's bar, shown on stderr
+        overhead = counting_overhead.experiment(settings, tuple(strategies), args.queries)
+    print(counting_overhead.table(overhead, strategies))
+    print(f"\nhandler alone: {overhead.handler['on_ns'] / 1000:.1f} µs per HTTP attempt counting, "
+          f"{overhead.handler['off_ns'] / 1000:.2f} µs switched off")
+    print(f"record: {results.directory(settings.raw, store, 'jvm_counting')}")
+
+
 def cmd_faultlab(args) -> None:
     from . import faultlab, progress, results, runs
 
@@ -347,8 +364,7 @@ def cmd_faultlab(args) -> None:
         changes["seeds"] = tuple(range(args.seeds))
     strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     settings = runs.Settings(store, args.size, args.bucket, RESULTS / "raw")
-    with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp, progress.shown(Path(tmp, "progress")):
-        os.environ[progress.ENV] = str(Path(tmp, "progress"))  # the lab's bar, shown on stderr
+    with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
     print(faultlab.table(record))
     print(f"\nrecord: {results.directory(settings.raw, store, 'faults').relative_to(ROOT)} "
@@ -458,8 +474,7 @@ def cmd_crashlab(args) -> None:
         except ValueError:
             raise UsageError(f"--part takes K/N with 1 <= K <= N (say 2/4), not {args.part!r}") from None
     settings = runs.Settings(store, args.size or "cli", args.bucket, RESULTS / "raw")
-    with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp, progress.shown(Path(tmp, "progress")):
-        os.environ[progress.ENV] = str(Path(tmp, "progress"))  # the lab's bar, shown on stderr
+    with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = crashlab.crashes(settings, strategies, plan, points=tuple(points), seed=args.seed)
     where = results.directory(settings.raw, store, "crashes")
     if plan.part != (1, 1):
@@ -543,6 +558,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
     s.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
     s.set_defaults(run=cmd_scale)
+    co = sub.add_parser("counting", help="what counting S3 requests inside Spark's JVMs adds to walCommit, "
+                                         "counting switched on and off batch by batch (no proxy)")
+    co.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: ceph where it can start here, "
+                                    "else embedded)")
+    co.add_argument("--size", choices=list(PLANS), default="quick",
+                    help="batches per query and queries per strategy (default quick: 6 queries of 20 batches; "
+                         "full: 20 of 100, ~1,000 batches an arm)")
+    co.add_argument("--queries", type=int, help="queries per strategy (default: the size's)")
+    co.add_argument("--strategies", default="rename,conditional",
+                    help="comma-separated (default rename,conditional: the most and the fewest requests per walCommit)")
+    co.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    co.set_defaults(run=cmd_counting)
     f = sub.add_parser("faultlab", help="failure rates per strategy under the fault profiles (the failure lab)")
     f.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where it "
                                    "can start here, else embedded)")

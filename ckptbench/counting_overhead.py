@@ -6,16 +6,21 @@ Two measurements, both in ``experiment(settings)``:
   in one SparkSession, on the store directly (no metering proxy: where the JVM count is meant to
   serve). Counting is switched batch by batch inside each query, in a random order within blocks
   of two batches (``_Alternate``; in the driver JVM, which in local mode makes every request, as
-  each batch's progress is posted; a trigger of ``TRIGGER`` leaves a quiet machine's query idle
+  each batch's progress is posted; a trigger of ``TRIGGERS`` leaves a quiet machine's query idle
   between batches, so the switch lands there), so that drift in a shared machine's load, which
   moved walCommit's p50 by a factor of 2 between runs here, reaches both arms alike. A first
   design, alternating whole runs, measured +17% for rename and -5% for conditional on Ceph RGW:
   noise (the first run of each pair was also slower, by ~11 ms) against a handler that costs
   about a microsecond a request. Which arm a batch was in is read from the data, not from the
-  switch's timing: counted if the JVM recorded all of its ``offsets/`` requests (as many as any
-  batch of the query), not counted if none, else (switched during its walCommit) left out.
-  ``overhead_pct``: walCommit p50 of the counted batches over that of the others, every query
-  pooled, minus 1, in percent; ``overhead_interval`` a bootstrap interval of it.
+  switch's timing: counted if the JVM recorded all of its ``offsets/`` requests (at least as many
+  as the query's batches usually make), not counted if none, else (switched during its walCommit)
+  left out.
+  ``overhead_ms``: the counted batches' mean walCommit less the others', each arm's slowest and
+  fastest ``TRIM`` left out, every query pooled; ``overhead_pct`` that in percent of the uncounted
+  batches' walCommit p50, ``overhead_interval`` a bootstrap interval of it. Means, not the first
+  design's ratio of the arms' medians: Spark reports walCommit in whole milliseconds, and
+  conditional's is 4-6 ms on Ceph RGW, so both medians sat at 5 ms and their ratio could only
+  move in steps of 20%; a mean over hundreds of batches resolves less than a step.
 - The handler alone (``MeterCost.java``, its own JVM, no store): nanoseconds per HTTP attempt
   counted, and with counting off. Times walCommit's own requests (those in ``offsets/`` of a
   counted batch), it bounds from above what counting adds to walCommit, without the machine's
@@ -43,23 +48,37 @@ from . import jvm_requests, metrics, progress, results, runs, workloads
 #: DELETE, S3A's existence checks) and the fewest (conditional: one PUT), the two ends.
 STRATEGIES = ("rename", "conditional")
 #: Queries per strategy, by run size (each of the plan's warm-up batches and at least
-#: ``MIN_BATCHES`` measured ones).
-QUERIES = {"smallest": 2, "quick": 6, "full": 8}
+#: ``MIN_BATCHES`` measured ones). Full's 20 x 100 batches give each arm ~1,000: from a quick
+#: run's batches (Spark 3.5 bench on Ceph RGW, 2026-11-24, ~60 an arm), that is about what
+#: rename needs for a 90% interval of +-2% of its p50, conditional about half.
+QUERIES = {"smallest": 2, "quick": 6, "full": 20}
+#: Fraction of each arm's batches cut from either end before its mean (``metrics.trimmed_mean``):
+#: one GC pause or slow request in an arm would move its mean by more than the 2% sought.
+TRIM = 0.1
 #: Enough measured batches per query that both arms have some, even in the smallest run.
 MIN_BATCHES = 10
 KEYS = 100
-#: Long enough that a batch ends well before the next trigger: the switch lands between batches.
+#: Trigger intervals, per strategy, long enough that a batch ends well before the next trigger, so
+#: that the switch lands between batches: a batch that ends after it would join the arm by its
+#: timing, not at random. The stateful batch took p99 749 ms with rename and 174 ms with
+#: conditional on Ceph RGW (the Spark 3.5 bench, 2026-11-24); shorter intervals fit more batches
+#: into a run. Other strategies: ``TRIGGER``.
+TRIGGERS = {"conditional": "0.5 seconds"}
 TRIGGER = "1 second"
 
 
 class _SpacedLab(runs.Lab):
-    """``runs.Lab`` whose stateful queries trigger every ``TRIGGER``."""
+    """``runs.Lab`` whose stateful queries trigger every ``TRIGGERS[strategy]``."""
 
     def start(self, workload: str, base: str, keys: int):
         if workload != "stateful":
             raise ValueError(f"only the stateful workload here, not {workload!r}")
         return workloads.stateful(self.spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys, digest=True,
-                                  trigger=TRIGGER)
+                                  trigger=self.trigger)
+
+    def run(self, recorder, strategy: str, *args, **kwargs) -> None:
+        self.trigger = TRIGGERS.get(strategy, TRIGGER)
+        super().run(recorder, strategy, *args, **kwargs)
 
 
 class _Alternate(StreamingQueryListener):
@@ -97,20 +116,31 @@ class Overhead:
 
     record: results.Results
     handler: dict[str, float]
+    #: ``batches`` per strategy, classified once: every figure below reads them, several times.
+    _batches: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                                          compare=False)
 
     def batches(self, strategy: str) -> pd.DataFrame:
         """The measured batches of ``strategy``'s queries with their arm: ``on``, ``off`` or
-        ``mixed`` (counting switched during its walCommit)."""
+        ``mixed`` (counting switched during its walCommit), and ``wal_commit_requests``: the
+        query's usual count of ``offsets/`` requests a batch (``_usual``)."""
+        if strategy not in self._batches:
+            self._batches[strategy] = self._classified(strategy)
+        return self._batches[strategy]
+
+    def _classified(self, strategy: str) -> pd.DataFrame:
         out = []
         for run_id in self.record.runs[(self.record.runs.strategy == strategy) & self.record.runs.error.isna()].run:
             run = results.Run(self.record, int(run_id), "jvm")
             offsets = run.requests[run.requests.area == "offsets"].groupby("batch_id").size()
             batches = run.batches.copy()
             counted = offsets.reindex(batches.batch_id, fill_value=0).to_numpy()
-            full = counted.max() if len(counted) else 0
-            batches["arm"] = np.where(counted == 0, "off", np.where(counted == full, "on", "mixed"))
+            usual = _usual(counted)
+            batches["arm"] = np.where(counted == 0, "off", np.where(counted >= usual, "on", "mixed"))
+            batches["wal_commit_requests"] = usual
             out.append(batches)
-        return pd.concat(out) if out else pd.DataFrame(columns=[*results.TABLES["batches"], "arm"])
+        columns = [*results.TABLES["batches"], "arm", "wal_commit_requests"]
+        return pd.concat(out) if out else pd.DataFrame(columns=columns)
 
     def wal_commits(self, strategy: str, arm: str) -> np.ndarray:
         frame = self.batches(strategy)
@@ -123,9 +153,13 @@ class Overhead:
     def count(self, strategy: str, arm: str) -> int:
         return len(self.wal_commits(strategy, arm))
 
+    def overhead_ms(self, strategy: str) -> float:
+        """What counting adds to walCommit: the counted batches' trimmed mean less the others'."""
+        return _added_ms(self.wal_commits(strategy, "on"), self.wal_commits(strategy, "off"))
+
     def overhead_pct(self, strategy: str) -> float:
-        """walCommit p50 counting over p50 not counting, minus 1, in percent."""
-        return 100 * (self.p50(strategy, "on") / self.p50(strategy, "off") - 1)
+        """``overhead_ms`` in percent of walCommit's p50 not counting."""
+        return 100 * self.overhead_ms(strategy) / self.p50(strategy, "off")
 
     def overhead_interval(self, strategy: str, level: float = 90, resamples: int = 2000) -> tuple[float, float]:
         """A bootstrap interval of ``overhead_pct`` (batches resampled within each arm)."""
@@ -133,24 +167,54 @@ class Overhead:
         if not len(on) or not len(off):
             return float("nan"), float("nan")
         rng = np.random.default_rng(0)
-        ratios = [np.median(rng.choice(on, len(on))) / np.median(rng.choice(off, len(off))) for _ in range(resamples)]
-        low, high = np.percentile(ratios, [(100 - level) / 2, (100 + level) / 2])
-        return 100 * (low - 1), 100 * (high - 1)
+        added = [_added_ms(rng.choice(on, len(on)), rng.choice(off, len(off))) for _ in range(resamples)]
+        low, high = np.percentile(added, [(100 - level) / 2, (100 + level) / 2])
+        p50 = self.p50(strategy, "off")
+        return 100 * low / p50, 100 * high / p50
 
     def wal_commit_requests(self, strategy: str) -> float:
-        """JVM-counted requests in ``offsets/`` per counted batch: walCommit's own."""
+        """walCommit's own JVM-counted requests (``offsets/``) per counted batch."""
         frame = self.batches(strategy)
-        counted = frame[frame.arm == "on"]
-        requests = self.record.requests
-        requests = requests[(requests.source == "jvm") & (requests.area == "offsets")]
-        per_batch = requests.groupby(["run", "batch_id"]).size()
-        return metrics.mean([per_batch.get((r, b), 0) for r, b in zip(counted.run, counted.batch_id, strict=True)])
+        return metrics.mean(frame[frame.arm == "on"].wal_commit_requests)
 
     def bound_pct(self, strategy: str) -> float:
         """The handler's cost per attempt times walCommit's requests, in percent of the uncounted
         batches' walCommit p50: an upper bound on what counting adds to walCommit."""
         added_ms = self.handler["on_ns"] * self.wal_commit_requests(strategy) / 1e6
         return 100 * added_ms / self.p50(strategy, "off")
+
+
+#: ``table``'s columns.
+HEADER = ("strategy", "batches counted / not", "walCommit p50 counted / not (ms)", "overhead (ms)",
+          "overhead, % of p50 (90% interval)", "bound, % of p50")
+
+
+def table(overhead: Overhead, strategies) -> str:
+    """``overhead`` per strategy as a Markdown table."""
+    rows = []
+    for strategy in strategies:
+        low, high = overhead.overhead_interval(strategy)
+        rows.append([strategy, f"{overhead.count(strategy, 'on')} / {overhead.count(strategy, 'off')}",
+                     f"{overhead.p50(strategy, 'on'):.1f} / {overhead.p50(strategy, 'off'):.1f}",
+                     f"{overhead.overhead_ms(strategy):+.2f}",
+                     f"{overhead.overhead_pct(strategy):+.1f}% ({low:+.1f}% to {high:+.1f}%)",
+                     f"{overhead.bound_pct(strategy):.2f}%"])
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _usual(counted: np.ndarray) -> int:
+    """walCommit's own ``offsets/`` requests: the count most batches that recorded any have. Not
+    the most: past ``spark.sql.streaming.minBatchesToRetain`` (100) batches Spark also deletes an
+    old ``offsets/`` file each batch, and a full run's queries reach it (with the first design's
+    "as many as any batch", 43 of a full run's ~1,000 counted rename batches were taken for
+    counted, the others for mixed)."""
+    nonzero = counted[counted > 0]
+    return int(np.bincount(nonzero).argmax()) if len(nonzero) else 0
+
+
+def _added_ms(on, off) -> float:
+    return metrics.trimmed_mean(on, TRIM) - metrics.trimmed_mean(off, TRIM)
 
 
 def handler_cost(attempts: int = 300_000) -> dict[str, float]:

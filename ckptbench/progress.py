@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -86,3 +87,18 @@ def shown(path: Path):
     finally:
         stop.set()
         thread.join()
+
+
+@contextlib.contextmanager
+def shown_for(env):
+    """While the block runs, ``Recorder``s of processes started with ``env`` (``os.environ``: this
+    one and its children) write to a file of the block's own, ``shown`` as a bar; ``env`` loses
+    the setting after it."""
+    with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp:
+        path = Path(tmp, "progress")
+        env[ENV] = str(path)
+        try:
+            with shown(path):
+                yield
+        finally:
+            env.pop(ENV, None)

@@ -103,6 +103,8 @@ def test_cost_at_scale_needs_scale_records(tmp_path):
     (("cost", "--strategy", "direct"), "--partitions"),
     (("scale", "--operators", "3"), "--operators"),
     (("scale", "--partitions", "2,lots"), "--partitions"),
+    (("counting", "--queries", "1"), "--queries"),
+    (("counting", "--strategies", "rename,bogus"), "'bogus'"),
 ])
-def test_scale_options_say_what_is_wrong(args, says):
+def test_scale_cost_and_counting_options_say_what_is_wrong(args, says):
     assert says in one_error_line(ckptbench(*args))
