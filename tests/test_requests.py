@@ -81,6 +81,19 @@ def test_conditional_sends_one_request_per_checkpoint_file(spark, metered):
     assert metrics.requests_per_checkpoint_file(record, conditional) == pytest.approx(1.0, abs=1 / BATCHES)
 
 
+def test_conditional_lists_a_log_directory_once_for_its_batch_files(spark, metered):
+    """Spark 3.5 does not list ``commits/`` when a new query starts, so without a listing each
+    batch's check before writing ``commits/N`` cost a LIST. The first check of a batch file lists
+    its directory; the next batches' checks are answered from that listing."""
+    proxied, bucket = metered
+    fm = CheckpointFiles(spark, "conditional", proxied, f"fresh-{uuid.uuid4().hex[:8]}", bucket=bucket)
+    mark = proxied.proxy.mark()
+    for batch in range(3):
+        assert not fm.exists(f"commits/{batch}")
+        fm.write(f"commits/{batch}", b"v1")
+    assert [e.op for e in proxied.proxy.events_since(mark)] == ["LIST", "PUT", "PUT", "PUT"]
+
+
 def test_conditional_existence_checks_come_from_its_listing(spark, metered):
     """After a listing, exists costs no request and sees the manager's own writes; a file another
     writer made since is missed, and the create-only PUT that follows refuses to overwrite it."""
@@ -103,3 +116,28 @@ def test_conditional_existence_checks_come_from_its_listing(spark, metered):
     assert java_class(raised.value) == "org.apache.hadoop.fs.FileAlreadyExistsException"
     assert fm.read("offsets/2") == b"other writer"
     assert fm.exists("offsets/2")  # the 412 taught it
+
+
+def test_conditional_deletes_a_known_lone_file_in_one_request(spark, metered):
+    """Spark purges a metadata log's oldest batch file every batch past minBatchesToRetain: a file
+    in a listed directory with nothing under it goes in one DELETE. A directory, or a file whose
+    directory this JVM has not listed, also has whatever is under it deleted (a LIST first)."""
+    proxied, bucket = metered
+    fm = CheckpointFiles(spark, "conditional", proxied, f"purge-{uuid.uuid4().hex[:8]}", bucket=bucket)
+    fm.mkdirs("offsets")
+    for name in ("0", "1", "2/inside"):
+        fm.write(f"offsets/{name}", b"x")
+    assert fm.names("offsets") == {"0", "1", "2/"}
+    mark = proxied.proxy.mark()
+    fm.delete("offsets/0")
+    assert [e.op for e in proxied.proxy.events_since(mark)] == ["DELETE"]
+    mark = proxied.proxy.mark()
+    fm.delete("offsets/2")  # a directory: what is under it goes too
+    assert [e.op for e in proxied.proxy.events_since(mark)][:2] == ["DELETE", "LIST"]
+    assert fm.names("offsets") == {"1"}
+
+    other = CheckpointFiles(spark, "conditional", proxied, f"purge-{uuid.uuid4().hex[:8]}", bucket=bucket)
+    proxied.client().put_object(Bucket=bucket, Key=f"{other.prefix}/offsets/5", Body=b"x")
+    proxied.client().put_object(Bucket=bucket, Key=f"{other.prefix}/offsets/5/under", Body=b"x")
+    other.delete("offsets/5")  # its directory never listed here: anything under it is deleted too
+    assert other.objects() == set()

@@ -43,13 +43,17 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *       rather than silently losing the guarantee.</li>
  *   <li>Directories are prefixes: {@code mkdirs} writes a {@code dir/} marker; a path exists when
  *       it is an object or has anything under it. {@code delete} removes the object and anything
- *       under it.</li>
+ *       under it; a file whose directory listing this JVM holds, with nothing under it, costs one
+ *       DELETE (see {@link #delete}).</li>
  *   <li>{@code exists} sends no request when the path's directory was listed in this JVM: the
  *       listing, kept up to date by this JVM's own writes and deletes ({@link KnownListings}),
- *       answers. Otherwise it costs one LIST of at most two keys. So a batch costs exactly one
- *       PUT per checkpoint file: Spark lists {@code offsets/} and {@code commits/} when the
- *       query starts, and its per-batch check before writing {@code offsets/N} and
- *       {@code commits/N} (formerly a LIST each) is answered from memory.</li>
+ *       answers. Otherwise it costs one LIST of at most two keys, except for a metadata log's
+ *       batch file (a name of digits only, such as {@code commits/7}): then it lists that
+ *       directory once and answers from the listing. So a batch costs exactly one PUT per
+ *       checkpoint file: Spark 4 lists {@code offsets/} and {@code commits/} when the query
+ *       starts, Spark 3.5 only {@code offsets/} (and {@code commits/} on a restart), and its
+ *       per-batch check before writing {@code offsets/N} and {@code commits/N} (formerly a LIST
+ *       each) is answered from memory.</li>
  * </ul>
  *
  * <p>Why answering from a listing is safe: the answer can be stale only about what another JVM
@@ -105,6 +109,7 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
     String prefix = dirKey + "/";
     List<FileStatus> out = new ArrayList<>();
     Set<String> names = new HashSet<>();
+    Set<String> directories = new HashSet<>();
     long stamp = known.beforeListing(dirKey);
     try {
       String token = null;
@@ -120,7 +125,9 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
           }
         }
         for (String dir : page.prefixes()) {
-          names.add(dir.substring(prefix.length(), dir.length() - 1));
+          String name = dir.substring(prefix.length(), dir.length() - 1);
+          names.add(name);
+          directories.add(name);
           Path dirPath = store.path(dir.substring(0, dir.length() - 1));
           if (filter.accept(dirPath)) {
             out.add(new FileStatus(0, true, 1, 0, 0, dirPath));
@@ -131,7 +138,7 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
     } catch (IOException e) {
       throw Unchecked.io(e);
     }
-    known.listed(dirKey, names, stamp);
+    known.listed(dirKey, names, directories, stamp);
     return out.toArray(new FileStatus[0]);
   }
 
@@ -140,17 +147,25 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
     String key = store.key(path);
     try {
       store.put(key + "/", new byte[0], false);
-      known.created(key);
+      known.createdDirectory(key);
     } catch (IOException e) {
       known.unsure(key);
       throw Unchecked.io(e);
     }
   }
 
+  /** A metadata log's batch file: its name is a batch number ({@code offsets/7}, {@code sources/0/7}). */
+  private static boolean isBatchFile(Path path) {
+    String name = path.getName();
+    return !name.isEmpty() && name.chars().allMatch(c -> c >= '0' && c <= '9');
+  }
+
   /**
    * No request when the path's directory was listed in this JVM ({@link KnownListings}): Spark
-   * lists a metadata log's directory when a query starts, so every batch's check of
-   * {@code offsets/N} and {@code commits/N} is answered from memory. Otherwise one LIST of the
+   * lists a metadata log's directory when a query starts (Spark 3.5 not {@code commits/} of a new
+   * query), so every batch's check of {@code offsets/N} and {@code commits/N} is answered from
+   * memory. A batch file whose directory is not known lists the directory, once: after that its
+   * checks are answered from memory too. Otherwise one LIST of the
    * keys starting with the path's key: the exact key sorts first when the file exists; otherwise
    * the directory's entries start with {@code key/}. Only a sibling such as {@code key.compact}
    * (sorting between the two) costs a second LIST, of {@code key/} itself. A LIST rather than a
@@ -161,6 +176,10 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
   public boolean exists(Path path) {
     String key = store.key(path);
     Boolean answer = known.exists(key);
+    if (answer == null && isBatchFile(path)) {
+      list(path.getParent(), p -> true); // installs the listing, unless a write raced it
+      answer = known.exists(key);
+    }
     if (answer != null) {
       return answer;
     }
@@ -182,12 +201,22 @@ public class ConditionalPutCheckpointFileManager extends ConditionalS3Checkpoint
     }
   }
 
+  /**
+   * One DELETE for a file this JVM knows has nothing under it (its directory's listing, kept up to
+   * date by its own writes: Spark's purge of a metadata log's old batch files, one per log per
+   * batch past {@code minBatchesToRetain}); otherwise the object and a LIST-driven delete of
+   * anything under {@code key/}. Something another JVM wrote under a known lone file since the
+   * listing stays: no Spark checkpoint puts anything under a file's name.
+   */
   @Override
   public void delete(Path path) {
     String key = store.key(path);
     try {
+      boolean loneFile = known.isLoneFile(key);
       store.delete(key);
-      store.deletePrefix(key + "/");
+      if (!loneFile) {
+        store.deletePrefix(key + "/");
+      }
       known.deleted(key);
     } catch (IOException e) {
       known.unsure(key);

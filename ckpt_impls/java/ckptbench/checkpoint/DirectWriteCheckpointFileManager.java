@@ -108,14 +108,18 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
     try {
       FileStatus[] all = fs.listStatus(path);
       Set<String> names = new HashSet<>();
+      Set<String> directories = new HashSet<>();
       List<FileStatus> out = new ArrayList<>();
       for (FileStatus status : all) {
         names.add(status.getPath().getName());
+        if (status.isDirectory()) {
+          directories.add(status.getPath().getName());
+        }
         if (filter.accept(status.getPath())) {
           out.add(status);
         }
       }
-      known.listed(dir, names, stamp);
+      known.listed(dir, names, directories, stamp);
       return out.toArray(new FileStatus[0]);
     } catch (IOException e) {
       throw Unchecked.io(e);
@@ -127,7 +131,7 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
     String key = key(path);
     try {
       fs.mkdirs(path, FsPermission.getDirDefault());
-      known.created(key);
+      known.createdDirectory(key);
     } catch (IOException e) {
       known.unsure(key);
       throw Unchecked.io(e);

@@ -25,11 +25,15 @@ import java.util.function.Consumer;
  */
 final class KnownListings {
 
-  /** Per store and bucket scope, then directory key (no trailing slash): the child names in it. */
-  private static final Map<String, Map<String, Set<String>>> LISTINGS = new ConcurrentHashMap<>();
+  /** A directory's children: every name in it, and those with anything under them. */
+  private record Listing(Set<String> names, Set<String> directories) {
+  }
+
+  /** Per store and bucket scope, then directory key (no trailing slash): what is in it. */
+  private static final Map<String, Map<String, Listing>> LISTINGS = new ConcurrentHashMap<>();
   private static final Map<String, Map<String, AtomicLong>> CHANGES = new ConcurrentHashMap<>();
 
-  private final Map<String, Set<String>> listings;
+  private final Map<String, Listing> listings;
   private final Map<String, AtomicLong> changes;
 
   KnownListings(String scope) {
@@ -52,8 +56,18 @@ final class KnownListings {
 
   /** Whether {@code key} (a file or a directory) exists, or null when its directory is not known. */
   Boolean exists(String key) {
-    Set<String> names = listings.get(parent(key));
-    return names == null ? null : names.contains(child(key));
+    Listing listing = listings.get(parent(key));
+    return listing == null ? null : listing.names().contains(child(key));
+  }
+
+  /**
+   * Whether {@code key} is known to be a file with nothing under it (its directory is known, it
+   * is there, and nothing was listed or written under {@code key/}); false when not known so.
+   */
+  boolean isLoneFile(String key) {
+    Listing listing = listings.get(parent(key));
+    return listing != null && listing.names().contains(child(key))
+        && !listing.directories().contains(child(key));
   }
 
   /** Call before listing {@code dir}; pass the result to {@link #listed}. */
@@ -61,10 +75,14 @@ final class KnownListings {
     return changesOf(dir).get();
   }
 
-  /** {@code dir} holds exactly {@code names} (files and subdirectories), as listed after {@code stamp}. */
-  void listed(String dir, Set<String> names, long stamp) {
-    Set<String> known = ConcurrentHashMap.newKeySet();
-    known.addAll(names);
+  /**
+   * {@code dir} holds exactly {@code names} (files and subdirectories), of which
+   * {@code directories} have anything under them, as listed after {@code stamp}.
+   */
+  void listed(String dir, Set<String> names, Set<String> directories, long stamp) {
+    Listing known = new Listing(ConcurrentHashMap.newKeySet(), ConcurrentHashMap.newKeySet());
+    known.names().addAll(names);
+    known.directories().addAll(directories);
     AtomicLong count = changesOf(dir);
     synchronized (count) {
       if (count.get() == stamp) {
@@ -73,11 +91,21 @@ final class KnownListings {
     }
   }
 
-  /** {@code key} now exists (written, or refused as existing), and so does each directory above it. */
+  /** The object {@code key} now exists (written, or refused as existing), and so does each directory above it. */
   void created(String key) {
+    String name = child(key);
+    changed(parent(key), listing -> listing.names().add(name));
+    createdDirectory(parent(key));
+  }
+
+  /** The directory {@code key} (its marker, or something under it) now exists, and so does each one above it. */
+  void createdDirectory(String key) {
     for (String k = key; !k.isEmpty(); k = parent(k)) {
       String name = child(k);
-      changed(parent(k), names -> names.add(name));
+      changed(parent(k), listing -> {
+        listing.names().add(name);
+        listing.directories().add(name);
+      });
     }
   }
 
@@ -88,25 +116,28 @@ final class KnownListings {
    */
   void deleted(String key) {
     String name = child(key);
-    changed(parent(key), names -> names.remove(name));
+    changed(parent(key), listing -> {
+      listing.names().remove(name);
+      listing.directories().remove(name);
+    });
     forgetUnder(key);
   }
 
   /** A write or delete of {@code key} may or may not have happened: its directory, and anything listed under it, is no longer known. */
   void unsure(String key) {
     String dir = parent(key);
-    changed(dir, names -> listings.remove(dir));
+    changed(dir, listing -> listings.remove(dir));
     forgetUnder(key);
   }
 
   /** Counts a change in {@code dir}, so that a listing taken meanwhile is not installed, and applies {@code edit} to its known names, if any. */
-  private void changed(String dir, Consumer<Set<String>> edit) {
+  private void changed(String dir, Consumer<Listing> edit) {
     AtomicLong count = changesOf(dir);
     synchronized (count) {
       count.incrementAndGet();
-      Set<String> names = listings.get(dir);
-      if (names != null) {
-        edit.accept(names);
+      Listing listing = listings.get(dir);
+      if (listing != null) {
+        edit.accept(listing);
       }
     }
   }
