@@ -1,6 +1,8 @@
 """The floor: the store's own latency per request on 1 KiB objects, timed by the metering proxy
 (request head in to response out, so no client overhead), for reading every other figure as a
-multiple of it. LIST lists one key's prefix (one entry, like S3A's existence checks).
+multiple of it. LIST lists one key's prefix (one entry, like S3A's existence checks). And the same
+requests as Spark's own S3 client makes them in the driver JVM (``runs.client_floor``), whose PUT a
+checkpoint file costs at least.
 
 And what the proxy itself adds: client-timed PUT and HEAD straight to the store and through the
 proxy, in pairs (``ckptbench.runs.proxy_overhead``); the target is at most 10% of the store's
@@ -24,6 +26,17 @@ class Floor:
         return metrics.floor_percentile(results, op, 95)
 
     track_p50.unit = track_p95.unit = "ms"
+
+
+class ClientFloor:
+    params = [list(runs.FLOOR_OPS)]
+    param_names = ["op"]
+    setup_cache = staticmethod(common.streaming)
+
+    def track_p50(self, results, op):
+        return metrics.client_floor_percentile(results, op, 50)
+
+    track_p50.unit = "ms"
 
 
 class ProxyOverhead:

@@ -215,7 +215,10 @@ def _streaming(name: str, record: results.Results, figures: Path,
         f"Measured on {_where(record)}.",
         f"{plan['batches']} measured batches after {plan['warmup']} warm-up per query; state keys "
         f"{plan['keys'][0]:,} unless said; the store's own 1 KiB PUT p50 is "
-        f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms (timed by {_timed_by(record, 'floor')}, same run)."])
+        f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms (timed by {_timed_by(record, 'floor')}, same run), "
+        f"{cell(metrics.put_floor_ms(record), '.1f')} ms as Spark's own S3 client makes it in the driver JVM "
+        "(the client's work included), each after the store sat idle for "
+        f"{runs.FLOOR_PAUSE_S * 1000:.0f} ms, as a checkpoint's PUT comes."])
     section.decisions = [decide.decide(record, workload, TRIGGER_S, safety=found, runnable=can_run)
                          for workload in plan["workloads"]
                          if workload in set(record.runs.workload)]
@@ -226,10 +229,10 @@ def _streaming(name: str, record: results.Results, figures: Path,
 
         rows.append([
             strategy,
-            f"{cell(stateful(metrics.duration_percentile, 'walCommit', 50))} / "
-            f"{cell(stateful(metrics.duration_percentile, 'walCommit', 95))}",
-            f"{cell(stateful(metrics.duration_percentile, 'commitOffsets', 50))} / "
-            f"{cell(stateful(metrics.duration_percentile, 'commitOffsets', 95))}",
+            f"{cell(stateful(metrics.duration_percentile, 'walCommit', 50), '.1f')} / "
+            f"{cell(stateful(metrics.duration_percentile, 'walCommit', 95), '.1f')}",
+            f"{cell(stateful(metrics.duration_percentile, 'commitOffsets', 50), '.1f')} / "
+            f"{cell(stateful(metrics.duration_percentile, 'commitOffsets', 95), '.1f')}",
             f"{cell(stateful(lambda run: metrics.wal_commit_in_store_puts(record, run)), '.1f')}x",
             cell(metrics.or_none(metrics.spark_share_ms, record, "stateful"), ".1f"),
             f"{cell(stateful(lambda run: metrics.strategy_overhead_ms(record, run)), '.1f')} / "
@@ -245,10 +248,11 @@ def _streaming(name: str, record: results.Results, figures: Path,
          "Spark's share of walCommit p50 (ms)", "overhead: ms / x PUT", "requests per batch",
          "requests per checkpoint file", "COPY per PUT", "file-sink compaction batch / others",
          f"state commit at {largest:,} keys (ms)"], rows,
-        f"Latencies are Spark's own (progress durationMs); requests are counted by {_counted_by(record)}, a mean "
+        f"Latencies are Spark's own (progress durationMs, whole milliseconds, each read as the millisecond it "
+        f"stands for); requests are counted by {_counted_by(record)}, a mean "
         "over the measured batches. Spark's share is walCommit p50 through the benchmark floor, a manager keeping "
         "files in the JVM's memory with no store (not a strategy); a strategy's overhead is its walCommit p50 minus "
-        "that share minus the store's 1 KiB PUT p50 (0: one PUT round trip per file). Requests per checkpoint "
+        "that share minus a 1 KiB PUT's p50 in Spark's JVM (0: one PUT round trip per file). Requests per checkpoint "
         "file: requests in the checkpoint's areas over the files Spark wrote, as the floor counted them."))
     section.figures = [
         Figure(plots.latency(name, record, "stateful", figures / f"{name}-latency.png"),

@@ -61,6 +61,10 @@ class Plan:
     overhead_samples: int
     workloads: tuple[str, ...] = ("stateful", "file_sink", "file_source")
     sweep_workloads: tuple[str, ...] = ("stateful",)  # the workloads the state sweep (keys[1:]) runs
+    # Untimed keys (5 requests each) the client floor sends first (``client_floor``): the SDK's request
+    # path, shared by every strategy, compiled by the JIT before anything is timed. Its PUT took 2.75 ms
+    # over the first 250 keys of a fresh JVM, 1.7 ms from the 500th on (in a loop on Ceph RGW).
+    client_floor_warmup: int = 1000
 
 
 #: The stateful workloads users run (``WORKLOAD_CONF``), in the quick and full plans.
@@ -73,7 +77,7 @@ KEYS = (1_000, 30_000, 300_000)  # state files of ~35 KiB, ~1 MiB, ~10 MiB (two 
 # garbage collection delay, hours later, and the lab's in-memory OSD holds 1 GiB, of which
 # 4 strategies x 10 batches x 2 state files of ~10 MiB already take half.
 PLANS = {
-    "smallest": Plan(1, 1, 3, 2, (100, 1_000), ((1, 2),), 10, (KiB, MiB, 4 * MiB), 3, 40),
+    "smallest": Plan(1, 1, 3, 2, (100, 1_000), ((1, 2),), 10, (KiB, MiB, 4 * MiB), 3, 40, client_floor_warmup=20),
     # quick sweeps the HDFS-backed store alone: RocksDB with changelog took 6.9 s a batch (p50) at 30k keys
     # on Ceph RGW (/tmp run, load average ~40), so its sweep to 300k keys is for the full plan.
     "quick": Plan(5, 3, 20, 10, KEYS, ((2, 6), (2, 6)), 300, COPY_SIZES, 5, 600,
@@ -92,7 +96,7 @@ LOGS = {"_spark_metadata": "file_sink", "sources": "file_source"}
 ROWS_PER_BATCH = 1_000  # file_sink's input; stateful reads as many rows as it has keys
 SPARK_CONF = {
     "spark.driver.memory": "2g",  # the largest state sweep holds a few versions of 300k keys
-    "spark.sql.streaming.numRecentProgressUpdates": "1000",
+    workloads.RECENT_PROGRESS: "1000",
     # State store maintenance (snapshots, RocksDB's changelog snapshot uploads, old-version
     # deletes) every 5 s, not Spark's 60 s: a measured query runs for tens of seconds, and with
     # 60 s it would see a maintenance round or none by chance. Read once per JVM, so set here.
@@ -124,6 +128,12 @@ WORKLOAD_CONF = {
 NEEDS_SPARK = {"stateful_no_checksum": (4, 1)}
 #: The requests of the store's floor, in the order ``floor_samples`` makes them.
 FLOOR_OPS = ("PUT", "HEAD", "COPY", "LIST", "DELETE")
+#: Idle time before each timed key of the floor (``floor_samples``, ``client_floor``). A checkpoint's
+#: PUT follows tens of milliseconds without a request (Spark plans the batch between), and on Ceph RGW
+#: a 1 KiB PUT after 20 ms or more of idle took 2.1-2.7 ms at the store (proxy-timed) against 1.4-1.6
+#: ms right after another request (Spark's S3 client in a loop, pauses 0-100 ms, 100 keys each,
+#: 2026-11-24; no effect up to 2 ms): a floor of back-to-back requests is one no checkpoint gets.
+FLOOR_PAUSE_S = 0.1
 #: Object sizes of the probe's COPY check in a run: ``copy_samples`` measures COPY against size;
 #: the check needs identical copies, and two sizes for its fit.
 PROBE_COPY_SIZES = (KiB, MiB)
@@ -362,15 +372,18 @@ class _Timer:
 
 
 def floor_samples(store, bucket: str, samples: int = 200,
-                  ops: tuple[str, ...] = FLOOR_OPS, warmup: int = 20) -> tuple[str, dict[str, list[float]]]:
+                  ops: tuple[str, ...] = FLOOR_OPS, warmup: int = 20,
+                  pause: float = FLOOR_PAUSE_S) -> tuple[str, dict[str, list[float]]]:
     """Milliseconds per request for each of ``ops`` on 1 KiB objects, as timed by the proxy
     (request head in to response out), so client overhead is excluded; with no proxy (an https
     store), by the client: ``(route, {op: [ms]})`` (``_Timer``).
 
-    For each of ``samples`` fresh keys, in turn: PUT it, HEAD it, COPY it to a new key, LIST its
+    For each of ``samples`` fresh keys, in turn, after ``pause`` seconds with no request (as a
+    checkpoint's PUT comes, ``FLOOR_PAUSE_S``): PUT it, HEAD it, COPY it to a new key, LIST its
     prefix (one entry, as S3A's existence checks do), DELETE it (the ops not in ``ops`` left
     out). One key at a time rather than one op at a time, so that drift in the machine's load
-    reaches every op alike; ``warmup`` keys go first, untimed (connections, the store's caches).
+    reaches every op alike; ``warmup`` keys go first, untimed and unpaused (connections, the
+    store's caches).
     """
     s3, body, root, timer = store.client(), b"x" * 1024, f"{store.run_prefix}floor/", _Timer(store)
     calls = {
@@ -392,9 +405,28 @@ def floor_samples(store, bucket: str, samples: int = 200,
         one_key()
     timer.start()
     for _ in range(samples):
+        time.sleep(pause)
         one_key()
+    ms = {op: timer.ms(op) for op in ops}  # before the clean-up, whose LIST and DELETEs are not the floor's
     store.empty_bucket(bucket, root)
-    return timer.route, {op: timer.ms(op) for op in ops}
+    return timer.route, ms
+
+
+def client_floor(spark, store, bucket: str, samples: int, warmup: int,
+                 pause: float = FLOOR_PAUSE_S) -> dict[str, list[float]]:
+    """``floor_samples``' requests as Spark's own S3 client makes them, in the driver JVM
+    (``ckptbench.metering.ClientFloor``: each SDK call timed whole, client and network included,
+    through the proxy where ``store`` has one, as the strategies' requests go): ``{op: [ms]}``.
+    A checkpoint file's PUT costs a strategy at least that PUT in that JVM. ``warmup`` untimed keys
+    go first, unpaused, so the JIT has compiled the request path: every strategy then starts warm."""
+    out = spark._jvm.ckptbench.metering.ClientFloor.sample(
+        f"s3a://{bucket}/{store.run_prefix}client-floor", spark._jsc.hadoopConfiguration(), warmup, samples,
+        pause * 1000)
+    ms: dict[str, list[float]] = {op: [] for op in FLOOR_OPS}
+    for line in out.splitlines():
+        op, value = line.split("\t")
+        ms[op].append(float(value))
+    return ms
 
 
 def copy_samples(store, bucket: str, sizes, samples: int,
@@ -710,6 +742,10 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
     with started_store(settings) as (store, bucket):
         record_store_alone(recorder, store, bucket, plan, parts=("floor",))
         with lab(store, bucket, plan, strategies[0], master=settings.master) as bench:
+            for op, ms in client_floor(bench.spark, store, bucket, plan.floor_samples,
+                                       plan.client_floor_warmup).items():
+                recorder.add_samples("floor", op, ms, route=metrics.JVM_ROUTE)
+            bench.jvm.reset()  # the floor's requests, counted in the JVM, are no run's
             # Strategies inside workloads: drift in the machine's load spreads over the strategies
             # compared with each other instead of landing on one of them.
             measured = [(strategy, workload, plan.keys[0], plan.warmup, plan.batches)

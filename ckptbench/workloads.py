@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 TRIGGER = "100 milliseconds"
@@ -152,25 +153,45 @@ class QueryFailed(RuntimeError):
     pass
 
 
-def await_batches(query, batches: int, timeout: float = 300, on_batch=None) -> list[dict]:
+#: How many progress updates Spark keeps per query (``StreamingQuery.recentProgress``).
+RECENT_PROGRESS = "spark.sql.streaming.numRecentProgressUpdates"
+
+
+def await_batches(query, batches: int, timeout: float = 300, on_batch=None, poll: float = 0.1) -> list[dict]:
     """Wait until ``query`` has reported ``batches`` more progress events; return them.
 
     ``on_batch(n)`` is told of each ``n`` new batches (for a progress bar). Raises
     ``QueryFailed`` with Spark's own error if the query dies, or on timeout.
+
+    Every ``poll`` seconds it asks for the last progress only (a few py4j calls). The whole list
+    (``recentProgress``: a py4j call per batch Spark keeps) is read at the start, at the end, and
+    when half of what Spark keeps (``RECENT_PROGRESS``) is new: read
+    every 50 ms, as it once was, its cost grew with the batches and landed on the driver while the
+    batches it timed ran (2 cores here).
     """
-    seen = {p["batchId"] for p in query.recentProgress}
+    session = SparkSession.getActiveSession()
+    kept = int(session.conf.get(RECENT_PROGRESS, "100")) if session else 100
     deadline = time.monotonic() + timeout
     new: dict[int, dict] = {}
-    while len(new) < batches:
+    # Batch ids grow: those after the newest already reported are this call's.
+    read_at = start = max((p["batchId"] for p in query.recentProgress), default=-1)
+    counted = 0
+    while True:
         if query.exception() is not None:
             raise QueryFailed(str(query.exception()).splitlines()[0])
+        last = query.lastProgress
+        newest = last["batchId"] if last else start
+        if newest - start >= batches or newest - read_at >= kept // 2:
+            for progress in query.recentProgress:
+                if progress["batchId"] > start:
+                    new.setdefault(progress["batchId"], progress)
+            read_at = newest
+        ended = min(max(newest - start, len(new)), batches)
+        if on_batch and ended > counted:
+            on_batch(ended - counted)
+            counted = ended
+        if len(new) >= batches:
+            return [new[b] for b in sorted(new)][:batches]
         if time.monotonic() > deadline:
-            raise QueryFailed(f"only {len(new)} of {batches} batches within {timeout:.0f}s")
-        before = len(new)
-        for progress in query.recentProgress:
-            if progress["batchId"] not in seen:
-                new.setdefault(progress["batchId"], progress)
-        if on_batch and len(new) > before:
-            on_batch(min(len(new), batches) - min(before, batches))
-        time.sleep(0.05)
-    return [new[b] for b in sorted(new)][:batches]
+            raise QueryFailed(f"only {max(newest - start, len(new))} of {batches} batches within {timeout:.0f}s")
+        time.sleep(poll)

@@ -232,17 +232,27 @@ def test_measure_and_the_suite_show_the_same_numbers(recorded):
                  "requests_per_batch": requests.track_total_per_batch(record, strategy, "stateful")}
         assert {k: row[k] for k in suite} == suite
         printed = next(line for line in table.stdout.splitlines() if f"| {strategy} |" in line)
-        assert (f"| {suite['wal_commit_p50']:.0f} / {suite['wal_commit_p95']:.0f} | "
-                f"{suite['commit_offsets_p50']:.0f} / {suite['commit_offsets_p95']:.0f} |") in printed, printed
+        assert (f"| {suite['wal_commit_p50']:.1f} / {suite['wal_commit_p95']:.1f} | "
+                f"{suite['commit_offsets_p50']:.1f} / {suite['commit_offsets_p95']:.1f} |") in printed, printed
         assert f"| {suite['requests_per_batch']:.3g} (" in printed, printed
     assert {row["strategy"] for row in measure.rows(record)} == {"rename", "conditional"}
 
 
+def test_whole_millisecond_durations_are_read_as_the_millisecond_they_stand_for():
+    """Ties spread over their millisecond: the p50 of a run of 3s, 4s and 5s moves by less than a
+    millisecond as one batch moves, and a value standing alone stays itself."""
+    assert metrics.whole_ms_percentile([3, 4, 4, 4, 5], 50) == 4.0
+    assert metrics.whole_ms_percentile([3, 3, 4, 4, 4, 4, 5], 50) == 3.875
+    assert metrics.whole_ms_percentile([3, 3, 4, 4, 4, 5, 5], 50) == 4.0
+    assert metrics.whole_ms_percentile([0, 0, 0, 1], 50) == pytest.approx(1 / 3)  # 0 stands for 0 to 0.5, never below
+    assert metrics.whole_ms_percentile([10.0, 12.0, 14.0, 40.0], 50) == 13.0
+
+
 def test_spark_share_overhead_and_requests_per_checkpoint_file():
     """The benchmark floor's run gives Spark's share and the files per batch; a strategy's overhead
-    is its p50 minus that share minus the store's PUT p50. Chosen so that a wrong definition shows:
-    a mean instead of a p50, the data area's or RocksDB's SST requests counted, the floor taken for a
-    strategy."""
+    is its p50 minus that share minus the PUT p50 of Spark's own client. Chosen so that a wrong
+    definition shows: a mean instead of a p50, the store-side PUT instead of the client's, the data
+    area's or RocksDB's SST requests counted, the floor taken for a strategy."""
     recorder = results.Recorder()
     floor = recorder.add_run(ckpt_impls.FLOOR.name, "stateful", 10, "f")
     strategy = recorder.add_run("conditional", "stateful", 10, "p")
@@ -258,7 +268,8 @@ def test_spark_share_overhead_and_requests_per_checkpoint_file():
     requests.append(dataclasses.replace(event(1.03, "PUT", "p/out/part-0"), area="data"))  # not a checkpoint file
     requests.append(event(2.03, "PUT", "p/state/0/0/SSTs/000008-a1.sst"))  # RocksDB's upload, not the strategy's
     recorder.add_requests(strategy, requests, measured)
-    recorder.add_samples("floor", "PUT", [4.0, 4.0])
+    recorder.add_samples("floor", "PUT", [1.0, 1.0])  # at the store
+    recorder.add_samples("floor", "PUT", [3.0, 4.0, 5.0], route=metrics.JVM_ROUTE)
     record = recorder.results({"plan": {"keys": [10]}})
 
     assert record.strategies() == ["conditional"]
