@@ -31,6 +31,8 @@ from .results import Run
 LOG_CLASS = "ckptbench.metering.S3RequestLog"
 #: How often executors ship their records to the driver (the plugin's default ``flushMs``).
 FLUSH_S = 0.2
+#: An executor that shipped nothing for this long (milliseconds) is gone and not waited for.
+LIVE_MS = 5000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -94,19 +96,32 @@ class JvmRequests:
         return int(self._log.dropped())
 
     def settle(self, timeout: float = 10.0) -> float:
-        """Wait until no S3 request is in flight in the driver's JVM (at most ``timeout`` seconds)
-        and return that moment (epoch seconds): every request the JVM began before it has ended,
-        so it is in this log and, if it went through a metering proxy, in the proxy's too (the
-        proxy records a request before relaying its response's last bytes). Cutting both sources
-        at it makes them comparable: a query's stragglers (an upload still running after
-        ``stop()``) land in both or in neither. Off local mode, executors' requests are not
-        waited for."""
+        """Wait for a moment at which no S3 request was in flight in any of the application's JVMs,
+        and return it (epoch seconds; at most ``timeout`` seconds on, then the latest tried): every
+        request begun before it had ended and is in this log, and, if it went through a metering
+        proxy, in the proxy's too (the proxy records a request before relaying its response's last
+        bytes). Cutting both sources at it makes them comparable: a query's stragglers (an upload
+        still running after ``stop()``, a state store maintenance LIST on an executor) land in both
+        or in neither.
+
+        The driver's JVM is asked directly; off local mode, executors vouch for a moment in their
+        shipments' reports (``S3RequestLog.executorsIdleAt``): one that was busy then makes this
+        try a later moment. Before these reports, an executor's LIST in flight as its query stopped
+        reached one source and not the other (a fresh-clone CI run, 2026-11-24)."""
         deadline = time.time() + timeout
         while True:
-            now = time.time()
-            if self._log.inFlight() <= 0 or now > deadline:
-                return now
-            time.sleep(0.01)
+            cut = time.time()
+            if self._log.inFlight() > 0:
+                if cut > deadline:
+                    return cut
+                time.sleep(0.01)
+                continue
+            if self.local:
+                return cut
+            while (idle := self._log.executorsIdleAt(int(cut * 1e6), LIVE_MS)) == 0 and time.time() < deadline:
+                time.sleep(FLUSH_S / 4)
+            if idle == 1 or time.time() > deadline:
+                return cut
 
     def _pull(self) -> None:
         events = parse(self._log.drain())

@@ -14,9 +14,10 @@ Two allowances, each for a precise reason and bounded (``jvm_requests.match``):
 - An attempt the JVM saw end with no response (status 0) may or may not have reached the store,
   so the proxy may have it with the store's status, or not at all.
 
-What keeps them comparable at a query's end: ``Lab.run`` cuts both sources at the moment no request
-is in flight in the JVM after the query stopped (``JvmRequests.settle``), so an upload still
-finishing after ``stop()`` counts in both or in neither.
+What keeps them comparable at a query's end: ``Lab.run`` cuts both sources at a moment no request
+was in flight in any of the application's JVMs after the query stopped (``JvmRequests.settle``; off
+local mode the executors vouch for it in their shipments), so an upload still finishing after
+``stop()``, or an executor's maintenance LIST, counts in both or in neither.
 
 A run whose JVM counting is switched off after its first measured batch shows the check failing.
 The rest needs no Spark: the JVM's operation rule against the proxy's on every combination that
@@ -31,6 +32,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import uuid
 
 import pandas as pd
 import pytest
@@ -206,6 +209,32 @@ def test_our_handler_is_global_in_the_sdk_beside_the_bundle(spark):
     handlers = jvm.com.amazonaws.handlers.HandlerChainFactory().getGlobalHandlers()
     assert [h.getClass().getName() for h in handlers] == ["ckptbench.metering.S3RequestMeter"]
     assert jvm_requests.of(spark).enabled
+
+
+def test_a_cut_waits_for_every_live_executor_to_vouch_that_it_was_idle(spark):
+    """``S3RequestLog.executorsIdleAt``, given shipments as executors send them (report line, then
+    records): not known until a report taken after the cut arrives; no when an executor was busy
+    at it (still in flight at its report, or an attempt ended after the cut); yes when each live
+    executor was idle; an executor silent for longer than ``liveMillis`` is not waited for."""
+    log = spark._jvm.ckptbench.metering.S3RequestLog
+    cut = int(time.time() * 1e6)
+
+    def ship(origin: str, at: int, idle: bool, last_end: int) -> None:
+        log.received(f"#{origin}\t{at}\t{int(idle)}\t{last_end}\n")
+
+    origins = [f"test-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    ship(origins[0], cut - 100, True, cut - 500)
+    ship(origins[1], cut + 100, True, cut - 500)
+    assert log.executorsIdleAt(cut, 60_000) == 0  # the first one's report came before the cut
+    ship(origins[0], cut + 200, False, cut - 500)
+    assert log.executorsIdleAt(cut, 60_000) == -1  # in flight at its report: maybe at the cut too
+    ship(origins[0], cut + 300, True, cut + 250)
+    assert log.executorsIdleAt(cut, 60_000) == -1  # an attempt ended after the cut
+    assert log.executorsIdleAt(cut + 260, 60_000) == 0  # a later cut: the second one has not reported since
+    ship(origins[0], cut + 400, True, cut - 500)
+    assert log.executorsIdleAt(cut, 60_000) == 1
+    time.sleep(0.05)
+    assert log.executorsIdleAt(cut + 1000, 10) == 1  # both silent for longer than 10 ms: gone
 
 
 def assert_agree(run: results.Run) -> None:

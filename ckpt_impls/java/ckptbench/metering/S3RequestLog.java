@@ -1,5 +1,7 @@
 package ckptbench.metering;
 
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -30,6 +32,10 @@ public final class S3RequestLog {
   private static final AtomicLong RECORDED = new AtomicLong();
   /** Attempts begun while recording that have not ended yet. */
   private static final AtomicInteger IN_FLIGHT = new AtomicInteger();
+  /** When the latest of those attempts ended (epoch microseconds; 0: none yet). */
+  private static final AtomicLong LAST_END_MICROS = new AtomicLong();
+  /** On the driver: each executor's latest {@link Report}, by origin. */
+  private static final Map<String, Report> REPORTS = new ConcurrentHashMap<>();
 
   private static volatile boolean enabled;
   private static volatile int capacity = 200_000;
@@ -82,6 +88,7 @@ public final class S3RequestLog {
   public static void reset() {
     enabled = false;
     drain();
+    REPORTS.clear();
   }
 
   /** Stop or resume recording; what was recorded stays until drained. */
@@ -106,7 +113,63 @@ public final class S3RequestLog {
   }
 
   static void ended() {
+    LAST_END_MICROS.accumulateAndGet(nowMicros(), Math::max);
     IN_FLIGHT.decrementAndGet();
+  }
+
+  static long nowMicros() {
+    java.time.Instant now = java.time.Instant.now();
+    return now.getEpochSecond() * 1_000_000L + now.getNano() / 1000;
+  }
+
+  /**
+   * What an executor's shipment says of it besides its records: at {@code atMicros} none of its
+   * attempts was in flight ({@code idle}), and the latest had ended at {@code lastEndMicros}. So
+   * when {@code idle} and {@code lastEndMicros < t <= atMicros}, nothing was in flight at {@code t}.
+   * Taken before the records are drained, so the shipment holds every attempt that ended before.
+   */
+  static final class Report {
+    final long atMicros;
+    final boolean idle;
+    final long lastEndMicros;
+    /** When the driver received it ({@link System#nanoTime}: this JVM's clock, for staleness). */
+    final long receivedNanos;
+
+    Report(long atMicros, boolean idle, long lastEndMicros, long receivedNanos) {
+      this.atMicros = atMicros;
+      this.idle = idle;
+      this.lastEndMicros = lastEndMicros;
+      this.receivedNanos = receivedNanos;
+    }
+
+    /** This JVM's report now, as its next shipment will carry it (header line, then records). */
+    static String header(String origin) {
+      long at = nowMicros();
+      boolean idle = IN_FLIGHT.get() <= 0; // read before the last end: see the class comment
+      return "#" + escape(origin) + '\t' + at + '\t' + (idle ? 1 : 0) + '\t' + LAST_END_MICROS.get() + '\n';
+    }
+  }
+
+  /**
+   * On the driver: whether every executor that shipped within the last {@code liveMillis} has
+   * reported being idle at {@code cutMicros} (see {@link Report}): 1 yes (each of its attempts
+   * that began before the cut ended and reached this log), 0 not yet known (a report taken after
+   * the cut has not arrived), -1 no (an attempt may have been in flight at the cut: try a later one).
+   */
+  public static int executorsIdleAt(long cutMicros, long liveMillis) {
+    long now = System.nanoTime();
+    int answer = 1;
+    for (Report r : REPORTS.values()) {
+      if (now - r.receivedNanos > liveMillis * 1_000_000L) {
+        continue; // an executor gone: nothing more will come from it
+      }
+      if (r.atMicros < cutMicros) {
+        answer = 0;
+      } else if (!r.idle || r.lastEndMicros >= cutMicros) {
+        return -1;
+      }
+    }
+    return answer;
   }
 
   /** Records lost to a full buffer since this JVM started. */
@@ -139,14 +202,24 @@ public final class S3RequestLog {
     RECORDED.incrementAndGet();
   }
 
-  /** Executors' records arriving on the driver: {@code lines} records encoded in {@code chunk}. */
-  static void received(String chunk, int lines) {
+  /**
+   * A shipment arriving on the driver: its {@link Report} header line, then the records encoded
+   * as {@link #drainLocal} encodes them. The records are filed before the report, so a report
+   * read as idle vouches only for records already here.
+   */
+  public static void received(String shipment) {
+    int split = shipment.indexOf('\n');
+    String[] head = shipment.substring(1, split).split("\t");
+    String chunk = shipment.substring(split + 1);
+    int lines = lineCount(chunk);
     if (RECEIVED_SIZE.addAndGet(lines) > capacity) {
       RECEIVED_SIZE.addAndGet(-lines);
       DROPPED.addAndGet(lines);
-      return;
+    } else if (lines > 0) {
+      RECEIVED.offer(chunk);
     }
-    RECEIVED.offer(chunk);
+    REPORTS.put(unescape(head[0]), new Report(Long.parseLong(head[1]), "1".equals(head[2]),
+        Long.parseLong(head[3]), System.nanoTime()));
   }
 
   /** Takes this JVM's own records, encoded (with {@code origin}); {@code ""} when there are none. */
@@ -184,6 +257,23 @@ public final class S3RequestLog {
       n++;
     }
     return n;
+  }
+
+  static String unescape(String s) {
+    if (s.indexOf('\\') < 0) {
+      return s;
+    }
+    StringBuilder out = new StringBuilder(s.length());
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == '\\' && i + 1 < s.length()) {
+        char next = s.charAt(++i);
+        out.append(next == 't' ? '\t' : next == 'n' ? '\n' : next);
+      } else {
+        out.append(c);
+      }
+    }
+    return out.toString();
   }
 
   static String escape(String s) {

@@ -75,8 +75,8 @@ public final class S3RequestMeter extends RequestHandler2 {
   @Override
   public void beforeAttempt(HandlerBeforeAttemptContext context) {
     if (S3RequestLog.isEnabled()) {
+      S3RequestLog.began(); // before the start is read: in flight by the time it began
       context.getRequest().addHandlerContext(STARTED, System.nanoTime());
-      S3RequestLog.began();
     }
   }
 

@@ -23,7 +23,10 @@ import org.apache.spark.api.plugin.SparkPlugin;
  *   <li>Executor: turns recording on and ships its records to the driver
  *       ({@link PluginContext#send}) in chunks, when a task ends and every
  *       {@code spark.ckptbench.requests.flushMs} (for requests outside tasks, such as state store
- *       maintenance), and once more at shutdown. In local mode the executor is the driver's own
+ *       maintenance), and once more at shutdown; each shipment, records or none, opens with a
+ *       {@link S3RequestLog.Report} of whether the executor was idle, so the driver can find a
+ *       moment at which every attempt begun anywhere had ended and reached it
+ *       ({@link S3RequestLog#executorsIdleAt}). In local mode the executor is the driver's own
  *       JVM (executor id {@code driver}): its requests are already in the driver's log, so it
  *       ships nothing and each request is counted once.
  * </ul>
@@ -62,8 +65,7 @@ public final class S3RequestsPlugin implements SparkPlugin {
       @Override
       public Object receive(Object message) {
         if (message instanceof String) {
-          String chunk = (String) message;
-          S3RequestLog.received(chunk, S3RequestLog.lineCount(chunk));
+          S3RequestLog.received((String) message);
         }
         return null;
       }
@@ -101,17 +103,16 @@ public final class S3RequestsPlugin implements SparkPlugin {
       timer.scheduleWithFixedDelay(this::ship, every, every, TimeUnit.MILLISECONDS);
     }
 
+    /** Ships the report and the records, even none: the report alone tells the driver this JVM is idle. */
     void ship() {
       if (ctx == null) {
         return;
       }
+      String report = S3RequestLog.Report.header(ctx.executorID());
       int[] count = new int[1];
       String chunk = S3RequestLog.drainLocal(count);
-      if (count[0] == 0) {
-        return;
-      }
       try {
-        ctx.send(chunk);
+        ctx.send(report + chunk);
       } catch (Exception e) {
         S3RequestLog.lost(count[0]);
       }
