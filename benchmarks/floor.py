@@ -18,25 +18,22 @@ class Floor:
     params = [list(runs.FLOOR_OPS)]
     param_names = ["op"]
     setup_cache = staticmethod(common.store_alone)
+    percentile = staticmethod(metrics.floor_percentile)
 
     def track_p50(self, results, op):
-        return metrics.floor_percentile(results, op, 50)
+        return self.percentile(results, op, 50)
 
     def track_p95(self, results, op):
-        return metrics.floor_percentile(results, op, 95)
+        return self.percentile(results, op, 95)
 
     track_p50.unit = track_p95.unit = "ms"
 
 
-class ClientFloor:
-    params = [list(runs.FLOOR_OPS)]
-    param_names = ["op"]
+class ClientFloor(Floor):
+    """The same requests made by Spark's S3 client in the driver JVM of a streaming run."""
+
     setup_cache = staticmethod(common.streaming)
-
-    def track_p50(self, results, op):
-        return metrics.client_floor_percentile(results, op, 50)
-
-    track_p50.unit = "ms"
+    percentile = staticmethod(metrics.client_floor_percentile)
 
 
 class ProxyOverhead:
