@@ -6,7 +6,8 @@ their own whose counts reach the driver through the plugin.
 ``python -m ckptbench.jvm_crosscheck --store embedded --master 'local-cluster[1,1,1024]'`` runs the
 stateful workload through each strategy and prints, as JSON, per strategy: the requests each
 source counted, where they disagree (``jvm_requests.disagreements``), the JVM's attempts that never
-reached the proxy (``jvm_requests.unseen_by_proxy``), the requests they filed under
+reached the proxy (``jvm_requests.unseen_by_proxy``) and the proxy's unanswered records no attempt
+pairs with (``unanswered_only_in_proxy``), the requests they filed under
 different batches (``jvm_requests.moved``), which JVMs reported them and the state store PUTs each
 executor sent (``cross_check``); on a cluster started here, its JVMs' pids by role and any process
 whose command line holds the store's secret key.
@@ -68,6 +69,7 @@ def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> 
                              "exact_disagreements": len(jvm_requests.disagreements(run, exact=True)),
                              "unanswered_jvm_attempts": int((jvm.status == 0).sum()),
                              "unseen_by_proxy": jvm_requests.unseen_by_proxy(run),
+                             "unanswered_only_in_proxy": jvm_requests.unanswered_only_in_proxy(run),
                              "origins": dict(lab.jvm.origins - before), "dropped": lab.jvm.dropped()}
         checked = {"strategies": out, "where": lab.where}
         if lab.cluster is not None:

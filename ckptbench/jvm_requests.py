@@ -221,12 +221,25 @@ def unseen_by_proxy(run: Run, fields=FIELDS) -> dict[str, int]:
     """The JVM's unanswered attempts (status 0) that no proxy record pairs with (``match``), per
     operation: requests that never reached the proxy (a pooled connection that broke before the
     request's head was sent), which the JVM counts and the proxy cannot. When the sources agree
-    (``disagreements`` empty), the JVM's total less these is the proxy's total less its own
-    unanswered records that no attempt pairs with (``match`` drops those from ``proxy_only``)."""
+    (``disagreements`` empty), the JVM's total less these is the proxy's total less
+    ``unanswered_only_in_proxy``."""
+    return _unpaired_unanswered(run, "jvm", fields)
+
+
+def unanswered_only_in_proxy(run: Run, fields=FIELDS) -> dict[str, int]:
+    """The proxy's records of requests it relayed no answer to (status 0: the client went away)
+    that no JVM attempt pairs with (``match``), per operation: a task interrupted as its query
+    stopped, whose attempt the JVM recorded with other bytes (the body it meant to send, where
+    the proxy got part of it) or not at all. Counted by the proxy, not by the JVM."""
+    return _unpaired_unanswered(run, "proxy", fields)
+
+
+def _unpaired_unanswered(run: Run, source: str, fields) -> dict[str, int]:
     pairs, _, _ = match(run, fields)
     op, at = list(fields).index("op"), list(fields).index("status")
-    unanswered = Counter(j[3][op] for j in _records(run, "jvm", fields) if j[3][at] == 0)
-    return dict(unanswered - Counter(j[3][op] for j, _ in pairs if j[3][at] == 0))
+    side = 0 if source == "jvm" else 1
+    unanswered = Counter(r[3][op] for r in _records(run, source, fields) if r[3][at] == 0)
+    return dict(unanswered - Counter(pair[side][3][op] for pair in pairs if pair[side][3][at] == 0))
 
 
 def disagreements(run: Run, fields=FIELDS, exact: bool = False) -> pd.DataFrame:

@@ -82,6 +82,18 @@ def skip_unless_ci(reason: str):
     pytest.skip(reason)
 
 
+def comparable_totals(checked: dict) -> tuple[dict[str, int], dict[str, int]]:
+    """A ``jvm_crosscheck`` result's requests per operation as each source counted them, the JVM's
+    less its attempts the proxy never saw (``unseen_by_proxy``), the proxy's less its unanswered
+    records no attempt pairs with (``unanswered_only_in_proxy``): ``(jvm, proxy)``, equal when the
+    sources agree."""
+    def less(counts: dict, minus: dict) -> dict:
+        return {op: n - minus.get(op, 0) for op, n in counts.items() if n > minus.get(op, 0)}
+
+    return (less(checked["by_op"]["jvm"], checked["unseen_by_proxy"]),
+            less(checked["by_op"]["proxy"], checked["unanswered_only_in_proxy"]))
+
+
 def bucket_of(store) -> str:
     return f"ckptbench-{store.name}"
 

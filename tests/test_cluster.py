@@ -17,7 +17,7 @@ import pytest
 
 import ckpt_impls
 from ckptbench import jvm_crosscheck, report, runs, spark
-from conftest import cluster_cross_check_run
+from conftest import cluster_cross_check_run, comparable_totals
 from infra.net import proc_stat
 
 # -- without a cluster --------------------------------------------------------------------------
@@ -84,11 +84,11 @@ def test_on_the_cluster_the_jvms_count_what_the_proxy_counts_per_operation(clust
     for strategy in ckpt_impls.STRATEGIES:
         checked = cluster_cross_check["strategies"][strategy]
         assert checked["disagreements"] == [], (strategy, checked["disagreements"])
-        # Equal but for attempts that never reached the proxy (jvm_requests.unseen_by_proxy).
-        unseen = checked["unseen_by_proxy"]
-        seen = {op: n - unseen.get(op, 0) for op, n in checked["by_op"]["jvm"].items() if n > unseen.get(op, 0)}
-        assert seen == checked["by_op"]["proxy"], strategy
-        assert checked["requests"]["jvm"] - sum(unseen.values()) == checked["requests"]["proxy"] > 0
+        # Equal but for attempts that never reached the proxy (jvm_requests.unseen_by_proxy) and
+        # requests the proxy relayed no answer to that no attempt pairs with (a fresh-clone CI run,
+        # 2026-11-24: one PUT as the query stopped).
+        jvm, proxy = comparable_totals(checked)
+        assert jvm == proxy and sum(proxy.values()) > 0, strategy
 
 
 @pytest.mark.slow
