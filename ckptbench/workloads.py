@@ -165,9 +165,9 @@ def await_batches(query, batches: int, timeout: float = 300, on_batch=None, poll
 
     Every ``poll`` seconds it asks for the last progress only (a few py4j calls). The whole list
     (``recentProgress``: a py4j call per batch Spark keeps) is read at the start, at the end, and
-    when half of what Spark keeps (``RECENT_PROGRESS``) is new: read
-    every 50 ms, as it once was, its cost grew with the batches and landed on the driver while the
-    batches it timed ran (2 cores here).
+    when half of what Spark keeps (``RECENT_PROGRESS``) is new: read every 50 ms, as it once was,
+    its cost grew with the batches and landed on the driver while the batches it timed ran (2
+    cores here).
     """
     session = SparkSession.getActiveSession()
     kept = int(session.conf.get(RECENT_PROGRESS, "100")) if session else 100

@@ -43,6 +43,7 @@ def test_sparks_own_client_makes_the_floors_requests_each_timed_key_after_a_paus
     for op in runs.FLOOR_OPS:
         assert min(ms[op]) >= min(e.duration * 1000 for e in events if e.op == op), op
 
+
 def test_botos_floor_times_each_key_after_a_pause(proxied):
     store, bucket = proxied
     route, ms = runs.floor_samples(store, bucket, SAMPLES, warmup=WARMUP, pause=PAUSE)

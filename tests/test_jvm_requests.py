@@ -177,7 +177,6 @@ def test_unanswered_proxy_records_no_attempt_pairs_with_are_the_proxys_alone():
     assert jvm_requests.unanswered_only_in_proxy(_sources([200], [200])) == {}
 
 
-
 def test_a_request_the_proxy_saw_start_after_its_batch_ended_still_agrees():
     """Begun by the JVM in batch 0's last millisecond, its head reached the proxy 3 ms later: the
     proxy files it between batches. Both saw it; ``moved`` says so. One the proxy saw start after
@@ -332,7 +331,8 @@ def test_executors_in_their_own_jvms_ship_their_counts_to_the_driver():
     for strategy, checked in out["strategies"].items():
         assert "error" not in checked, checked
         assert checked["disagreements"] == [], (strategy, checked["disagreements"])
-        # Equal but for attempts that never reached the proxy (one in a fresh-clone CI run, 2026-11-23).
+        # Equal but for attempts that never reached the proxy (one in a fresh-clone CI run, 2026-11-23)
+        # and the proxy's unanswered records no attempt pairs with.
         jvm, proxy = comparable_totals(checked)
         assert jvm == proxy and sum(proxy.values()) > 0, strategy
         assert set(checked["origins"]) - {"driver"}, f"{strategy}: no executor shipped a count: {checked['origins']}"

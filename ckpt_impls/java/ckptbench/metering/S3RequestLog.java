@@ -1,5 +1,6 @@
 package ckptbench.metering;
 
+import java.time.Instant;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -112,13 +113,15 @@ public final class S3RequestLog {
     IN_FLIGHT.incrementAndGet();
   }
 
-  static void ended() {
-    LAST_END_MICROS.accumulateAndGet(nowMicros(), Math::max);
+  /** An attempt ended at {@code endMicros} ({@link #nowMicros}). */
+  static void ended(long endMicros) {
+    LAST_END_MICROS.accumulateAndGet(endMicros, Math::max);
     IN_FLIGHT.decrementAndGet();
   }
 
+  /** The wall clock in epoch microseconds: records' times and reports' are read from it alike. */
   static long nowMicros() {
-    java.time.Instant now = java.time.Instant.now();
+    Instant now = Instant.now();
     return now.getEpochSecond() * 1_000_000L + now.getNano() / 1000;
   }
 

@@ -6,7 +6,6 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.MethodType;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
-import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 
@@ -96,25 +95,26 @@ public final class S3RequestMeter extends RequestHandler2 {
       return; // recording was off when this attempt began
     }
     long nanos = System.nanoTime() - started;
+    long endMicros = S3RequestLog.nowMicros(); // one clock read for the record and the in-flight count
     Integer answered = request.getHandlerContext(ANSWERED);
     request.addHandlerContext(STARTED, null); // a retry's beforeAttempt sets its own
     request.addHandlerContext(ANSWERED, null);
     try {
       if (S3RequestLog.isEnabled()) {
-        S3RequestLog.add(record(request, context.getResponse(), context.getException(), answered, nanos));
+        S3RequestLog.add(record(request, context.getResponse(), context.getException(), answered, nanos,
+            endMicros));
       }
     } catch (RuntimeException e) {
       S3RequestLog.lost();
     } finally {
-      S3RequestLog.ended();
+      S3RequestLog.ended(endMicros);
     }
   }
 
   static S3RequestLog.Record record(Request<?> request, Response<?> response, Exception exception, Integer answered,
-      long nanos) {
-    Instant now = Instant.now();
+      long nanos, long endMicros) {
     long durationMicros = nanos / 1000;
-    long startMicros = now.getEpochSecond() * 1_000_000L + now.getNano() / 1000 - durationMicros;
+    long startMicros = endMicros - durationMicros;
     String method = request.getHttpMethod().name();
 
     String path = percentDecode(request.getResourcePath());
