@@ -310,12 +310,27 @@ def cmd_scale(args) -> None:
     long_batches = default.long_batches if args.batches is None else args.batches
     if long_batches < default.windows:
         raise UsageError(f"--batches must be at least {default.windows} (one per window), not {long_batches}")
-    axes = dataclasses.replace(default, partitions=counts(args.partitions, default.partitions, "--partitions"),
-                               operators=operators, long_batches=long_batches)
+    names = tuple(a.strip() for a in args.axes.split(",") if a.strip())
+    if not names or set(names) - set(scale.AXIS_NAMES):
+        raise UsageError(f"--axes takes some of {','.join(scale.AXIS_NAMES)}, comma-separated, not {args.axes!r}")
+    axes = scale.only(dataclasses.replace(default, operators=operators, long_batches=long_batches,
+                                          partitions=counts(args.partitions, default.partitions, "--partitions")),
+                      names)
+    part = (1, 1)
+    if args.part:
+        k, _, n = args.part.partition("/")
+        if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n) <= len(strategies)):
+            raise UsageError(f"--part takes K/N with 1 <= K <= N <= the {len(strategies)} strategies asked for "
+                             f"(say 2/2), not {args.part!r}")
+        part = (int(k), int(n))
     settings = runs.Settings(store, args.size, args.bucket, results_root() / "raw")
-    record = scale.scale(settings, strategies, axes)
+    record = scale.scale(settings, strategies, axes, part)
+    where = results.directory(settings.raw, store, "scale")
+    if part != (1, 1):
+        record = results.read(where)  # every part written so far, merged
+        print(f"the parts written so far: {', '.join(p.name for p in results.parts_of(where))}")
     print("\n\n".join(table.markdown() for table in report.scale_tables(record)))
-    print(f"\nrecord: {results.directory(settings.raw, store, 'scale')} "
+    print(f"\nrecord: {where} "
           "(python -m ckptbench cost --partitions N projects from it; the report shows it after a bench or report run)")
 
 
@@ -555,7 +570,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--operators", help="stateful operators, of 1,2 (default both)")
     s.add_argument("--batches", type=int, help="measured batches of the long query, the batch-count axis "
                                                "(default: the size's, quick 100, full 10,000)")
+    s.add_argument("--axes", default="partitions,operators,batches",
+                   help="the axes to run, of partitions,operators,batches (default all; `--size full --axes "
+                        "batches` is the 10,000-batch memory run alone)")
     s.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    s.add_argument("--part", metavar="K/N",
+                   help="run every N-th strategy from the K-th, in a process of its own beside the others "
+                        "(results/raw/<store>-scale/part-K-of-N; report and this command read the parts merged)")
     s.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
     s.set_defaults(run=cmd_scale)
     co = sub.add_parser("counting", help="what counting S3 requests inside Spark's JVMs adds to walCommit, "

@@ -603,6 +603,13 @@ def _scale_run(results: Results, run: int) -> Run:
     return Run(results, run)
 
 
+def scale_axes_run(results: Results) -> tuple[str, ...]:
+    """The axes of ``AXIS_STEP`` the scale record's plan ran (``--axes`` may leave some out)."""
+    plan = results.environment["plan"]
+    ran = {"partitions": plan["partitions"], "operators": plan["operators"], "batches": plan["long_batches"]}
+    return tuple(axis for axis in AXIS_STEP if ran[axis])
+
+
 def scale_points(results: Results, axis: str, strategy: str) -> list[tuple[float, Run]]:
     """The measured points of ``axis`` for ``strategy``, in order: (x, its run).
 
@@ -644,6 +651,8 @@ def scale_fit(results: Results, axis: str, strategy: str, figure: str) -> tuple[
     r squared). Requests per partition, ms per partition, requests per 1,000 batches..."""
     step = AXIS_STEP[axis][0]
     points = scale_values(results, axis, strategy, figure)
+    if len(points) < 2:
+        raise KeyError(f"no fit of {figure} against {axis} for {strategy}: {len(points)} point(s) recorded")
     return linear_fit([x / step for x, _ in points], [y for _, y in points])
 
 

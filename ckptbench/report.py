@@ -350,7 +350,8 @@ def scale_tables(record: results.Results) -> list[Table]:
     """The scale experiment's tables: every point of every axis, the fitted slopes (with a cost
     projection), and memory over the long query."""
     point_rows, slope_rows, memory_rows = [], [], []
-    for axis in metrics.AXIS_STEP:
+    ran = metrics.scale_axes_run(record)
+    for axis in ran:
         for strategy in record.strategies():
             for x, run in metrics.or_none(metrics.scale_points, record, axis, strategy) or []:
                 def f(figure, spec=".0f", run=run):
@@ -363,6 +364,8 @@ def scale_tables(record: results.Results) -> list[Table]:
                                    f"{f('state_commit_p50')} / {f('state_commit_p95')}"])
     for strategy in record.strategies():
         def slope(axis, figure, strategy=strategy):
+            if axis not in ran:
+                return "not run"
             fit = metrics.or_none(metrics.scale_fit, record, axis, strategy, figure)
             return "failed" if fit is None else f"{fit[1]:.3g} (r² {fit[2]:.2f})"
 
@@ -370,7 +373,10 @@ def scale_tables(record: results.Results) -> list[Table]:
         slope_rows.append([strategy, slope("partitions", "requests"), slope("partitions", "state_commit_p50"),
                            slope("operators", "requests"), slope("batches", "requests"),
                            slope("batches", "state_commit_p50"), slope("batches", "wal_commit_p50"),
+                           "not run" if "partitions" not in ran else
                            cell(by_op and cost.per_month(cost.dollars(by_op), TRIGGER_S), ",.2f")])
+        if "batches" not in ran:
+            continue
 
         def m(metric, spec=".1f", strategy=strategy):
             return cell(metrics.or_none(metric, record, strategy), spec)
@@ -379,17 +385,21 @@ def scale_tables(record: results.Results) -> list[Table]:
         rss = long_run[0][1].info.peak_rss_mib if long_run else None
         memory_rows.append([strategy, cell(rss), m(metrics.heap_peak_mib), m(metrics.heap_growth_mib),
                             m(metrics.manager_kib_peak), m(metrics.manager_objects_growth)])
-    plan = record.environment["plan"]
+    plan, env = record.environment["plan"], record.environment
+    axes_said = {"partitions": f"partitions: one stateful operator, {plan['batches']} measured batches per point",
+                 "operators": f"operators: at {plan['operators_partitions']} partitions",
+                 "batches": f"batches: one query of {plan['long_batches']:,} measured batches at "
+                            f"{env['long_partitions']} partitions, purge keeping {plan['retain']}, cut into "
+                            f"{plan['windows']} windows (at: batches done at a window's middle)"}
+    unfinished = [p for p in env.get("parts", [env]) if p.get("finished") is False]
     return [
         Table("Per batch at each point of each scale axis",
               ["axis", "at", "strategy", "requests", "offsets / commits / state requests", "KiB sent",
                "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", "state commit p50 / p95 (ms)"],
               point_rows,
-              f"partitions: one stateful operator, {plan['batches']} measured batches per point; operators: at "
-              f"{plan['operators_partitions']} partitions; batches: one query of {plan['long_batches']:,} measured "
-              f"batches at {record.environment['long_partitions']} partitions, purge keeping {plan['retain']}, cut "
-              f"into {plan['windows']} windows (at: batches done at a window's middle). Requests by "
-              f"{_counted_by(record)}, a mean per batch; times are Spark's."),
+              "; ".join(axes_said[axis] for axis in ran) + f". Requests by {_counted_by(record)}, a mean per "
+              "batch; times are Spark's." + (" The run stopped before its end: these are the strategies it "
+                                             "finished." if unfinished else "")),
         Table("Fitted slopes (least squares over the points above)",
               ["strategy", "requests per partition", "state commit ms per partition", "requests per operator",
                "requests per 1,000 batches", "state commit ms per 1,000 batches", "walCommit ms per 1,000 batches",

@@ -263,7 +263,7 @@ def write_part(record: Results, directory: Path, k: int, n: int) -> Path:
 def merge(parts: list[Results]) -> Results:
     """One record of ``parts`` (of one experiment): their tables one after the other, series and
     run numbers renumbered so that no two parts share one; the environment is the first part's,
-    with each part's ``part``, ``created``, ``commit`` and ``seed`` under ``parts``."""
+    with each part's ``part``, ``created``, ``commit``, ``seed`` and ``finished`` under ``parts``."""
     tables: dict[str, list[pd.DataFrame]] = {}
     offsets = {"series": 0, "run": 0}
     for record in parts:
@@ -277,8 +277,8 @@ def merge(parts: list[Results]) -> Results:
             numbers = [record.tables[name][column].max() for name in record.tables if column in record.tables[name]
                        and len(record.tables[name])]
             offsets[column] += int(max(numbers, default=-1)) + 1
-    env = {**parts[0].environment, "parts": [{k: p.environment.get(k) for k in ("part", "created", "commit", "seed")}
-                                             for p in parts]}
+    kept = ("part", "created", "commit", "seed", "finished")
+    env = {**parts[0].environment, "parts": [{k: p.environment.get(k) for k in kept} for p in parts]}
     env.pop("part", None)
     return Results(env, {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items()})
 

@@ -135,29 +135,64 @@ class ScaleLab(runs.Lab):
                                   operators=self.operators)
 
 
+#: The axes a run can be limited to (``--axes``); a point of the partitions or operators axis is
+#: a short query, the batches axis the one long query.
+AXIS_NAMES = ("partitions", "operators", "batches")
+
+
+def only(axes: Axes, names: tuple[str, ...]) -> Axes:
+    """``axes`` with the ones not in ``names`` emptied: the 10,000-batch query of ``full`` alone, say."""
+    return dataclasses.replace(axes, partitions=axes.partitions if "partitions" in names else (),
+                               operators=axes.operators if "operators" in names else (),
+                               long_batches=axes.long_batches if "batches" in names else 0)
+
+
 def _points(axes: Axes) -> list[tuple[int, int]]:
     """(partitions, operators) of every point, each once."""
     points = [(p, 1) for p in axes.partitions] + [(axes.operators_partitions, o) for o in axes.operators]
     return list(dict.fromkeys(points))
 
 
-def scale(settings: runs.Settings, strategies: list[str] | None = None, axes: Axes | None = None) -> results.Results:
+def scale(settings: runs.Settings, strategies: list[str] | None = None, axes: Axes | None = None,
+          part: tuple[int, int] = (1, 1)) -> results.Results:
     """Every point of ``axes`` (default: the settings' size's) and the long query, for each strategy.
-    Written to ``settings.raw`` and returned."""
+    Written to ``settings.raw`` and returned; written after the points and after each long query
+    too, so that a long run stopped keeps what it finished (``environment["finished"]`` says whether it ran
+    to the end).
+
+    ``part`` (K, N) runs every N-th strategy from the K-th and writes the record as part K of N
+    (``results.write_part``; ``results.read`` merges the parts): N processes share a plan too long
+    for one, such as ``full``'s 10,000-batch queries."""
     axes = axes or AXES[settings.size]
-    strategies = strategies or list(ckpt_impls.STRATEGIES)
+    k, n = part
+    strategies = (strategies or list(ckpt_impls.STRATEGIES))[k - 1::n]
+    if not strategies:
+        raise ValueError(f"part {k}/{n} of the scale experiment has no strategy: give at least {k} strategies")
     recorder = results.Recorder()
     conf = {"spark.sql.streaming.stateStore.maintenanceInterval": MAINTENANCE_INTERVAL}
     with runs.started_store(settings) as (store, bucket), \
             runs.lab(store, bucket, settings.plan, strategies[0], conf=conf) as base:
         lab = ScaleLab(base.spark, store, bucket, base.plan)
         spark = lab.spark
+        env = results.environment(store, "scale", settings.size, dataclasses.asdict(axes),
+                                  spark=spark, keys=KEYS,
+                                  long_partitions=LONG_PARTITIONS, maintenance_interval=MAINTENANCE_INTERVAL)
+
+        def save(finished: bool) -> results.Results:
+            record = recorder.results({**env, "finished": finished})
+            if part == (1, 1):
+                return runs.save(record, settings)
+            results.write_part(record, results.directory(settings.raw, settings.store, "scale"), k, n)
+            return record
+
         points = _points(axes)
         long_warmup = axes.warmup + axes.retain
-        total = len(strategies) * (len(points) * (axes.warmup + axes.batches) + long_warmup + axes.long_batches + 1)
+        long_query = axes.long_batches > 0
+        total = len(strategies) * (len(points) * (axes.warmup + axes.batches)
+                                   + (long_warmup + axes.long_batches if long_query else 0) + 1)
         bar = progress.Recorder("scale axes", total, "batch")
         # JVM warm-up (JIT, class loading, each manager's first use), untimed.
-        spark.conf.set("spark.sql.shuffle.partitions", str(axes.partitions[0]))
+        spark.conf.set("spark.sql.shuffle.partitions", str(points[0][0] if points else LONG_PARTITIONS))
         for strategy in strategies:
             lab.run(None, strategy, "stateful", KEYS, 0, 1, bar)
         # Strategies inside points: drift in the machine's load spreads over the strategies compared.
@@ -172,17 +207,16 @@ def scale(settings: runs.Settings, strategies: list[str] | None = None, axes: Ax
         spark.conf.set("spark.sql.streaming.minBatchesToRetain", str(axes.retain))
         lab.operators = 1
         reader = HeapReader(spark)
-        for strategy in strategies:
+        save(False)
+        for strategy in strategies if long_query else ():
             run = len(recorder.rows["runs"])
             sampled = _Sampled(bar, reader, max(1, axes.long_batches // axes.windows), long_warmup)
             lab.run(recorder, strategy, "stateful", KEYS, long_warmup, axes.long_batches, sampled)
             recorder.add_scale(run, LONG_PARTITIONS, 1, "long")
             for reading in sampled.readings:
                 recorder.add_memory(run, **reading)
-        env = results.environment(store, "scale", settings.size, dataclasses.asdict(axes),
-                                  spark=spark, keys=KEYS,
-                                  long_partitions=LONG_PARTITIONS, maintenance_interval=MAINTENANCE_INTERVAL)
-    return runs.save(recorder.results(env), settings)
+            save(False)
+        return save(True)
 
 
 scale.timeout = 6 * 3600  # the full run's 10,000-batch queries; a stuck query fails sooner, in await_batches
