@@ -167,6 +167,12 @@ STRATEGIES: dict[str, Strategy] = {
 #: and sends no request, so Spark's commit times through it are Spark's own share; the benchmark
 #: runs it beside the strategies and subtracts it. Kept out of ``STRATEGIES``: no user can choose,
 #: deploy or be recommended it (``get`` refuses its name), only ``select``/``use`` take it.
+#: Not a strategy: wraps the one a run measures and logs the state store maintenance's calls to it
+#: (its doc comment says which), so that a benchmark can leave out the batches they overlapped.
+MAINTENANCE_WATCH = "ckptbench.checkpoint.MaintenanceWatchCheckpointFileManager"
+#: The class ``MAINTENANCE_WATCH`` wraps (unset: Spark's default); the Java class reads this name.
+MAINTENANCE_WATCHED_CONF = "spark.ckptbench.maintenanceWatch.managerClass"
+
 FLOOR = Strategy("in-memory-floor", "ckptbench.checkpoint.InMemoryCheckpointFileManager",
                  "benchmark floor, not a strategy: checkpoint files in the JVM's memory, no store")
 
@@ -257,11 +263,18 @@ def attach(spark, store, bucket: str) -> None:
     set_credentials(spark, store, bucket)
 
 
-def select(conf, strategy: str) -> None:
+def select(conf, strategy: str, watch_maintenance: bool = False) -> None:
     """Make ``conf`` (a running session's ``spark.conf``, or a JVM Hadoop ``Configuration``) choose
-    ``strategy``'s manager: its class, or Spark's default for ``rename`` (also ``FLOOR``'s name)."""
+    ``strategy``'s manager: its class, or Spark's default for ``rename`` (also ``FLOOR``'s name).
+    ``watch_maintenance``: inside ``MAINTENANCE_WATCH``, which logs the state store maintenance's
+    calls (``ckptbench.runs.maintenance_calls`` reads them)."""
     chosen = FLOOR if strategy == FLOOR.name else get(strategy)
-    if chosen.manager_class:
+    conf.unset(MAINTENANCE_WATCHED_CONF)
+    if watch_maintenance:
+        conf.set(MANAGER_CLASS_CONF, MAINTENANCE_WATCH)
+        if chosen.manager_class:
+            conf.set(MAINTENANCE_WATCHED_CONF, chosen.manager_class)
+    elif chosen.manager_class:
         conf.set(MANAGER_CLASS_CONF, chosen.manager_class)
     else:
         conf.unset(MANAGER_CLASS_CONF)
@@ -295,6 +308,6 @@ def manager(spark, url: str, strategy: str, settings: dict | None = None):
     return factory.create(jvm.org.apache.hadoop.fs.Path(url), conf)
 
 
-def use(spark, strategy: str) -> None:
-    """Switch a running session to ``strategy`` for the queries it starts from now on."""
-    select(spark.conf, strategy)
+def use(spark, strategy: str, watch_maintenance: bool = False) -> None:
+    """Switch a running session to ``strategy`` for the queries it starts from now on (see ``select``)."""
+    select(spark.conf, strategy, watch_maintenance)

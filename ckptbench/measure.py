@@ -78,8 +78,9 @@ def table(records: list[results.Results]) -> str:
     the store, beside it)."""
     head = ("| store | strategy | walCommit p50 / p95 (ms) | commitOffsets p50 / p95 (ms) | "
             "walCommit / (HEAD+PUT) | Spark's share of walCommit p50 (ms) | overhead: ms / x PUT | "
-            "S3 requests per batch (mean) | checkpoint files per batch | requests per checkpoint file | "
-            "PUT p50 in Spark's JVM (ms) | store PUT / HEAD p50 (ms) | temp objects |")
+            "S3 requests per batch (mean) | checkpoint files per batch | "
+            "requests per checkpoint file (a batch's own) | PUT p50 in Spark's JVM (ms) | "
+            "store PUT / HEAD p50 (ms) | temp objects |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in (row for record in records for row in rows(record)):
         ops = ", ".join(f"{op} {n:.3g}" for op, n in r["requests_by_op"].items())

@@ -253,7 +253,9 @@ def _streaming(name: str, record: results.Results, figures: Path,
         "over the measured batches. Spark's share is walCommit p50 through the benchmark floor, a manager keeping "
         "files in the JVM's memory with no store (not a strategy); a strategy's overhead is its walCommit p50 minus "
         "that share minus a 1 KiB PUT's p50 in Spark's JVM (0: one PUT round trip per file). Requests per checkpoint "
-        "file: requests in the checkpoint's areas over the files Spark wrote, as the floor counted them."))
+        "file: requests in the checkpoint's areas over the files Spark wrote, as the floor counted them, a batch's "
+        "own on both sides: the batches a call of the state store's maintenance overlapped are left out (it runs "
+        "on its own schedule, a snapshot and a LIST of each partition's directory)."))
     section.figures = [
         Figure(plots.latency(name, record, "stateful", figures / f"{name}-latency.png"),
                "Commit latency per batch, every measured batch (log scale)."),

@@ -51,6 +51,11 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
 - ``memory``: heap readings taken while a long scale run ran, after a full GC: the batches done
   (``batch``), the driver JVM's heap in use (MiB) and the checkpoint managers' own objects
   (``ckptbench.checkpoint`` classes: their count and shallow KiB).
+- ``maintenance``: one row per call Spark's state store maintenance (snapshots, deleting old
+  state files, on its own schedule beside the batches) made to a run's checkpoint manager, as
+  ``ckpt_impls.MAINTENANCE_WATCH`` logged it: ``start``, ``end`` (a write's: when its stream
+  closed), ``method``, the ``thread`` that made it, ``key``. Logged in local mode only
+  (maintenance runs on the executors); before schema 6, not recorded.
 - ``injections``: one row per fault the metering proxy injected into a run's requests: the
   request's ``start``, operation and key, and the ``fault`` label (``infra.faults``).
 - ``capabilities``: one row per check of the store probe (``ckptbench.probe``): the
@@ -81,9 +86,9 @@ import ckpt_impls
 #: crash_series.seconds, two_writers.head_start, overwritten_files and seconds (an older record's
 #: are read as missing, its settings as none recorded); 4: the capabilities table (the store probe's);
 #: 5: requests.origin (the JVM that sent a request; missing before).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Versions this reader reads: an older record lacks the tables and columns added since.
-READABLE = (1, 2, 3, 4, SCHEMA_VERSION)
+READABLE = (1, 2, 3, 4, 5, SCHEMA_VERSION)
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
@@ -113,6 +118,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "injections": ("run", "start", "op", "key", "fault"),
     "scale": ("run", "partitions", "operators", "kind"),
     "memory": ("run", "batch", "heap_mib", "manager_objects", "manager_kib"),
+    "maintenance": ("run", "start", "end", "method", "thread", "key"),
     "capabilities": ("capability", "ok", "detail", "seconds"),
 }
 #: Integer columns that may be missing (NA): a request between batches, a check that did not run.
@@ -352,6 +358,10 @@ class Run:
     source: str | None = None
     #: Only the measured batches with ids in ``first..last`` (a window of a long run), when given.
     window: tuple[int, int] | None = None
+    #: Only the measured batches no state store maintenance call (``maintenance``) overlapped: a
+    #: batch's own requests, whatever maintenance's schedule. The same as all of them where
+    #: maintenance was not logged.
+    clear_of_maintenance: bool = False
 
     @property
     def sources(self) -> list[str]:
@@ -382,7 +392,19 @@ class Run:
         """The measured batches."""
         batches = self.all_batches
         batches = batches[batches.phase == "measured"]
-        return batches if self.window is None else batches[batches.batch_id.between(*self.window)]
+        if self.window is not None:
+            batches = batches[batches.batch_id.between(*self.window)]
+        return batches[~self.overlaps_maintenance(batches)] if self.clear_of_maintenance else batches
+
+    def overlaps_maintenance(self, batches: pd.DataFrame) -> pd.Series:
+        """For each of ``batches`` (rows of this run's), whether a maintenance call's span met the
+        batch's window (``batch_window``: its timestamp to the end of its triggerExecution, with the
+        millisecond of slack ``Recorder.add_requests`` gives a request)."""
+        calls = self._of("maintenance")
+        start = batches.timestamp - 0.001
+        end = batches.timestamp + batches.triggerExecution / 1000 + 0.001
+        return pd.Series([bool(((calls.start <= e) & (calls.end >= s)).any()) for s, e in zip(start, end, strict=True)],
+                         index=batches.index, dtype=bool)
 
     @property
     def warmup(self) -> pd.DataFrame:
@@ -465,6 +487,10 @@ class Recorder:
 
     def add_memory(self, run: int, **row) -> None:
         self.rows["memory"].append({"run": run, **row})
+
+    def add_maintenance(self, run: int, calls: list[dict]) -> None:
+        """The state store maintenance's calls to the run's manager (``runs.maintenance_calls``)."""
+        self.rows["maintenance"] += [{"run": run, **call} for call in calls]
 
     def add_injections(self, run: int, injections) -> None:
         """``injections`` (``infra.faults.Injection``s, as the metering proxy keeps them) of ``run``."""

@@ -598,6 +598,8 @@ class Lab:
         #: Where it runs, for the results' environment: master, executors (``lab`` sets it).
         self.where = {"spark_master": spark.sparkContext.master}
         self.cluster: infra.SparkCluster | None = None  # the cluster ``lab`` started for it
+        #: State store maintenance runs where the executors do; its calls are logged in this JVM only.
+        self.watches_maintenance = spark.sparkContext.master.startswith("local[")
 
     def start(self, workload: str, base: str, keys: int):
         """Start ``workload`` with everything under ``base`` (an s3a:// URL); a started query."""
@@ -626,7 +628,7 @@ class Lab:
         run = recorder.add_run(strategy, workload, keys, prefix, settings) if recorder else None
         if bar:
             bar.set_postfix_str(f"{strategy} x {workload}, {keys:,} keys")
-        ckpt_impls.use(self.spark, strategy)
+        ckpt_impls.use(self.spark, strategy, watch_maintenance=self.watches_maintenance)
         memory = DriverMemory(self.spark)
         mark = self.proxy.mark() if self.proxy else None
         jvm_mark = self.jvm.mark()
@@ -659,6 +661,7 @@ class Lab:
                           if e.bucket == self.bucket and e.key.startswith(mine) and e.start < cut]
             self.jvm.reset()  # drained into this run; nothing else reads them
             files = floor_files(self.spark, self.bucket, mine, cut) if strategy == ckpt_impls.FLOOR.name else []
+            maintenance = maintenance_calls(self.spark, self.bucket, mine) if self.watches_maintenance else []
             temps = [k for k in self.inner.list_keys(self.bucket, mine) if ckpt_impls.TEMP_FILE.search(k)]
             self.inner.empty_bucket(self.bucket, mine)  # an in-memory store would fill up
         if recorder:
@@ -670,6 +673,7 @@ class Lab:
             recorder.add_requests(run, jvm_events, warm + measured, source="jvm")
             if files:
                 recorder.add_requests(run, files, warm + measured, source="memory")
+            recorder.add_maintenance(run, maintenance)
 
 
 def floor_files(spark, bucket: str, prefix: str, cut: float) -> list[Event]:
@@ -686,6 +690,21 @@ def floor_files(spark, bucket: str, prefix: str, cut: float) -> list[Event]:
         if start < cut:
             events.append(Event(start, start, "PUT", "PUT", area_of(key), bucket, key, 200, int(size), 0))
     return events
+
+
+def maintenance_calls(spark, bucket: str, prefix: str) -> list[dict]:
+    """The calls Spark's state store maintenance made under ``s3a://bucket/prefix`` to the manager
+    ``ckpt_impls.MAINTENANCE_WATCH`` wrapped, since the last read: ``start`` and ``end`` (epoch
+    seconds), ``method``, the ``thread`` that made it, ``key``. The JVM forgets them."""
+    watch = spark._jvm
+    for part in ckpt_impls.MAINTENANCE_WATCH.split("."):
+        watch = getattr(watch, part)
+    calls = []
+    for line in watch.drain(f"{bucket}/{prefix}").splitlines():
+        start_us, end_us, method, thread, name = line.split("\t", 4)
+        calls.append({"start": int(start_us) / 1e6, "end": int(end_us) / 1e6, "method": method, "thread": thread,
+                      "key": name.split("/", 1)[1]})
+    return calls
 
 
 def checkpoint_settings(spark, overrides: dict[str, str] | None = None) -> dict[str, str | None]:

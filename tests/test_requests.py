@@ -13,14 +13,16 @@ harness's ``runs.Lab``, as the suite runs it); in each measured batch, the reque
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import time
 import uuid
 
-import pandas as pd
 import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
-from ckptbench import metrics, results, runs
+from ckptbench import metrics, results, runs, workloads
 from conftest import CheckpointFiles, java_class
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
@@ -62,52 +64,62 @@ def test_requests_per_batch_follow_the_strategy(spark, metered, strategy):
             assert not any(ckpt_impls.TEMP_FILE.search(k) for k in puts), seen
 
 
-#: What the state store's maintenance thread sends (every 5 s, ``runs.SPARK_CONF``), on its own
-#: schedule, through the strategy: a LIST of a partition's directory (for a snapshot, for the
-#: clean-up) and a ``<version>.snapshot`` file. A batch's own files keep Spark's names under
-#: ``conditional``, so its requests and the floor's files tell maintenance apart by key.
-MAINTENANCE = r"/state/\d+/\d+/$|\.snapshot$"
-
-
-@pytest.mark.parametrize(("key", "maintenance"), [
-    ("p/checkpoint/state/0/1/", True),  # a partition's directory, listed
-    ("p/checkpoint/state/0/1/7.snapshot", True),
-    ("p/checkpoint/state/0/1/7.delta", False),  # a batch's state file
-    ("p/checkpoint/state/0/1/7.delta/", False),  # a LIST under a file, as an existence check sends
-    ("p/checkpoint/commits/7/", False),
-    ("p/checkpoint/offsets/7", False),
-])
-def test_maintenance_is_told_apart_by_key(key, maintenance):
-    assert bool(pd.Series([key]).str.contains(MAINTENANCE).iloc[0]) == maintenance
-
-
 def test_conditional_sends_one_request_per_checkpoint_file(spark, metered):
     """The floor's in-memory manager counts the checkpoint files Spark writes per batch (offsets,
     commits, a state file per partition); conditional sends exactly one request for each: its
     existence checks are answered from memory. A LIST per check (the old way) makes it 1.5.
 
-    Maintenance is left out on both sides: it lands in a run's few batches or not (a fresh-clone
-    CI run, 2026-11-24: 4 LISTs of partition directories in 6 batches)."""
+    A batch's own on both sides (``metrics.requests_per_checkpoint_file``): the state store's
+    maintenance, on its own schedule, lands in a run's few batches or not (a fresh-clone CI run,
+    2026-11-24: 4 LISTs of partition directories in 6 batches)."""
     proxied, bucket = metered
     recorder = results.Recorder()
     lab = runs.Lab(spark, proxied, bucket, runs.PLANS["smallest"])
     for strategy in ("conditional", ckpt_impls.FLOOR.name):
         lab.run(recorder, strategy, "stateful", KEYS, WARMUP, BATCHES)
     record = recorder.results({"plan": {"keys": [KEYS]}})
-    conditional, floor = record.run("conditional", "stateful"), metrics.floor_run(record, "stateful")
-
-    def own(run: results.Run) -> pd.DataFrame:
-        requests = run.requests
-        return requests[~requests.key.str.contains(MAINTENANCE)]
-
-    files = len(own(floor)) / len(floor.batches)
-    assert files >= 3, files  # offsets, commits and at least one state file
-    requests = own(conditional)
+    conditional = dataclasses.replace(record.run("conditional", "stateful"), clear_of_maintenance=True)
+    assert metrics.checkpoint_files_per_batch(record, "stateful") >= 3  # offsets, commits, a state file or more
+    requests = conditional.requests
     assert set(requests.op) == {"PUT"}, requests.groupby("op").size().to_dict()
     # Per batch, against the floor's count: a file written at a batch window's edge can fall on
     # either side of it in one of the two runs (13 floor files in 3 batches once in CI), so within
     # one file over the batches; a LIST per check would be 1.5.
-    assert len(requests) / len(conditional.batches) / files == pytest.approx(1.0, abs=1 / BATCHES)
+    assert metrics.requests_per_checkpoint_file(record, conditional) == pytest.approx(1.0, abs=1 / BATCHES)
+
+
+@pytest.mark.parametrize("strategy", ["rename", "conditional"])
+def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark, lab, metered_stores, strategy):
+    """``ckpt_impls.MAINTENANCE_WATCH`` around Spark's default manager (``rename``) and around one of
+    ours logs what the state store's maintenance does, a ``.snapshot`` file (after
+    ``minDeltasForSnapshot`` batches) and a partition directory's listing, and nothing a batch
+    writes: were it to log every call, a batch's ``.delta``, ``offsets/`` and ``commits/`` files
+    would show; were it to log none, no snapshot would. Spark 4.x writes a snapshot from a task's
+    thread when maintenance lags behind (seen here: this session's maintenance threads also serve
+    earlier tests' queries), so the snapshot is logged by its name, a listing by its thread.
+    Maintenance runs every 5 s (``runs.SPARK_CONF``): the query runs until a snapshot is logged,
+    or fails at a deadline. On one store: what it logs is Spark's calls, whatever the store."""
+    proxied, bucket = metered_stores(lab.get("embedded"))
+    prefix = f"{proxied.run_prefix}watch-{strategy}-{uuid.uuid4().hex[:8]}"
+    ckpt_impls.use(spark, strategy, watch_maintenance=True)
+    query = workloads.stateful(spark, f"s3a://{bucket}/{prefix}/checkpoint", keys=KEYS, rows_per_batch=KEYS)
+    calls: list[dict] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not any(c["key"].endswith(".snapshot") for c in calls) and time.monotonic() < deadline:
+            workloads.await_batches(query, 1, 60)
+            calls += runs.maintenance_calls(spark, bucket, prefix + "/")
+        batches = query.lastProgress["batchId"]
+    finally:
+        query.stop()
+        ckpt_impls.use(spark, "rename")
+    seen = sorted({(c["method"], c["thread"], c["key"].split("/checkpoint/")[1]) for c in calls})
+    assert any(c["method"] == "createAtomic" and c["key"].endswith(".snapshot") for c in calls), seen
+    assert batches >= 10  # a snapshot needs minDeltasForSnapshot deltas
+    for c in calls:
+        assert c["start"] <= c["end"], c
+        assert re.search(r"/state/\d+/\d+(/\d+\.snapshot)?$", c["key"]), seen  # no batch file
+        assert c["key"].endswith(".snapshot") or c["thread"].startswith("state-store-maintenance"), seen
 
 
 def test_conditional_lists_a_log_directory_once_for_its_batch_files(spark, metered):

@@ -1,8 +1,9 @@
 """The suite's version-sensitive part on Spark 3.5, in the Spark 3.5 venv (``make setup-spark35``),
 run beside the rest of the suite (conftest ``beside_the_suite``): the contract tests, the version
 checks, the stateful streaming query (stop, restart, state kept) per strategy on Ceph RGW, the
-manifest strategy's two writer JVMs, which RocksDB state store requests go through the manager
-and its state reloaded after a restart, and the crash lab's verdict on a driver's output.
+state store maintenance watch, the manifest strategy's two writer JVMs, which RocksDB state store
+requests go through the manager and its state reloaded after a restart, and the crash lab's
+verdict on a driver's output.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py",
          "tests/test_streaming.py::test_stateful_query_resumes_with_its_state",
          "tests/test_manifest.py::test_writers_in_two_jvms_never_take_the_same_record_number",
          "tests/test_state_stores.py",
+         # the maintenance watch wraps 3.5's managers, and 3.5 runs maintenance on threads of its own
+         "tests/test_requests.py::test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch",
          # crashlab's verdict, the version-sensitive part of the lab: Spark's manager factory (its
          # package moved in 4.1) and reading the sink's rows, after a driver on 3.5 wrote them
          "tests/test_crashlab.py::test_a_damaged_output_is_caught",
