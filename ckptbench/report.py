@@ -411,11 +411,12 @@ def scale_tables(record: results.Results) -> list[Table]:
               "for another scale)."),
         Table("Memory over the long query",
               ["strategy", "driver peak RSS (MiB)", "driver heap after full GC, peak (MiB)",
-               "heap growth (MiB per 1,000 batches)", "managers' objects, peak (KiB, shallow)",
-               "managers' objects growth (per 1,000 batches)"], memory_rows,
+               "heap growth, second half (MiB per 1,000 batches)", "managers' objects, peak (KiB, shallow)",
+               "managers' objects growth, second half (per 1,000 batches)"], memory_rows,
               "Heap read after a full GC every window; the managers' objects are the instances of the "
-              "ckptbench.checkpoint classes (jcmd GC.class_histogram; shallow sizes, a floor). Bounded means the "
-              "growth is near zero against the peak.")]
+              "ckptbench.checkpoint classes (jcmd GC.class_histogram; shallow sizes, a floor). Growth: the median "
+              "slope between readings of the query's second half, once Spark's own histories (progress updates, "
+              "SQL executions, jobs kept) have filled; bounded means near zero against the peak.")]
 
 
 def _scale(name: str, record: results.Results, figures: Path) -> Section:

@@ -103,6 +103,9 @@ def test_cost_at_scale_needs_scale_records(tmp_path):
     (("cost", "--strategy", "direct"), "--partitions"),
     (("scale", "--operators", "3"), "--operators"),
     (("scale", "--partitions", "2,lots"), "--partitions"),
+    (("scale", "--axes", "batches,depth"), "--axes"),
+    (("scale", "--part", "3/2"), "--part"),
+    (("scale", "--part", "2/2", "--strategies", "conditional"), "--part"),
     (("counting", "--queries", "1"), "--queries"),
     (("counting", "--strategies", "rename,bogus"), "'bogus'"),
 ])

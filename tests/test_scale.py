@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+import ckpt_impls
 from benchmarks.scale import ScaleByOperators, ScaleByPartitions, ScaleMemory, ScaleSlopes
 from ckptbench import metrics, report, results, runs, scale
 from conftest import event, progress
@@ -80,20 +82,69 @@ def test_heap_growth_catches_a_growing_heap_and_passes_a_flat_one(record):
     assert metrics.manager_objects_growth(flat, "conditional") == pytest.approx(0.0, abs=1e-6)
 
 
+def test_heap_growth_is_the_second_halfs_and_one_high_reading_does_not_tip_it(record):
+    """Spark's own histories fill over the first half (the heap climbs, then levels off), and a
+    reading now and then comes out ~100 MiB high: a heap that levels off reads as bounded, one that
+    keeps growing through the second half does not. Least squares over all readings: 5.4 MiB per
+    1,000 batches for the one that levels off."""
+    run = int(record.scale[record.scale.kind == "long"].run.iloc[0])
+
+    def with_heap(heap):
+        memory = pd.DataFrame({"run": run, "batch": [500 * (i + 1) for i in range(len(heap))], "heap_mib": heap,
+                               "manager_objects": 10, "manager_kib": 1.0})
+        return results.Results(record.environment, {**record.tables, "memory": memory})
+
+    levels_off = [100, 110, 120, 130, 140, 150, 150, 151, 250, 150, 149, 151, 150, 350, 150, 151, 150, 149, 150, 151]
+    assert metrics.heap_growth_mib(with_heap(levels_off), "conditional") == pytest.approx(0.0, abs=0.5)
+    assert metrics.linear_fit([500 * (i + 1) / 1000 for i in range(20)], levels_off)[1] > 5
+    grows = [100 + 5 * i for i in range(20)]
+    grows[15] += 100
+    assert metrics.heap_growth_mib(with_heap(grows), "conditional") == pytest.approx(10.0)  # 5 MiB per 500 batches
+
+
+def test_a_record_of_the_batches_axis_alone_says_the_others_were_not_run(record):
+    """``--axes batches`` (``scale.only``) runs the long query alone: its record's tables say "not
+    run" for the other axes' slopes and projection, not "failed", and keep the memory table."""
+    axes = scale.only(scale.Axes(**{k: tuple(v) if isinstance(v, list) else v for k, v in PLAN.items()}),
+                      ("batches",))
+    assert (axes.partitions, axes.operators, axes.long_batches) == ((), (), PLAN["long_batches"])
+    long_only = results.Results({**record.environment, "plan": {**PLAN, "partitions": [], "operators": []},
+                                 "long_partitions": 2},
+                                {**record.tables, "scale": record.scale[record.scale.kind == "long"]})
+    assert metrics.scale_axes_run(long_only) == ("batches",)
+    points, slopes, memory = report.scale_tables(long_only)
+    assert {row[0] for row in points.rows} == {"batches"}
+    assert slopes.rows[0][1:4] == ["not run"] * 3 and slopes.rows[0][-1] == "not run"
+    assert slopes.rows[0][4].startswith("1e+03")  # requests per 1,000 batches, as fitted above
+    assert memory.rows and "partitions:" not in points.note and "batches: one query" in points.note
+    assert scale.only(axes, ("partitions",)).long_batches == 0
+
+
+def test_a_fit_needs_two_points(record):
+    one = results.Results(record.environment, {**record.tables, "scale": record.scale.iloc[:1]})
+    with pytest.raises(KeyError, match="1 point"):
+        metrics.scale_fit(one, "partitions", "conditional", "requests")
+
+
 AXES = scale.Axes(partitions=(2, 8), operators=(1, 2), operators_partitions=8, warmup=1, batches=2,
                   long_batches=9, retain=3, windows=3)
 
 
 def scale_experiment(workdir: Path) -> subprocess.Popen:
-    """The scale experiment along ``AXES`` on the embedded store, its record under ``workdir/raw``,
-    in a JVM of its own beside the suite (conftest ``beside_the_suite``): the experiment stops its
+    """The scale experiment along ``AXES`` on the embedded store, its record under ``workdir/raw``
+    in two parts (``--part 1/2``, ``2/2``: two strategies each, one after the other), in JVMs of
+    their own beside the suite (conftest ``beside_the_suite``): the experiment stops its
     SparkSession when done, which in this process would be the suite's shared one (every later
     test using the `spark` fixture failed so)."""
-    experiment = ("import sys; from pathlib import Path; from ckptbench import runs, scale; "
-                  "scale.scale(runs.Settings('embedded', 'smallest', None, Path(sys.argv[1])), None, "
-                  f"scale.{AXES!r})")
+    part = ("import sys; from pathlib import Path; from ckptbench import runs, scale; "
+            "scale.scale(runs.Settings('embedded', 'smallest', None, Path(sys.argv[1])), None, "
+            f"scale.{AXES!r}, part=(int(sys.argv[2]), 2))")
+    # A process per part, as `scale --part` runs: a second session in one Python process would get
+    # the first one's S3A filesystem for the bucket (Hadoop caches it per JVM), bound to a store gone.
+    parts = (f"import subprocess, sys; [subprocess.run([sys.executable, '-c', {part!r}, sys.argv[1], str(k)], "
+             "check=True) for k in (1, 2)]")
     with (workdir / "err.txt").open("w") as err:
-        return subprocess.Popen([sys.executable, "-c", experiment, str(workdir / "raw")], stdout=subprocess.DEVNULL,
+        return subprocess.Popen([sys.executable, "-c", parts, str(workdir / "raw")], stdout=subprocess.DEVNULL,
                                 stderr=err, cwd=ROOT, start_new_session=True)
 
 
@@ -108,7 +159,11 @@ def test_scale_axes_on_spark(beside):
     proc.wait(timeout=1800)
     assert proc.returncode == 0, (workdir / "err.txt").read_text()[-3000:]
     settings = runs.Settings("embedded", "smallest", None, workdir / "raw")
-    record = results.read(results.directory(settings.raw, "embedded", "scale"))
+    where = results.directory(settings.raw, "embedded", "scale")
+    assert [p.name for p in results.parts_of(where)] == ["part-1-of-2", "part-2-of-2"]
+    record = results.read(where)  # the parts merged
+    assert sorted(record.strategies()) == sorted(ckpt_impls.STRATEGIES)
+    assert [p["finished"] for p in record.environment["parts"]] == [True, True]
     assert record.runs.error.isna().all(), record.runs.error.dropna().tolist()
     for strategy in record.strategies():
         # At least one request per partition a batch, and more partitions more requests. (Not a
