@@ -52,6 +52,22 @@ def record() -> results.Results:
     return recorder.results({"plan": {"keys": [10]}, "store": "test", "experiment": "streaming"})
 
 
+def test_a_request_goes_to_the_batch_whose_window_it_started_in():
+    """Windows with a millisecond of slack each side (progress timestamps are whole milliseconds):
+    back to back, a request in both slacks goes to the earlier batch; before the first window, in
+    a gap and after the last, to none. Batches given out of order are found all the same."""
+    recorder = results.Recorder()
+    run = recorder.add_run("conditional", "stateful", 10, "p")
+    # Batch 1: T0+1 to T0+1.5; batch 2 right after it (T0+1.5 to T0+2); batch 3: T0+3 to T0+3.1.
+    progresses = [progress(3, 1.0, trigger=100), progress(1, 1.0, trigger=500)]
+    progresses.append({**progress(2, 1.0, trigger=500), "timestamp": progress(1, 1.0)["timestamp"][:-4] + "500Z"})
+    starts = {0.9: None, 0.9995: 1, 1.2: 1, 1.5005: 1, 1.5015: 2, 2.0009: 2, 2.5: None, 3.05: 3, 3.1011: None,
+              9.0: None}
+    recorder.add_requests(run, [event(at, "PUT", f"p/offsets/{at}") for at in starts], progresses)
+    got = {row["key"]: row["batch_id"] for row in recorder.rows["requests"]}
+    assert got == {f"p/offsets/{at}": batch for at, batch in starts.items()}
+
+
 def test_durations_exclude_warmup_and_interpolate(record):
     run = record.run("conditional", "stateful")
     assert metrics.duration_percentile(run, "walCommit", 50) == 30.0
