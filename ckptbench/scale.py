@@ -106,10 +106,12 @@ class HeapReader:
 
 class _Sampled:
     """A progress bar (``update``/``set_postfix_str``) that also reads the heap every ``every``
-    batches of a run: ``Lab.run`` tells it of each batch, so the readings follow the batch count."""
+    batches of a run: ``Lab.run`` tells it of each batch, so the readings follow the batch count.
+    Before each reading the JVM's request log is drained into this process (``JvmRequests.pull``):
+    the heap read is then Spark's and the managers', not the harness's buffer of request records."""
 
-    def __init__(self, bar, reader: HeapReader, every: int, skip: int) -> None:
-        self.bar, self.reader, self.every, self.skip = bar, reader, every, skip
+    def __init__(self, bar, reader: HeapReader, every: int, skip: int, jvm) -> None:
+        self.bar, self.reader, self.every, self.skip, self.jvm = bar, reader, every, skip, jvm
         self.done, self.readings = 0, []
 
     def set_postfix_str(self, label: str) -> None:
@@ -120,6 +122,7 @@ class _Sampled:
         before, self.done = self.done, self.done + n
         measured = self.done - self.skip  # the warm-up's batches are not on the axis
         if measured > 0 and measured // self.every > max(before - self.skip, 0) // self.every:
+            self.jvm.pull()
             self.readings.append({"batch": measured, **self.reader.read()})
 
 
@@ -210,7 +213,7 @@ def scale(settings: runs.Settings, strategies: list[str] | None = None, axes: Ax
         save(False)
         for strategy in strategies if long_query else ():
             run = len(recorder.rows["runs"])
-            sampled = _Sampled(bar, reader, max(1, axes.long_batches // axes.windows), long_warmup)
+            sampled = _Sampled(bar, reader, max(1, axes.long_batches // axes.windows), long_warmup, lab.jvm)
             lab.run(recorder, strategy, "stateful", KEYS, long_warmup, axes.long_batches, sampled)
             recorder.add_scale(run, LONG_PARTITIONS, 1, "long")
             for reading in sampled.readings:

@@ -102,6 +102,33 @@ def test_heap_growth_is_the_second_halfs_and_one_high_reading_does_not_tip_it(re
     assert metrics.heap_growth_mib(with_heap(grows), "conditional") == pytest.approx(10.0)  # 5 MiB per 500 batches
 
 
+def test_the_request_log_is_drained_before_every_heap_reading():
+    """The JVM's request log keeps every record until drained (up to 200,000): read undrained, the
+    heap of a long query grows with the harness's own buffer (65,286 records over 7,700 batches of
+    conditional, most of its heap's growth). The long query's sampler drains it into this process
+    before each reading, which comes every ``every`` measured batches after the warm-up."""
+    calls = []
+
+    class Log:
+        def pull(self):
+            calls.append("pull")
+
+    class Heap:
+        def read(self):
+            calls.append("read")
+            return {"heap_mib": 1.0}
+
+    class Bar:
+        def update(self, n):
+            pass
+
+    sampled = scale._Sampled(Bar(), Heap(), every=2, skip=3, jvm=Log())
+    for _ in range(3 + 6):
+        sampled.update(1)
+    assert [r["batch"] for r in sampled.readings] == [2, 4, 6]
+    assert calls == ["pull", "read"] * 3
+
+
 def test_a_record_of_the_batches_axis_alone_says_the_others_were_not_run(record):
     """``--axes batches`` (``scale.only``) runs the long query alone: its record's tables say "not
     run" for the other axes' slopes and projection, not "failed", and keep the memory table."""
