@@ -379,14 +379,15 @@ def strategy_overhead_of_put(results: Results, run: Run, name: str = "walCommit"
 
 
 def checkpoint_files_per_batch(results: Results, workload: str) -> float:
-    """Checkpoint files Spark writes per measured batch of ``workload`` (through the manager: offsets,
-    commits, state, logs), counted by the benchmark floor's manager; a mean, like requests, over
-    the batches no state store maintenance call overlapped (a batch's own files: see
+    """Checkpoint files Spark writes or deletes per measured batch of ``workload`` (through the
+    manager: offsets, commits, state, logs; past ``minBatchesToRetain`` each log's oldest file goes
+    every batch), counted by the benchmark floor's manager; a mean, like requests, over the batches
+    no state store maintenance call overlapped (a batch's own files: see
     ``requests_per_checkpoint_file``). NaN where the record has no floor (``has_floor``)."""
     if not has_floor(results):
         return float("nan")
     return requests_per_batch(dataclasses.replace(floor_run(results, workload), clear_of_maintenance=True),
-                              ops=["PUT"])
+                              ops=["PUT", "DELETE"])
 
 
 def requests_per_checkpoint_file(results: Results, run: Run) -> float:

@@ -678,17 +678,18 @@ class Lab:
 
 def floor_files(spark, bucket: str, prefix: str, cut: float) -> list[Event]:
     """The checkpoint files the benchmark floor's in-memory manager (``ckpt_impls.FLOOR``) published
-    under ``s3a://bucket/prefix`` before ``cut``, one ``PUT`` event each (no request was made: the
-    count of files a batch writes); the manager forgets them and their contents."""
+    or deleted under ``s3a://bucket/prefix`` before ``cut``, one ``PUT`` or ``DELETE`` event each (no
+    request was made: the count of files a batch writes and deletes); the manager forgets them and
+    their contents."""
     manager = spark._jvm
     for part in ckpt_impls.FLOOR.manager_class.split("."):
         manager = getattr(manager, part)
     events = []
     for line in manager.drain(f"{bucket}/{prefix}").splitlines():
-        start_us, size, name = line.split("\t", 2)
+        start_us, op, size, name = line.split("\t", 3)
         start, key = int(start_us) / 1e6, name.split("/", 1)[1]
         if start < cut:
-            events.append(Event(start, start, "PUT", "PUT", area_of(key), bucket, key, 200, int(size), 0))
+            events.append(Event(start, start, op, op, area_of(key), bucket, key, 200, int(size), 0))
     return events
 
 

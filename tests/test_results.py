@@ -337,6 +337,25 @@ def test_a_batch_state_store_maintenance_overlapped_is_left_out_of_a_batchs_own_
         == 1.5 / 1.25 == 1.2  # all batches: a LIST in 2 and 4 against a snapshot in 1
 
 
+def test_a_file_spark_deletes_counts_once_on_both_sides():
+    """Past ``minBatchesToRetain`` Spark deletes each log's oldest file every batch: the floor logs
+    the delete as a file operation, so one DELETE per deleted file stays at one request per file
+    (a measure run of 110 batches, 2026-11-24: conditional 4 PUTs and 0.18 DELETEs a batch read
+    1.05 per file while the floor counted its writes only)."""
+    recorder = results.Recorder()
+    floor = recorder.add_run(ckpt_impls.FLOOR.name, "stateful", 10, "f")
+    strategy = recorder.add_run("conditional", "stateful", 10, "p")
+    measured = [progress(b, 2.0) for b in (1, 2)]
+    for run, prefix in ((floor, "f"), (strategy, "p")):
+        recorder.add_batches(run, "measured", measured)
+        ops = [event(b + 0.01, "PUT", f"{prefix}/offsets/{b}") for b in (1, 2)]
+        ops.append(dataclasses.replace(event(2.02, "DELETE", f"{prefix}/offsets/0"), method="DELETE"))
+        recorder.add_requests(run, ops, measured, source="memory" if run == floor else "proxy")
+    record = recorder.results({"plan": {"keys": [10]}})
+    assert metrics.checkpoint_files_per_batch(record, "stateful") == 1.5
+    assert metrics.requests_per_checkpoint_file(record, record.run("conditional", "stateful")) == 1.0
+
+
 def test_a_record_without_the_floor_says_not_available_not_failed():
     """On a cluster the floor is not run (its files would live in the driver's memory, not where the
     tasks run): the figures it gives are NaN, which the report shows as n/a; a floor run that failed

@@ -32,8 +32,8 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * measures a query whose driver and executors share one JVM ({@code local[N]}); nothing survives
  * the JVM. It keeps the contract's semantics (create-only refused when the file exists, cancel
  * leaves nothing, open of a missing file raises {@link FileNotFoundException}), so Spark takes the
- * same paths it takes on a store. Each published file is logged ({@link #drain}) so the benchmark
- * can count the checkpoint files a batch writes.
+ * same paths it takes on a store. Each file published or deleted is logged ({@link #drain}) so the
+ * benchmark can count the checkpoint files a batch writes and deletes.
  *
  * <p>One exception, off the offsets and commits logs the floor times: a RocksDB state store's
  * {@code <version>.zip} is also written to (and deleted from) the path's {@code FileSystem},
@@ -46,7 +46,10 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
 
   private static final ConcurrentSkipListMap<String, byte[]> FILES = new ConcurrentSkipListMap<>();
   private static final ConcurrentSkipListSet<String> DIRECTORIES = new ConcurrentSkipListSet<>();
-  /** Lines "start (epoch microseconds) TAB bytes TAB bucket/key" of the files published, not yet drained. */
+  /**
+   * Lines "start (epoch microseconds) TAB PUT or DELETE TAB bytes TAB bucket/key" of the files
+   * published and deleted, not yet drained: the file operations Spark asked for that a store must see.
+   */
   private static final ConcurrentLinkedQueue<String> WRITES = new ConcurrentLinkedQueue<>();
 
   private final FileSystem fs;
@@ -64,8 +67,8 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
   }
 
   /**
-   * The files published under {@code prefix} (a {@code bucket/key} prefix) since the last call,
-   * one line each (see {@link #WRITES}); they and the files themselves are forgotten.
+   * The files published and deleted under {@code prefix} (a {@code bucket/key} prefix) since the
+   * last call, one line each (see {@link #WRITES}); they and the files themselves are forgotten.
    */
   public static String drain(String prefix) {
     StringBuilder out = new StringBuilder();
@@ -99,7 +102,7 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
       } else if (FILES.putIfAbsent(key, bytes) != null) {
         throw new FileAlreadyExistsException(path + " already exists");
       }
-      WRITES.add(startMicros + "\t" + bytes.length + "\t" + key);
+      WRITES.add(startMicros + "\tPUT\t" + bytes.length + "\t" + key);
     });
   }
 
@@ -170,10 +173,18 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
         throw Unchecked.io(e);
       }
     }
+    long startMicros = System.currentTimeMillis() * 1000;
+    List<String> deleted = new ArrayList<>(under(FILES, under).keySet());
+    if (FILES.containsKey(key)) {
+      deleted.add(key);
+    }
     FILES.remove(key);
     DIRECTORIES.remove(key);
     under(FILES, under).clear();
     DIRECTORIES.subSet(under, under + Character.MAX_VALUE).clear();
+    for (String file : deleted) {
+      WRITES.add(startMicros + "\tDELETE\t0\t" + file);
+    }
   }
 
   /** The entries of {@code files} whose key starts with {@code prefix}. */
