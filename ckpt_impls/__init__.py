@@ -167,14 +167,14 @@ STRATEGIES: dict[str, Strategy] = {
 #: and sends no request, so Spark's commit times through it are Spark's own share; the benchmark
 #: runs it beside the strategies and subtracts it. Kept out of ``STRATEGIES``: no user can choose,
 #: deploy or be recommended it (``get`` refuses its name), only ``select``/``use`` take it.
+FLOOR = Strategy("in-memory-floor", "ckptbench.checkpoint.InMemoryCheckpointFileManager",
+                 "benchmark floor, not a strategy: checkpoint files in the JVM's memory, no store")
+
 #: Not a strategy: wraps the one a run measures and logs the state store maintenance's calls to it
 #: (its doc comment says which), so that a benchmark can leave out the batches they overlapped.
 MAINTENANCE_WATCH = "ckptbench.checkpoint.MaintenanceWatchCheckpointFileManager"
 #: The class ``MAINTENANCE_WATCH`` wraps (unset: Spark's default); the Java class reads this name.
 MAINTENANCE_WATCHED_CONF = "spark.ckptbench.maintenanceWatch.managerClass"
-
-FLOOR = Strategy("in-memory-floor", "ckptbench.checkpoint.InMemoryCheckpointFileManager",
-                 "benchmark floor, not a strategy: checkpoint files in the JVM's memory, no store")
 
 
 class UnknownStrategy(ValueError):
