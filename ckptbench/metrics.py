@@ -707,11 +707,12 @@ def late_growth(memory: pd.DataFrame, column: str) -> float:
     half: the Theil-Sen slope (the median of the slopes between every two readings, so one high
     reading does not tip it, as least squares lets it) over the readings from the middle batch on.
 
-    The second half because Spark's own histories fill over the first: the progress updates, SQL
-    executions, jobs and stages it keeps a fixed number of. Over 10,000 batches on Ceph (`scale
-    --size full --axes batches`, 2026-11-24) the heap after a full GC grew from 114 to 165 MiB over
-    the first 6,500 batches under ``direct`` and stayed at 162-173 MiB after, but for single
-    readings of 225 and 295 MiB (least squares over all of it: 9.8 MiB per 1,000 batches).
+    The second half so that what fills up to a fixed bound early on does not read as growth:
+    the SQL executions, jobs and stages Spark keeps a fixed number of, and so a manifest's garbage
+    waiting out its cleanup delay (4,581 objects at most, 3,700-4,200 after). Over 10,000 batches
+    on Ceph (`scale --size full --axes batches`, 2026-11-24) single readings came out 60-180 MiB
+    above their neighbours; least squares over all of ``direct``'s readings gave 9.8 MiB per 1,000
+    batches, most of it the harness's request log filling, drained since (``scale._Sampled``).
     Bounded is near zero here."""
     late = memory[memory.batch >= memory.batch.max() / 2]
     x, y = late.batch.to_numpy(dtype=float) / AXIS_STEP["batches"][0], late[column].to_numpy(dtype=float)

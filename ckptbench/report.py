@@ -415,8 +415,8 @@ def scale_tables(record: results.Results) -> list[Table]:
                "managers' objects growth, second half (per 1,000 batches)"], memory_rows,
               "Heap read after a full GC every window; the managers' objects are the instances of the "
               "ckptbench.checkpoint classes (jcmd GC.class_histogram; shallow sizes, a floor). Growth: the median "
-              "slope between readings of the query's second half, once Spark's own histories (progress updates, "
-              "SQL executions, jobs kept) have filled; bounded means near zero against the peak.")]
+              "slope between readings of the query's second half, once what Spark keeps a fixed number of (SQL "
+              "executions, jobs, stages) has filled; bounded means near zero against the peak.")]
 
 
 def _scale(name: str, record: results.Results, figures: Path) -> Section:

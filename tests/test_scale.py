@@ -83,8 +83,8 @@ def test_heap_growth_catches_a_growing_heap_and_passes_a_flat_one(record):
 
 
 def test_heap_growth_is_the_second_halfs_and_one_high_reading_does_not_tip_it(record):
-    """Spark's own histories fill over the first half (the heap climbs, then levels off), and a
-    reading now and then comes out ~100 MiB high: a heap that levels off reads as bounded, one that
+    """What fills to a fixed bound fills over the first half (the heap climbs, then levels off), and
+    a reading now and then comes out ~100 MiB high: a heap that levels off reads as bounded, one that
     keeps growing through the second half does not. Least squares over all readings: 5.4 MiB per
     1,000 batches for the one that levels off."""
     run = int(record.scale[record.scale.kind == "long"].run.iloc[0])
