@@ -60,12 +60,6 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
     this.root = fs.makeQualified(path);
   }
 
-  /** {@code bucket/key} of a path: its authority and its path, never its scheme. */
-  private static String name(Path path) {
-    String authority = path.toUri().getAuthority();
-    return (authority == null ? "" : authority) + path.toUri().getPath();
-  }
-
   /**
    * The files published and deleted under {@code prefix} (a {@code bucket/key} prefix) since the
    * last call, one line each (see {@link #WRITES}); they and the files themselves are forgotten.
@@ -86,7 +80,7 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
 
   @Override
   public CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
-    String key = name(path);
+    String key = BucketKeys.of(path);
     return new BufferedPublishStream(bytes -> {
       long startMicros = System.currentTimeMillis() * 1000;
       if (!overwriteIfPossible && FILES.containsKey(key)) {
@@ -108,7 +102,7 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
 
   @Override
   public FSDataInputStream open(Path path) {
-    byte[] bytes = FILES.get(name(path));
+    byte[] bytes = FILES.get(BucketKeys.of(path));
     if (bytes == null) {
       throw Unchecked.io(new FileNotFoundException(path + " does not exist"));
     }
@@ -117,7 +111,7 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
 
   @Override
   public FileStatus[] list(Path path, PathFilter filter) {
-    String prefix = name(path) + "/";
+    String prefix = BucketKeys.of(path) + "/";
     List<FileStatus> out = new ArrayList<>();
     List<String> seenDirs = new ArrayList<>();
     for (Map.Entry<String, byte[]> e : under(FILES, prefix).entrySet()) {
@@ -150,12 +144,12 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
 
   @Override
   public void mkdirs(Path path) {
-    DIRECTORIES.add(name(path));
+    DIRECTORIES.add(BucketKeys.of(path));
   }
 
   @Override
   public boolean exists(Path path) {
-    String key = name(path);
+    String key = BucketKeys.of(path);
     String under = key + "/";
     return FILES.containsKey(key) || DIRECTORIES.contains(key)
         || !DIRECTORIES.subSet(under, under + Character.MAX_VALUE).isEmpty()
@@ -164,7 +158,7 @@ public class InMemoryCheckpointFileManager implements CheckpointFileManager {
 
   @Override
   public void delete(Path path) {
-    String key = name(path);
+    String key = BucketKeys.of(path);
     String under = key + "/";
     if (RocksDBPaths.isCheckpointZip(key)) {
       try {

@@ -84,9 +84,8 @@ public final class MaintenanceWatchCheckpointFileManager implements CheckpointFi
   }
 
   private static void log(long startMicros, String method, Path path) {
-    String authority = path.toUri().getAuthority();
     CALLS.add(startMicros + "\t" + nowMicros() + "\t" + method + "\t" + Thread.currentThread().getName()
-        .replace('\t', ' ') + "\t" + (authority == null ? "" : authority) + path.toUri().getPath());
+        .replace('\t', ' ') + "\t" + BucketKeys.of(path));
   }
 
   @Override
