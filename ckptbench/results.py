@@ -86,7 +86,8 @@ import ckpt_impls
 #: 2: requests.source (a version 1 record is read as all "proxy"); 3: runs.settings,
 #: crash_series.seconds, two_writers.head_start, overwritten_files and seconds (an older record's
 #: are read as missing, its settings as none recorded); 4: the capabilities table (the store probe's);
-#: 5: requests.origin (the JVM that sent a request; missing before).
+#: 5: requests.origin (the JVM that sent a request; missing before); 6: the maintenance table (the
+#: state store maintenance's calls), and the floor's ``memory`` rows include the files it deleted.
 SCHEMA_VERSION = 6
 #: Versions this reader reads: an older record lacks the tables and columns added since.
 READABLE = (1, 2, 3, 4, 5, SCHEMA_VERSION)
@@ -400,10 +401,10 @@ class Run:
     def overlaps_maintenance(self, batches: pd.DataFrame) -> pd.Series:
         """For each of ``batches`` (rows of this run's), whether a maintenance call's span met the
         batch's window (``batch_window``: its timestamp to the end of its triggerExecution, with the
-        millisecond of slack ``Recorder.add_requests`` gives a request)."""
+        slack ``WINDOW_SLACK_S``, as ``Recorder.add_requests`` gives a request)."""
         calls = self._of("maintenance")
-        start = batches.timestamp - 0.001
-        end = batches.timestamp + batches.triggerExecution / 1000 + 0.001
+        start = batches.timestamp - WINDOW_SLACK_S
+        end = batches.timestamp + batches.triggerExecution / 1000 + WINDOW_SLACK_S
         return pd.Series([bool(((calls.start <= e) & (calls.end >= s)).any()) for s, e in zip(start, end, strict=True)],
                          index=batches.index, dtype=bool)
 
@@ -463,11 +464,10 @@ class Recorder:
         started in, or to none."""
         if source not in SOURCES:
             raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
-        # Progress timestamps have millisecond resolution; back-to-back windows do not overlap, so
-        # with that millisecond of slack a request falls in at most two, and the earlier one takes it.
-        # Found by bisection: a 10,000-batch query's million requests against each window in turn
-        # took the harness over an hour.
-        windows = sorted(((start - 0.001, end + 0.001, p["batchId"]) for p in progresses
+        # Back-to-back windows do not overlap, so with WINDOW_SLACK_S a request falls in at most
+        # two, and the earlier one takes it. Found by bisection: a 10,000-batch query's million
+        # requests tried against each window in turn held the harness for over ten minutes.
+        windows = sorted(((start - WINDOW_SLACK_S, end + WINDOW_SLACK_S, p["batchId"]) for p in progresses
                           for start, end in [batch_window(p)]), key=lambda w: w[0])
         starts = [w[0] for w in windows]
         for e in events:
@@ -511,6 +511,11 @@ class Recorder:
 
     def results(self, environment: dict) -> Results:
         return Results(environment, {name: _table(name, rows) for name, rows in self.rows.items()})
+
+
+#: Progress timestamps have millisecond resolution: a batch's window is widened by that much on each
+#: side when a request or a maintenance call is placed in it.
+WINDOW_SLACK_S = 0.001
 
 
 def batch_window(progress: dict) -> tuple[float, float]:
