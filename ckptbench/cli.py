@@ -288,6 +288,17 @@ def _cost_at_scale(args, trigger: float) -> None:
         raise UsageError("no strategy asked for has a partitions fit in the scale results")
 
 
+def _part(text: str | None, most: int | None = None, what: str = "") -> tuple[int, int]:
+    """``--part K/N`` as (K, N), (1, 1) when not given; N at most ``most`` (``what`` there are)."""
+    if text is None:
+        return 1, 1
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n) <= (most or int(n))):
+        bound = f" <= {most}, {what}" if most else ""
+        raise UsageError(f"--part takes K/N with 1 <= K <= N{bound} (say 2/2), not {text!r}")
+    return int(k), int(n)
+
+
 def cmd_scale(args) -> None:
     from . import report, results, runs, scale
 
@@ -316,13 +327,7 @@ def cmd_scale(args) -> None:
     axes = scale.only(dataclasses.replace(default, operators=operators, long_batches=long_batches,
                                           partitions=counts(args.partitions, default.partitions, "--partitions")),
                       names)
-    part = (1, 1)
-    if args.part:
-        k, _, n = args.part.partition("/")
-        if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n) <= len(strategies)):
-            raise UsageError(f"--part takes K/N with 1 <= K <= N <= the {len(strategies)} strategies asked for "
-                             f"(say 2/2), not {args.part!r}")
-        part = (int(k), int(n))
+    part = _part(args.part, len(strategies), "the strategies asked for")
     settings = runs.Settings(store, args.size, args.bucket, results_root() / "raw")
     record = scale.scale(settings, strategies, axes, part)
     where = results.directory(settings.raw, store, "scale")
@@ -482,12 +487,7 @@ def cmd_crashlab(args) -> None:
         if any(n < 0 for n in starts):
             raise UsageError(f"--two-writer-starts takes batch counts of 0 or more, not {args.two_writer_starts!r}")
     plan = dataclasses.replace(plan, **changes)
-    if args.part:
-        k, _, n = args.part.partition("/")
-        try:
-            plan = plan.in_part(int(k), int(n))
-        except ValueError:
-            raise UsageError(f"--part takes K/N with 1 <= K <= N (say 2/4), not {args.part!r}") from None
+    plan = plan.in_part(*_part(args.part))
     settings = runs.Settings(store, args.size or "cli", args.bucket, RESULTS / "raw")
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = crashlab.crashes(settings, strategies, plan, points=tuple(points), seed=args.seed)

@@ -865,11 +865,7 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
         def save(finished: bool) -> results.Results:
             """The record so far, written: after every series, so that a long run stopped (or out
             of time) keeps its finished series; ``finished`` says whether the plan was done."""
-            record = recorder.results({**env, "finished": finished})
-            if plan.part == (1, 1):
-                return runs.save(record, settings)
-            results.write_part(record, where, *plan.part)
-            return record
+            return runs.save(recorder.results({**env, "finished": finished}), settings, plan.part)
 
         bar = progress.Recorder("crash lab", total_cycles + len(pairs), "cycle")
         with Lab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:

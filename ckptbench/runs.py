@@ -555,9 +555,14 @@ def store_alone(settings: Settings) -> results.Results:
     return save(recorder.results(env), settings)
 
 
-def save(record: results.Results, settings: Settings) -> results.Results:
-    """Write ``record`` where ``settings`` keep raw results (the latest of its store and experiment)."""
-    record.write(results.directory(settings.raw, settings.store, record.environment["experiment"]))
+def save(record: results.Results, settings: Settings, part: tuple[int, int] = (1, 1)) -> results.Results:
+    """Write ``record`` where ``settings`` keep raw results (the latest of its store and experiment),
+    as part K of N when ``part`` is (K, N) of a plan split over processes (``results.write_part``)."""
+    where = results.directory(settings.raw, settings.store, record.environment["experiment"])
+    if part == (1, 1):
+        record.write(where)
+    else:
+        results.write_part(record, where, *part)
     return record
 
 

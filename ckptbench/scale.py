@@ -160,8 +160,8 @@ def scale(settings: runs.Settings, strategies: list[str] | None = None, axes: Ax
           part: tuple[int, int] = (1, 1)) -> results.Results:
     """Every point of ``axes`` (default: the settings' size's) and the long query, for each strategy.
     Written to ``settings.raw`` and returned; written after the points and after each long query
-    too, so that a long run stopped keeps what it finished (``environment["finished"]`` says whether it ran
-    to the end).
+    too, so that a long run stopped keeps what it finished (``environment["finished"]`` says
+    whether it ran to the end).
 
     ``part`` (K, N) runs every N-th strategy from the K-th and writes the record as part K of N
     (``results.write_part``; ``results.read`` merges the parts): N processes share a plan too long
@@ -182,11 +182,7 @@ def scale(settings: runs.Settings, strategies: list[str] | None = None, axes: Ax
                                   long_partitions=LONG_PARTITIONS, maintenance_interval=MAINTENANCE_INTERVAL)
 
         def save(finished: bool) -> results.Results:
-            record = recorder.results({**env, "finished": finished})
-            if part == (1, 1):
-                return runs.save(record, settings)
-            results.write_part(record, results.directory(settings.raw, settings.store, "scale"), k, n)
-            return record
+            return runs.save(recorder.results({**env, "finished": finished}), settings, part)
 
         points = _points(axes)
         long_warmup = axes.warmup + axes.retain
