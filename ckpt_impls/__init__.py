@@ -302,10 +302,16 @@ def manager(spark, url: str, strategy: str, settings: dict | None = None):
     select(conf, strategy)
     for key, value in (settings or {}).items():
         conf.set(key, str(value))
-    factory = jvm
-    for part in manager_trait().split("."):
-        factory = getattr(factory, part)
-    return factory.create(jvm.org.apache.hadoop.fs.Path(url), conf)
+    return jvm_class(spark, manager_trait()).create(jvm.org.apache.hadoop.fs.Path(url), conf)
+
+
+def jvm_class(spark, name: str):
+    """The class ``name`` (fully qualified) in ``spark``'s JVM, through py4j: its static methods
+    (a Scala object's, through the trait's static forwarders) are called on it."""
+    found = spark._jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
 
 
 def use(spark, strategy: str, watch_maintenance: bool = False) -> None:

@@ -70,10 +70,7 @@ class JvmRequests:
     interface. Get it with ``of(spark)``: draining is destructive, so each session has one."""
 
     def __init__(self, spark) -> None:
-        log = spark._jvm
-        for part in LOG_CLASS.split("."):
-            log = getattr(log, part)
-        self._log = log
+        self._log = ckpt_impls.jvm_class(spark, LOG_CLASS)
         master = spark.sparkContext.master
         #: Local mode: the executor is the driver's JVM, so nothing arrives late.
         self.local = master == "local" or master.startswith("local[")

@@ -686,11 +686,8 @@ def floor_files(spark, bucket: str, prefix: str, cut: float) -> list[Event]:
     or deleted under ``s3a://bucket/prefix`` before ``cut``, one ``PUT`` or ``DELETE`` event each (no
     request was made: the count of files a batch writes and deletes); the manager forgets them and
     their contents."""
-    manager = spark._jvm
-    for part in ckpt_impls.FLOOR.manager_class.split("."):
-        manager = getattr(manager, part)
     events = []
-    for line in manager.drain(f"{bucket}/{prefix}").splitlines():
+    for line in ckpt_impls.jvm_class(spark, ckpt_impls.FLOOR.manager_class).drain(f"{bucket}/{prefix}").splitlines():
         start_us, op, size, name = line.split("\t", 3)
         start, key = int(start_us) / 1e6, name.split("/", 1)[1]
         if start < cut:
@@ -702,11 +699,8 @@ def maintenance_calls(spark, bucket: str, prefix: str) -> list[dict]:
     """The calls Spark's state store maintenance made under ``s3a://bucket/prefix`` to the manager
     ``ckpt_impls.MAINTENANCE_WATCH`` wrapped, since the last read: ``start`` and ``end`` (epoch
     seconds), ``method``, the ``thread`` that made it, ``key``. The JVM forgets them."""
-    watch = spark._jvm
-    for part in ckpt_impls.MAINTENANCE_WATCH.split("."):
-        watch = getattr(watch, part)
     calls = []
-    for line in watch.drain(f"{bucket}/{prefix}").splitlines():
+    for line in ckpt_impls.jvm_class(spark, ckpt_impls.MAINTENANCE_WATCH).drain(f"{bucket}/{prefix}").splitlines():
         start_us, end_us, method, thread, name = line.split("\t", 4)
         calls.append({"start": int(start_us) / 1e6, "end": int(end_us) / 1e6, "method": method, "thread": thread,
                       "key": name.split("/", 1)[1]})
