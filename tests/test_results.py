@@ -337,6 +337,43 @@ def test_a_batch_state_store_maintenance_overlapped_is_left_out_of_a_batchs_own_
         == 1.5 / 1.25 == 1.2  # all batches: a LIST in 2 and 4 against a snapshot in 1
 
 
+def test_the_requests_a_maintenance_call_made_are_told_apart_from_a_batchs_own():
+    """Request by request: the reads of the directory a ``list`` call listed, within its span (S3A's
+    HEAD and LIST, a manifest's GET of a record), and the requests on the file a snapshot write
+    named, under its temp name and S3A's probe of it, are maintenance's, whatever batch they fell
+    in. Left to the batch: a task's delta PUT in the same directory during the listing and its HEAD
+    of its temp file, a LIST of that directory after the call ended, a LIST of another partition's
+    directory within the span, and the directory marker cleanup around the write."""
+    recorder = results.Recorder()
+    run = recorder.add_run("conditional", "stateful", 10, "p")
+    measured = [progress(b, 2.0) for b in (1, 2)]  # batch b: T0 + b to T0 + b + 0.5 s
+    recorder.add_batches(run, "measured", measured)
+    made = [event(1.101, "LIST", "p/state/0/0/"), event(1.1011, "HEAD", "p/state/0/0"),
+            event(1.1012, "GET", "p/state/0/0/_manifest/r/3"),
+            event(1.302, "PUT", "p/state/0/1/.9.snapshot.1b2c.tmp"), event(1.303, "COPY", "p/state/0/1/9.snapshot"),
+            event(1.304, "LIST", "p/state/0/1/9.snapshot/"), event(1.7, "LIST", "p/state/0/0/")]  # between batches
+    own = [event(1.102, "PUT", "p/state/0/0/2.delta"), event(1.1021, "HEAD", "p/state/0/0/.2.delta.5e6f.tmp"),
+           event(1.2, "LIST", "p/state/0/0/"), event(1.103, "LIST", "p/state/0/1/"),
+           event(1.305, "BULK_DELETE", "p/state/0/1/"), event(2.01, "PUT", "p/offsets/2")]
+    recorder.add_requests(run, made + own, measured)
+    recorder.add_maintenance(run, [
+        {"start": T0 + start, "end": T0 + end, "method": method, "thread": "state-store-maintenance-task", "key": key}
+        for start, end, method, key in ((1.1, 1.11, "list", "p/state/0/0"), (1.3, 1.31, "createAtomic",
+                                        "p/state/0/1/9.snapshot"), (1.69, 1.71, "list", "p/state/0/0"))])
+    record = recorder.results({"plan": {"keys": [10]}})
+
+    whole = record.run("conditional", "stateful")
+    mine = dataclasses.replace(whole, own_requests_only=True)
+    assert sorted(whole.maintenance_requests.start - T0) == pytest.approx([e.start - T0 for e in made])
+    assert sorted(mine.requests.start - T0) == pytest.approx(sorted(e.start - T0 for e in own))
+    assert metrics.requests_per_batch(mine) == 3.0 and metrics.requests_per_batch(whole) == 6.0
+    assert len(mine.outside) == 0 and len(whole.outside) == 1
+    # Without the calls (a cluster, an older record), nothing is told apart.
+    bare = results.Results(record.environment, {k: v for k, v in record.tables.items() if k != "maintenance"})
+    assert metrics.requests_per_batch(dataclasses.replace(bare.run("conditional", "stateful"),
+                                                          own_requests_only=True)) == 6.0
+
+
 def test_a_file_spark_deletes_counts_once_on_both_sides():
     """Past ``minBatchesToRetain`` Spark deletes each log's oldest file every batch: the floor logs
     the delete as a file operation, so one DELETE per deleted file stays at one request per file
