@@ -1,7 +1,8 @@
 """How cost grows along the scale axes (``ckptbench.scale`` says how each is run): shuffle
-partitions, stateful operators and batch count, per strategy. Per point: requests per batch (all,
-and by checkpoint area), bytes per batch and Spark's walCommit / commitOffsets / state commit p50
-and p95; per strategy: the fitted slopes and the memory of a long query, which must stay bounded.
+partitions, stateful operators and batch count, per strategy. Per point: requests per batch (a
+batch's own, all and by checkpoint area), bytes per batch, Spark's walCommit / commitOffsets /
+state commit p50 and p95, and the state store maintenance's requests per partition and round; per
+strategy: the fitted slopes and the memory of a long query, which must stay bounded.
 """
 
 from ckptbench import metrics, scale
@@ -12,8 +13,9 @@ AXES = scale.AXES[common.SETTINGS.size]
 
 
 class _PerPoint:
-    """Per batch at one point of ``axis``: requests (all, and in each area a stateful query writes),
-    KiB sent, and Spark's commit times (``metrics.SCALE_FIGURES``). Not a benchmark itself (its
+    """Per batch at one point of ``axis``: a batch's own requests (all, and in each area a stateful
+    query writes), KiB sent, and Spark's commit times (``metrics.SCALE_FIGURES``); and what the state
+    store's maintenance sent beside them. Not a benchmark itself (its
     name starts with ``_``); each axis's class below sets ``axis`` and the parameters."""
 
     axis = ""
@@ -56,8 +58,15 @@ class _PerPoint:
     def track_state_commit_p95(self, results, strategy, at):
         return self._at(results, strategy, at, "state_commit_p95")
 
+    def track_maintenance_requests(self, results, strategy, at):
+        """The state store maintenance's requests per state partition and maintenance round, which
+        the per-batch figures leave out."""
+        run = dict(metrics.scale_points(results, self.axis, strategy))[float(at)]
+        return metrics.maintenance_requests_per_partition_round(run)
+
     track_requests.unit = track_requests_offsets.unit = track_requests_commits.unit = "requests"
     track_requests_state.unit = "requests"
+    track_maintenance_requests.unit = "requests per partition and round"
     track_kib_sent.unit = "KiB"
     track_wal_commit_p50.unit = track_wal_commit_p95.unit = "ms"
     track_commit_offsets_p50.unit = track_commit_offsets_p95.unit = "ms"

@@ -267,7 +267,7 @@ def _cost_at_scale(args, trigger: float) -> None:
     print("| store | strategy | measured partitions | requests per partition (fit) | billable requests per batch "
           "(projected) | requests per month | $ per month |")
     print("|---|---|---|---|---|---|---|")
-    shown = 0
+    shown, notes = 0, []
     for record in records:
         for strategy in strategies or record.strategies():
             try:
@@ -284,8 +284,18 @@ def _cost_at_scale(args, trigger: float) -> None:
                   f"{per_batch:,.1f}{beyond} | {cost.per_month(per_batch, trigger):,.0f} | "
                   f"{cost.per_month(cost.dollars(by_op), trigger):,.2f} |")
             shown += 1
+            maintenance = metrics.or_none(metrics.maintenance_requests_per_partition_round, points[-1][1])
+            if maintenance is not None and maintenance == maintenance:
+                notes.append(f"{record.environment['store']} {strategy}: {maintenance:.2f} requests per state "
+                             f"partition and round at {points[-1][0]:,.0f} partitions, about "
+                             f"{cost.maintenance_per_month(maintenance, args.partitions):,.0f} a month more")
     if not shown:
         raise UsageError("no strategy asked for has a partitions fit in the scale results")
+    if notes:
+        print(f"\nNot in these figures: the state store's maintenance (listings, snapshots, old files deleted), "
+              f"which runs on its own schedule, not per batch. Measured, and projected to {args.partitions:,} "
+              f"partitions at Spark's default interval of {cost.SPARK_MAINTENANCE_INTERVAL_S} s:")
+        print("\n".join(f"- {note}" for note in notes))
 
 
 def _part(text: str | None, most: int | None = None, what: str = "") -> tuple[int, int]:

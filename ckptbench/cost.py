@@ -53,6 +53,17 @@ def per_month(per_batch: float, trigger_seconds: float) -> float:
     return per_batch * SECONDS_PER_MONTH / trigger_seconds
 
 
+#: Spark's default ``spark.sql.streaming.stateStore.maintenanceInterval``: the maintenance rounds a
+#: projection assumes (the experiments run it more often, to see it at all).
+SPARK_MAINTENANCE_INTERVAL_S = 60
+
+
+def maintenance_per_month(per_partition_round: float, partitions: int) -> float:
+    """State store maintenance's requests over a 30-day month at ``partitions`` state partitions and
+    Spark's default interval, from the requests measured per partition and round."""
+    return per_partition_round * partitions * SECONDS_PER_MONTH / SPARK_MAINTENANCE_INTERVAL_S
+
+
 def caption() -> str:
     """The line every money figure carries."""
     table = prices()

@@ -363,7 +363,9 @@ def scale_tables(record: results.Results) -> list[Table]:
                                    " / ".join(f(f"requests_{a}", ".1f") for a in metrics.STATEFUL_AREAS),
                                    f("kib", ".1f"), f"{f('wal_commit_p50')} / {f('wal_commit_p95')}",
                                    f"{f('commit_offsets_p50')} / {f('commit_offsets_p95')}",
-                                   f"{f('state_commit_p50')} / {f('state_commit_p95')}"])
+                                   f"{f('state_commit_p50')} / {f('state_commit_p95')}",
+                                   cell(metrics.or_none(metrics.maintenance_requests_per_partition_round, run),
+                                        ".2f")])
     for strategy in record.strategies():
         def slope(axis, figure, strategy=strategy):
             if axis not in ran:
@@ -397,11 +399,15 @@ def scale_tables(record: results.Results) -> list[Table]:
     return [
         Table("Per batch at each point of each scale axis",
               ["axis", "at", "strategy", "requests", "offsets / commits / state requests", "KiB sent",
-               "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", "state commit p50 / p95 (ms)"],
+               "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", "state commit p50 / p95 (ms)",
+               "maintenance requests per partition and round"],
               point_rows,
               "; ".join(axes_said[axis] for axis in ran) + f". Requests by {_counted_by(record)}, a mean per "
-              "batch; times are Spark's." + (" The run stopped before its end: these are the strategies it "
-                                             "finished." if unfinished else "")),
+              "batch of a batch's own: those the state store's maintenance made (every "
+              f"{env['maintenance_interval']} here: listings, snapshots, old files deleted) are left out, whenever "
+              "they came, and shown per state partition and maintenance round in the last column (Spark's "
+              "default interval is 60 s). Times are Spark's."
+              + (" The run stopped before its end: these are the strategies it finished." if unfinished else "")),
         Table("Fitted slopes (least squares over the points above)",
               ["strategy", "requests per partition", "state commit ms per partition", "requests per operator",
                "requests per 1,000 batches", "state commit ms per 1,000 batches", "walCommit ms per 1,000 batches",

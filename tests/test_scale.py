@@ -14,7 +14,7 @@ import pytest
 import ckpt_impls
 from benchmarks.scale import ScaleByOperators, ScaleByPartitions, ScaleMemory, ScaleSlopes
 from ckptbench import metrics, report, results, runs, scale
-from conftest import event, progress
+from conftest import T0, event, progress
 from infra.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +48,7 @@ def record() -> results.Results:
     long = _run(recorder, 2, 1, "long", 6, lambda b: b, base=1000)
     for batch in (2, 4, 6):
         recorder.add_memory(long, batch=batch, heap_mib=100 + 2.5 * batch, manager_objects=10, manager_kib=1.0)
-    return recorder.results({"plan": PLAN, "store": "test", "experiment": "scale"})
+    return recorder.results({"plan": PLAN, "store": "test", "experiment": "scale", "maintenance_interval": "2s"})
 
 
 def test_partitions_slope_is_requests_per_partition(record):
@@ -147,6 +147,27 @@ def test_a_record_of_the_batches_axis_alone_says_the_others_were_not_run(record)
     assert scale.only(axes, ("partitions",)).long_batches == 0
 
 
+def test_a_points_figures_leave_out_maintenance_and_it_is_counted_per_partition_and_round():
+    """Maintenance lists both partitions' directories twice in the 2-partition point's batch 0, 0.2 s
+    apart (one round: under half the 2 s interval apart), and once more in batch 1 (a second): the
+    point's per-batch figures are still one offsets PUT and a state PUT per partition, and
+    maintenance made 6 requests over 4 partition-rounds."""
+    recorder = results.Recorder()
+    run = _run(recorder, 2, 1, "point", 2, lambda b: 2)
+    listings = [(0.1, 0), (0.1, 1), (0.3, 0), (0.3, 1), (1.4, 0), (1.4, 1)]  # batch b: b to b + 0.5 s
+    recorder.add_requests(run, [event(at + 0.0001 * p, "LIST", f"p0/state/0/{p}/") for at, p in listings],
+                          [progress(b, 10.0, trigger=500) for b in range(2)])
+    recorder.add_maintenance(run, [{"start": T0 + at + 0.0001 * p - 0.0002, "end": T0 + at + 0.0001 * p + 0.0002,
+                                    "method": "list", "thread": "state-store-maintenance-task",
+                                    "key": f"p0/state/0/{p}"} for at, p in listings])
+    record = recorder.results({"plan": PLAN, "store": "test", "experiment": "scale", "maintenance_interval": "2s"})
+    assert metrics.scale_values(record, "partitions", "conditional", "requests") == [(2.0, 3.0)]
+    assert metrics.scale_values(record, "partitions", "conditional", "requests_state") == [(2.0, 2.0)]
+    (_, point), = metrics.scale_points(record, "partitions", "conditional")
+    assert metrics.maintenance_rounds(point) == 4  # each directory: 0.1 and 0.3 s one round, 1.4 s another
+    assert metrics.maintenance_requests_per_partition_round(point) == 6 / 4
+
+
 def test_a_fit_needs_two_points(record):
     one = results.Results(record.environment, {**record.tables, "scale": record.scale.iloc[:1]})
     with pytest.raises(KeyError, match="1 point"):
@@ -199,6 +220,10 @@ def test_scale_axes_on_spark(beside):
         points = metrics.scale_values(record, "partitions", strategy, "requests_state")
         assert all(requests >= partitions for partitions, requests in points), (strategy, points)
         assert points[-1][1] > points[0][1], (strategy, points)
+        if strategy == "conditional":  # one request per state file, maintenance's left out request by request
+            assert all(requests == partitions for partitions, requests in points), points
+            assert all(metrics.maintenance_requests_per_partition_round(run) >= 1  # a LIST per listing
+                       for _, run in metrics.scale_points(record, "partitions", strategy))
         (_, one), (_, two) = metrics.scale_values(record, "operators", strategy, "requests_state")
         assert two > one, strategy
         memory = metrics.memory_readings(record, strategy)
@@ -218,3 +243,4 @@ def test_scale_axes_on_spark(beside):
     assert done.returncode == 0, done.stderr
     assert "PROJECTION" in done.stdout and "| embedded | rename |" in done.stdout
     assert "(extrapolated)" in done.stdout
+    assert "Not in these figures: the state store's maintenance" in done.stdout
