@@ -392,9 +392,13 @@ class Run:
             return self.source
         return next(iter(self.sources), SOURCES[0])
 
-    def _requests(self) -> pd.DataFrame:
+    def _counted(self) -> pd.DataFrame:
+        """Every request of the run that ``request_source`` counted."""
         requests = self._of("requests")
-        requests = requests[requests.source == self.request_source]
+        return requests[requests.source == self.request_source]
+
+    def _requests(self) -> pd.DataFrame:
+        requests = self._counted()
         return requests[~self._made_by_maintenance(requests)] if self.own_requests_only else requests
 
     def _made_by_maintenance(self, requests: pd.DataFrame) -> pd.Series:
@@ -404,8 +408,7 @@ class Run:
     def maintenance_requests(self) -> pd.DataFrame:
         """Every request of the run (one source's, warm-up and between batches too) that a state
         store maintenance call made (``made_by_maintenance``)."""
-        requests = self._of("requests")
-        requests = requests[requests.source == self.request_source]
+        requests = self._counted()
         return requests[self._made_by_maintenance(requests)]
 
     def _of(self, table: str) -> pd.DataFrame:
