@@ -58,15 +58,15 @@ class _PerPoint:
     def track_state_commit_p95(self, results, strategy, at):
         return self._at(results, strategy, at, "state_commit_p95")
 
-    def track_maintenance_requests(self, results, strategy, at):
-        """The state store maintenance's requests per state partition and maintenance round, which
-        the per-batch figures leave out."""
+    def track_maintenance_listings(self, results, strategy, at):
+        """The state store maintenance's listings, per state partition and round: left out of the
+        per-batch figures, as its snapshots and deletes are (``ScaleMaintenance``)."""
         run = dict(metrics.scale_points(results, self.axis, strategy))[float(at)]
-        return metrics.maintenance_requests_per_partition_round(run)
+        return metrics.maintenance_listings_per_partition_round(run)
 
     track_requests.unit = track_requests_offsets.unit = track_requests_commits.unit = "requests"
     track_requests_state.unit = "requests"
-    track_maintenance_requests.unit = "requests per partition and round"
+    track_maintenance_listings.unit = "requests per partition and round"
     track_kib_sent.unit = "KiB"
     track_wal_commit_p50.unit = track_wal_commit_p95.unit = "ms"
     track_commit_offsets_p50.unit = track_commit_offsets_p95.unit = "ms"
@@ -152,3 +152,20 @@ class ScaleMemory:
     track_driver_heap_growth.unit = "MiB per 1,000 batches"
     track_manager_peak.unit = "KiB"
     track_manager_objects_growth.unit = "objects per 1,000 batches"
+
+
+class ScaleMaintenance:
+    """The state store maintenance's snapshots and deletes past retention over the long query, per
+    state partition and batch: left out of the per-batch figures, and what a projection adds with
+    every batch (``metrics.maintenance_rates``)."""
+
+    params = [common.STRATEGIES]
+    param_names = ["strategy"]
+    setup_cache = staticmethod(common.scale_axes)
+    timeout = common.scale_axes.timeout
+
+    def track_snapshots_and_deletes(self, results, strategy):
+        return metrics.maintenance_files_per_partition_batch(metrics.scale_points(results, "batches", strategy)[0][1])
+
+    track_snapshots_and_deletes.unit = "requests per partition and batch"
+

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import re
 import signal
@@ -284,17 +285,22 @@ def _cost_at_scale(args, trigger: float) -> None:
                   f"{per_batch:,.1f}{beyond} | {cost.per_month(per_batch, trigger):,.0f} | "
                   f"{cost.per_month(cost.dollars(by_op), trigger):,.2f} |")
             shown += 1
-            maintenance = metrics.or_none(metrics.maintenance_requests_per_partition_round, points[-1][1])
-            if maintenance is not None and maintenance == maintenance:
-                notes.append(f"{record.environment['store']} {strategy}: {maintenance:.2f} requests per state "
-                             f"partition and round at {points[-1][0]:,.0f} partitions, about "
-                             f"{cost.maintenance_per_month(maintenance, args.partitions):,.0f} a month more")
+            listings, files = metrics.or_none(metrics.maintenance_rates, record, strategy) or (math.nan, math.nan)
+            if not math.isnan(listings):
+                month = cost.maintenance_per_month(listings, 0.0 if math.isnan(files) else files, args.partitions,
+                                                   trigger)
+                by_batch = (f"snapshots and deletes {files:.2f} per state partition and batch over the long query"
+                            if not math.isnan(files) else "snapshots and deletes not measured (no long query in the "
+                            "record: a point's few batches stay under the retention)")
+                notes.append(f"{record.environment['store']} {strategy}: listings {listings:.2f} requests per state "
+                             f"partition and round at {points[-1][0]:,.0f} partitions; {by_batch}; about "
+                             f"{month:,.0f} requests a month more")
     if not shown:
         raise UsageError("no strategy asked for has a partitions fit in the scale results")
     if notes:
-        print(f"\nNot in these figures: the state store's maintenance (listings, snapshots, old files deleted), "
-              f"which runs on its own schedule, not per batch. Measured, and projected to {args.partitions:,} "
-              f"partitions at Spark's default interval of {cost.SPARK_MAINTENANCE_INTERVAL_S} s:")
+        print(f"\nNot in these figures: the state store's maintenance (listings every round, snapshots and deletes "
+              f"past retention with the batches), which runs on its own schedule. Measured, and PROJECTED to "
+              f"{args.partitions:,} partitions at Spark's default interval of {cost.SPARK_MAINTENANCE_INTERVAL_S} s:")
         print("\n".join(f"- {note}" for note in notes))
 
 

@@ -58,10 +58,13 @@ def per_month(per_batch: float, trigger_seconds: float) -> float:
 SPARK_MAINTENANCE_INTERVAL_S = 60
 
 
-def maintenance_per_month(per_partition_round: float, partitions: int) -> float:
-    """State store maintenance's requests over a 30-day month at ``partitions`` state partitions and
-    Spark's default interval, from the requests measured per partition and round."""
-    return per_partition_round * partitions * SECONDS_PER_MONTH / SPARK_MAINTENANCE_INTERVAL_S
+def maintenance_per_month(listings_per_partition_round: float, files_per_partition_batch: float,
+                          partitions: int, trigger_seconds: float) -> float:
+    """State store maintenance's requests over a 30-day month at ``partitions`` state partitions:
+    its listings every round at Spark's default interval, and its snapshots and deletes with every
+    batch (``ckptbench.metrics.maintenance_rates``)."""
+    rounds = SECONDS_PER_MONTH / SPARK_MAINTENANCE_INTERVAL_S
+    return partitions * (listings_per_partition_round * rounds + per_month(files_per_partition_batch, trigger_seconds))
 
 
 def caption() -> str:

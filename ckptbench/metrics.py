@@ -682,13 +682,33 @@ def maintenance_rounds(run: Run) -> int:
                    for _, starts in calls.start.groupby(directories)))
 
 
-def maintenance_requests_per_partition_round(run: Run) -> float:
-    """Requests state store maintenance made (``Run.maintenance_requests``: listings, snapshots,
-    deleting files past retention) per state partition and maintenance round (``maintenance_rounds``),
-    over the whole run, between batches too. Left out of a point's per-batch figures; NaN where no
-    maintenance call was logged (on a cluster it runs on the executors)."""
+def _state_partitions(run: Run) -> int:
+    """The state partitions of a scale run: shuffle partitions x stateful operators."""
+    row = run.results.scale.set_index("run").loc[run.run]
+    return int(row.partitions * row.operators)
+
+
+def maintenance_listings_per_partition_round(run: Run) -> float:
+    """Requests the state store maintenance's listings (``list`` calls: S3A's LIST and HEAD of a
+    partition's directory, a manifest's GETs of its records) made, per state partition and
+    maintenance round (``maintenance_rounds``), over the whole run, between batches too: what comes
+    with every round, whatever the batches. NaN where no maintenance call was logged (on a cluster
+    it runs on the executors)."""
     rounds = maintenance_rounds(run)
-    return len(run.maintenance_requests) / rounds if rounds else float("nan")
+    made = run.maintenance_requests
+    return int((made.call == "list").sum()) / rounds if rounds else float("nan")
+
+
+def maintenance_files_per_partition_batch(run: Run) -> float:
+    """Requests the state store maintenance's other calls made (a snapshot written every
+    ``minDeltasForSnapshot`` versions, the files past ``minBatchesToRetain`` deleted), per state
+    partition and batch of the whole run (warm-up too): what comes with the batches. A point's few
+    batches stay under the retention, so only the long query's purge shows the deletes. NaN where
+    no maintenance call was logged."""
+    if not maintenance_rounds(run):
+        return float("nan")
+    made = run.maintenance_requests
+    return int((made.call != "list").sum()) / (len(run.all_batches) * _state_partitions(run))
 
 
 def scale_values(results: Results, axis: str, strategy: str, figure: str) -> list[tuple[float, float]]:
@@ -769,3 +789,14 @@ def manager_objects_growth(results: Results, strategy: str) -> float:
     """The checkpoint managers' live objects: growth per 1,000 batches over the long query's second
     half (``late_growth``: a manifest keeps superseded records until its cleanup delay has passed)."""
     return late_growth(memory_readings(results, strategy), "manager_objects")
+
+
+def maintenance_rates(results: Results, strategy: str) -> tuple[float, float]:
+    """What a projection of ``strategy``'s state store maintenance multiplies
+    (``cost.maintenance_per_month``): listing requests per state partition and round at the largest
+    point of the partitions axis, and file requests per state partition and batch over the long
+    query, where the purge runs (NaN without one)."""
+    listings = maintenance_listings_per_partition_round(scale_points(results, "partitions", strategy)[-1][1])
+    long_run = scale_points(results, "batches", strategy)[0][1] if scale_axes_run(results).count("batches") else None
+    return listings, maintenance_files_per_partition_batch(long_run) if long_run else float("nan")
+

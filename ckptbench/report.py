@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as dt
+import math
 from pathlib import Path
 
 import jinja2
@@ -348,6 +349,16 @@ def _history(name: str, record: results.Results, figures: Path) -> Section:
 PROJECTED_PARTITIONS = 200  # the partitions the report's cost projection is shown at (Spark's default)
 
 
+def _maintenance_month(record: results.Results, strategy: str) -> str:
+    """The state store maintenance's requests a month at ``PROJECTED_PARTITIONS``: a projection of
+    ``metrics.maintenance_rates`` (its listings alone where the record has no long query)."""
+    listings, files = metrics.or_none(metrics.maintenance_rates, record, strategy) or (math.nan, math.nan)
+    if math.isnan(listings):
+        return cell(None)
+    month = cost.maintenance_per_month(listings, 0.0 if math.isnan(files) else files, PROJECTED_PARTITIONS, TRIGGER_S)
+    return f"{month:,.0f}" + (" (listings only)" if math.isnan(files) else "")
+
+
 def scale_tables(record: results.Results) -> list[Table]:
     """The scale experiment's tables: every point of every axis, the fitted slopes (with a cost
     projection), and memory over the long query."""
@@ -364,8 +375,9 @@ def scale_tables(record: results.Results) -> list[Table]:
                                    f("kib", ".1f"), f"{f('wal_commit_p50')} / {f('wal_commit_p95')}",
                                    f"{f('commit_offsets_p50')} / {f('commit_offsets_p95')}",
                                    f"{f('state_commit_p50')} / {f('state_commit_p95')}",
-                                   cell(metrics.or_none(metrics.maintenance_requests_per_partition_round, run),
-                                        ".2f")])
+                                   cell(metrics.or_none(metrics.maintenance_listings_per_partition_round, run),
+                                        ".2f"),
+                                   cell(metrics.or_none(metrics.maintenance_files_per_partition_batch, run), ".2f")])
     for strategy in record.strategies():
         def slope(axis, figure, strategy=strategy):
             if axis not in ran:
@@ -378,7 +390,8 @@ def scale_tables(record: results.Results) -> list[Table]:
                            slope("operators", "requests"), slope("batches", "requests"),
                            slope("batches", "state_commit_p50"), slope("batches", "wal_commit_p50"),
                            "not run" if "partitions" not in ran else
-                           cell(by_op and cost.per_month(cost.dollars(by_op), TRIGGER_S), ",.2f")])
+                           cell(by_op and cost.per_month(cost.dollars(by_op), TRIGGER_S), ",.2f"),
+                           "not run" if "partitions" not in ran else _maintenance_month(record, strategy)])
         if "batches" not in ran:
             continue
 
@@ -400,21 +413,26 @@ def scale_tables(record: results.Results) -> list[Table]:
         Table("Per batch at each point of each scale axis",
               ["axis", "at", "strategy", "requests", "offsets / commits / state requests", "KiB sent",
                "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", "state commit p50 / p95 (ms)",
-               "maintenance requests per partition and round"],
+               "maintenance listings per partition and round", "maintenance snapshots and deletes per "
+               "partition and batch"],
               point_rows,
               "; ".join(axes_said[axis] for axis in ran) + f". Requests by {_counted_by(record)}, a mean per "
               "batch of a batch's own: those the state store's maintenance made (every "
-              f"{env['maintenance_interval']} here: listings, snapshots, old files deleted) are left out, whenever "
-              "they came, and shown per state partition and maintenance round in the last column (Spark's "
-              "default interval is 60 s). Times are Spark's."
+              f"{env['maintenance_interval']} here; Spark's default is 60 s) are left out, whenever they came, and "
+              "shown in the last two columns over the whole query: its listings per state partition and round, "
+              "its snapshots and deletes per state partition and batch (deletes only past the retention, so in the "
+              "long query). Times are Spark's."
               + (" The run stopped before its end: these are the strategies it finished." if unfinished else "")),
         Table("Fitted slopes (least squares over the points above)",
               ["strategy", "requests per partition", "state commit ms per partition", "requests per operator",
                "requests per 1,000 batches", "state commit ms per 1,000 batches", "walCommit ms per 1,000 batches",
-               f"$ per month at {PROJECTED_PARTITIONS} partitions (projection)"], slope_rows,
+               f"$ per month at {PROJECTED_PARTITIONS} partitions (projection)",
+               f"maintenance requests per month at {PROJECTED_PARTITIONS} partitions (projection)"], slope_rows,
               f"The dollars: {cost.caption()}; each operation's requests fitted against partitions and evaluated at "
               f"{PROJECTED_PARTITIONS}, one batch every {TRIGGER_S:g} s (`python -m ckptbench cost --partitions N` "
-              "for another scale)."),
+              "for another scale). Maintenance, apart: its listings per partition and round at the largest point "
+              "every 60 s (Spark's default interval), its snapshots and deletes per partition and batch over the long "
+              "query with every batch."),
         Table("Memory over the long query",
               ["strategy", "driver peak RSS (MiB)", "driver heap after full GC, peak (MiB)",
                "heap growth, second half (MiB per 1,000 batches)", "managers' objects, peak (KiB, shallow)",

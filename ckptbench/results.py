@@ -54,7 +54,7 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
 - ``maintenance``: one row per call Spark's state store maintenance (snapshots, deleting old
   state files, on its own schedule beside the batches) made to a run's checkpoint manager, as
   ``ckpt_impls.MAINTENANCE_WATCH`` logged it: ``start``, ``end`` (a write's: when its stream
-  closed), ``method``, the ``thread`` that made it, ``key``; ``made_by_maintenance`` tells the
+  closed), ``method``, the ``thread`` that made it, ``key``; ``maintenance_methods`` tells the
   requests they made from a batch's own. Logged in local mode only (maintenance runs on the
   executors); before schema 6, not recorded.
 - ``injections``: one row per fault the metering proxy injected into a run's requests: the
@@ -233,15 +233,15 @@ class Results:
             raise RunFailed(f"{strategy} x {workload} failed: {row.error}")
         return Run(self, int(row.run), source)
 
-    def made_by_maintenance(self) -> pd.Series:
-        """``made_by_maintenance`` over the whole ``requests`` table, each run's requests against
+    def maintenance_methods(self) -> pd.Series:
+        """``maintenance_methods`` over the whole ``requests`` table, each run's requests against
         its own calls; worked out once per record (a 10,000-batch run has a million requests)."""
-        if "_made_by_maintenance" not in self.__dict__:
+        if "_maintenance_methods" not in self.__dict__:
             requests, calls = self.requests, self.maintenance
-            made = [made_by_maintenance(rows, calls[calls.run == run]) for run, rows in requests.groupby("run")]
-            self.__dict__["_made_by_maintenance"] = (pd.concat(made) if made else
-                                                     pd.Series(False, index=requests.index, dtype=bool))
-        return self.__dict__["_made_by_maintenance"]
+            methods = [maintenance_methods(rows, calls[calls.run == run]) for run, rows in requests.groupby("run")]
+            self.__dict__["_maintenance_methods"] = (pd.concat(methods) if methods else
+                                                     pd.Series(None, index=requests.index, dtype=object))
+        return self.__dict__["_maintenance_methods"]
 
     def strategies(self) -> list[str]:
         """The strategies of the runs, in the order they ran (the benchmark floor is none)."""
@@ -375,7 +375,7 @@ class Run:
     #: batch's own requests, whatever maintenance's schedule. The same as all of them where
     #: maintenance was not logged.
     clear_of_maintenance: bool = False
-    #: Only the requests no state store maintenance call made (``made_by_maintenance``), in every
+    #: Only the requests no state store maintenance call made (``maintenance_methods``), in every
     #: batch: a batch's own requests, told apart request by request where ``clear_of_maintenance``
     #: leaves whole batches out (at the scale experiment's 2 s interval every batch meets a call).
     own_requests_only: bool = False
@@ -402,14 +402,15 @@ class Run:
         return requests[~self._made_by_maintenance(requests)] if self.own_requests_only else requests
 
     def _made_by_maintenance(self, requests: pd.DataFrame) -> pd.Series:
-        return self.results.made_by_maintenance().reindex(requests.index, fill_value=False)
+        return self.results.maintenance_methods().reindex(requests.index).notna()
 
     @property
     def maintenance_requests(self) -> pd.DataFrame:
         """Every request of the run (one source's, warm-up and between batches too) that a state
-        store maintenance call made (``made_by_maintenance``)."""
+        store maintenance call made, with the ``method`` of the call (``maintenance_methods``)."""
         requests = self._counted()
-        return requests[self._made_by_maintenance(requests)]
+        methods = self.results.maintenance_methods().reindex(requests.index)
+        return requests[methods.notna()].assign(call=methods[methods.notna()])
 
     def _of(self, table: str) -> pd.DataFrame:
         frame = getattr(self.results, table)
@@ -560,35 +561,35 @@ def _on_listed(key: str, directory: str) -> bool:
                                                     and not key[len(directory) + 1:].startswith("."))
 
 
-def made_by_maintenance(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.Series:
-    """For each of ``requests``, whether one of ``calls`` (rows of the ``maintenance`` table) made it:
-    it started within the call's span (widened by ``WINDOW_SLACK_S``) on the call's object. A
-    ``list`` call's object is the directory it listed: a read (``LISTING_OPS``) of it or in it. Another
-    call's is the file it names, under any name the request gives it (``.<name>.<uuid>.tmp`` on the
-    way to a rename, S3A's probe of ``<name>/``).
+def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.Series:
+    """For each of ``requests``, the method of the one of ``calls`` (rows of the ``maintenance``
+    table) that made it, None where none did (a batch's own): it started within the call's span
+    (widened by ``WINDOW_SLACK_S``) on the call's object. A ``list`` call's object is the directory
+    it listed: a read (``LISTING_OPS``) of it or in it. Another call's is the file it names, under
+    any name the request gives it (``.<name>.<uuid>.tmp`` on the way to a rename, S3A's probe of
+    ``<name>/``).
 
     By key and time, since no request says which thread sent it: a task's own read in a directory
     during a listing of it (a few milliseconds) counts as maintenance's, and a request on a
     partition's directory itself around a write (S3A's marker cleanup) stays the batch's, as a task
     writing there at that moment sends the same. Attributes nothing where no call was logged (before
     schema 6, or on a cluster)."""
-    made = pd.Series(False, index=requests.index, dtype=bool)
+    made = pd.Series(None, index=requests.index, dtype=object)
     if calls.empty or requests.empty:
         return made
     ordered = requests.sort_values("start")
     starts, ops, keys = ordered.start.to_numpy(), ordered.op.to_numpy(), ordered.key.to_numpy()
-    hits = []
     for start, end, method, key in zip(calls.start, calls.end, calls.method, calls.key, strict=True):
         first = starts.searchsorted(start - WINDOW_SLACK_S, side="left")
         last = starts.searchsorted(end + WINDOW_SLACK_S, side="right")
         if method == "list":
             listed = key.rstrip("/")
-            hits += [i for i in range(first, last) if ops[i] in LISTING_OPS and _on_listed(keys[i], listed)]
+            hits = [i for i in range(first, last) if ops[i] in LISTING_OPS and _on_listed(keys[i], listed)]
         else:
             directory, _, name = key.rpartition("/")
-            hits += [i for i in range(first, last)
-                     if keys[i].startswith(directory + "/") and name in keys[i][len(directory) + 1:]]
-    made[ordered.index[hits]] = True
+            hits = [i for i in range(first, last)
+                    if keys[i].startswith(directory + "/") and name in keys[i][len(directory) + 1:]]
+        made.loc[ordered.index[hits]] = method
     return made
 
 

@@ -13,7 +13,7 @@ import pytest
 
 import ckpt_impls
 from benchmarks.scale import ScaleByOperators, ScaleByPartitions, ScaleMemory, ScaleSlopes
-from ckptbench import metrics, report, results, runs, scale
+from ckptbench import cost, metrics, report, results, runs, scale
 from conftest import T0, event, progress
 from infra.embedded import EmbeddedStore
 
@@ -165,7 +165,36 @@ def test_a_points_figures_leave_out_maintenance_and_it_is_counted_per_partition_
     assert metrics.scale_values(record, "partitions", "conditional", "requests_state") == [(2.0, 2.0)]
     (_, point), = metrics.scale_points(record, "partitions", "conditional")
     assert metrics.maintenance_rounds(point) == 4  # each directory: 0.1 and 0.3 s one round, 1.4 s another
-    assert metrics.maintenance_requests_per_partition_round(point) == 6 / 4
+    assert metrics.maintenance_listings_per_partition_round(point) == 6 / 4
+    assert metrics.maintenance_files_per_partition_batch(point) == 0.0
+
+
+def test_maintenance_is_projected_from_its_listings_per_round_and_its_files_per_batch(record):
+    """The listings of the largest point (two LISTs a round, on each of 200 partitions) come every
+    60 s; the long query's snapshot and delete requests (6 over its 6 batches at 2 partitions: 0.5
+    per partition and batch) come with every batch."""
+    recorder = results.Recorder()
+    for partitions in PLAN["partitions"]:
+        _run(recorder, partitions, 1, "point", 2, lambda b, p=partitions: p)
+    point = len(recorder.rows["runs"]) - 1
+    long = _run(recorder, 2, 1, "long", 6, lambda b: 2, base=1000)
+    calls, events = [], []
+    for p in range(200):  # one round: each directory listed twice, 0.1 s apart
+        for at in (0.2, 0.3):
+            calls.append({"start": T0 + at + p / 10_000, "end": T0 + at + p / 10_000 + 0.00005, "method": "list",
+                          "thread": "state-store-maintenance-task", "key": f"p{point}/state/0/{p}"})
+            events.append(event(at + p / 10_000, "LIST", f"p{point}/state/0/{p}/"))
+    recorder.add_requests(point, events, [])
+    recorder.add_maintenance(point, calls)
+    files = [(1000.2 + b, f"p{long}/state/0/{b % 2}/{b}.delta") for b in range(6)]  # between batches
+    recorder.add_requests(long, [event(at, "DELETE", key) for at, key in files], [])
+    recorder.add_maintenance(long, [{"start": T0 + at - 0.001, "end": T0 + at + 0.001, "method": "delete",
+                                     "thread": "state-store-maintenance-task", "key": key} for at, key in files])
+    scale_record = recorder.results({"plan": PLAN, "store": "test", "experiment": "scale",
+                                     "maintenance_interval": "2s"})
+    assert metrics.maintenance_rates(scale_record, "conditional") == (2.0, 0.5)
+    month = cost.maintenance_per_month(2.0, 0.5, 200, 10.0)
+    assert month == 200 * (2.0 * 43_200 + 0.5 * 259_200)  # 43,200 rounds and 259,200 batches in 30 days
 
 
 def test_a_fit_needs_two_points(record):
@@ -222,7 +251,7 @@ def test_scale_axes_on_spark(beside):
         assert points[-1][1] > points[0][1], (strategy, points)
         if strategy == "conditional":  # one request per state file, maintenance's left out request by request
             assert all(requests == partitions for partitions, requests in points), points
-            assert all(metrics.maintenance_requests_per_partition_round(run) >= 1  # a LIST per listing
+            assert all(metrics.maintenance_listings_per_partition_round(run) >= 1  # a LIST per listing
                        for _, run in metrics.scale_points(record, "partitions", strategy))
         (_, one), (_, two) = metrics.scale_values(record, "operators", strategy, "requests_state")
         assert two > one, strategy
