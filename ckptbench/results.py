@@ -83,6 +83,7 @@ from pathlib import Path
 import pandas as pd
 
 import ckpt_impls
+from ckpt_impls import manifest_format
 
 #: 2: requests.source (a version 1 record is read as all "proxy"); 3: runs.settings,
 #: crash_series.seconds, two_writers.head_start, overwritten_files and seconds (an older record's
@@ -588,7 +589,7 @@ def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.Serie
     (widened by ``WINDOW_SLACK_S``) on the call's object. A ``list`` call's object is the directory
     it listed: a read (``LISTING_OPS``) of it or in it. Another call's is the file it names, under
     any name the request gives it (``.<name>.<uuid>.tmp`` on the way to a rename, S3A's probe of
-    ``<name>/``).
+    ``<name>/``), or its directory's manifest, where ``manifest`` writes and deletes a file.
 
     By key and time, since no request says which thread sent it: a task's own read in a directory
     during a listing of it (a few milliseconds) counts as maintenance's, and a request on a
@@ -608,8 +609,9 @@ def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.Serie
             hits = [i for i in range(first, last) if ops[i] in LISTING_OPS and _on_listed(keys[i], listed)]
         else:
             directory, _, name = key.rpartition("/")
-            hits = [i for i in range(first, last)
-                    if keys[i].startswith(directory + "/") and name in keys[i][len(directory) + 1:]]
+            log = manifest_format.prefix(directory)
+            hits = [i for i in range(first, last) if keys[i].startswith(log) or (
+                keys[i].startswith(directory + "/") and name in keys[i][len(directory) + 1:])]
         made.loc[ordered.index[hits]] = method
     return made
 
