@@ -672,8 +672,7 @@ def maintenance_rounds(run: Run) -> int:
     """The rounds of state store maintenance over ``run``, summed over its state partitions: bursts
     of maintenance calls on one partition's directory, a burst ending where the next call comes
     more than half the record's ``maintenance_interval`` later."""
-    calls = run.results.maintenance
-    calls = calls[calls.run == run.run]
+    calls = run.results.rows_of("maintenance", run.run)
     if calls.empty:
         return 0
     gap = cost.parse_interval(run.results.environment["maintenance_interval"]) / 2
@@ -797,6 +796,6 @@ def maintenance_rates(results: Results, strategy: str) -> tuple[float, float]:
     point of the partitions axis, and file requests per state partition and batch over the long
     query, where the purge runs (NaN without one)."""
     listings = maintenance_listings_per_partition_round(scale_points(results, "partitions", strategy)[-1][1])
-    long_run = scale_points(results, "batches", strategy)[0][1] if scale_axes_run(results).count("batches") else None
+    long_run = scale_points(results, "batches", strategy)[0][1] if "batches" in scale_axes_run(results) else None
     return listings, maintenance_files_per_partition_batch(long_run) if long_run else float("nan")
 

@@ -262,8 +262,9 @@ class Results:
         """``maintenance_methods`` over the whole ``requests`` table, each run's requests against
         its own calls; worked out once per record (a 10,000-batch run has a million requests)."""
         if "_maintenance_methods" not in self.__dict__:
-            requests, calls = self.requests, self.maintenance
-            methods = [maintenance_methods(rows, calls[calls.run == run]) for run, rows in requests.groupby("run")]
+            requests = self.requests
+            methods = [maintenance_methods(rows, self.rows_of("maintenance", run))
+                       for run, rows in requests.groupby("run")]
             self.__dict__["_maintenance_methods"] = (pd.concat(methods) if methods else
                                                      pd.Series(None, index=requests.index, dtype=object))
         return self.__dict__["_maintenance_methods"]
