@@ -1,8 +1,8 @@
 """How cost grows along the scale axes (``ckptbench.scale`` says how each is run): shuffle
 partitions, stateful operators and batch count, per strategy. Per point: requests per batch (a
 batch's own, all and by checkpoint area), bytes per batch, Spark's walCommit / commitOffsets /
-state commit p50 and p95, and the state store maintenance's requests per partition and round; per
-strategy: the fitted slopes and the memory of a long query, which must stay bounded.
+state commit p50 and p95; per strategy: the fitted slopes, the memory of a long query, which must
+stay bounded, and the state store maintenance's requests beside the batches.
 """
 
 from ckptbench import metrics, scale
@@ -14,8 +14,8 @@ AXES = scale.AXES[common.SETTINGS.size]
 
 class _PerPoint:
     """Per batch at one point of ``axis``: a batch's own requests (all, and in each area a stateful
-    query writes), KiB sent, and Spark's commit times (``metrics.SCALE_FIGURES``); and what the state
-    store's maintenance sent beside them. Not a benchmark itself (its
+    query writes), KiB sent, and Spark's commit times (``metrics.SCALE_FIGURES``); the state store's
+    maintenance beside them is ``ScaleMaintenance``'s. Not a benchmark itself (its
     name starts with ``_``); each axis's class below sets ``axis`` and the parameters."""
 
     axis = ""
@@ -58,15 +58,8 @@ class _PerPoint:
     def track_state_commit_p95(self, results, strategy, at):
         return self._at(results, strategy, at, "state_commit_p95")
 
-    def track_maintenance_listings(self, results, strategy, at):
-        """The state store maintenance's listings, per state partition and round: left out of the
-        per-batch figures, as its snapshots and deletes are (``ScaleMaintenance``)."""
-        run = dict(metrics.scale_points(results, self.axis, strategy))[float(at)]
-        return metrics.maintenance_listings_per_partition_round(run)
-
     track_requests.unit = track_requests_offsets.unit = track_requests_commits.unit = "requests"
     track_requests_state.unit = "requests"
-    track_maintenance_listings.unit = "requests per partition and round"
     track_kib_sent.unit = "KiB"
     track_wal_commit_p50.unit = track_wal_commit_p95.unit = "ms"
     track_commit_offsets_p50.unit = track_commit_offsets_p95.unit = "ms"
@@ -155,17 +148,22 @@ class ScaleMemory:
 
 
 class ScaleMaintenance:
-    """The state store maintenance's snapshots and deletes past retention over the long query, per
-    state partition and batch: left out of the per-batch figures, and what a projection adds with
-    every batch (``metrics.maintenance_rates``)."""
+    """The state store maintenance, left out of the per-batch figures (``metrics.maintenance_rates``,
+    what a projection multiplies): its listings per state partition and round over every scale run
+    of the strategy, and its snapshots and deletes past retention per state partition and batch
+    over the long query."""
 
     params = [common.STRATEGIES]
     param_names = ["strategy"]
     setup_cache = staticmethod(common.scale_axes)
     timeout = common.scale_axes.timeout
 
-    def track_snapshots_and_deletes(self, results, strategy):
-        return metrics.maintenance_files_per_partition_batch(metrics.scale_points(results, "batches", strategy)[0][1])
+    def track_listings(self, results, strategy):
+        return metrics.maintenance_rates(results, strategy)[0]
 
+    def track_snapshots_and_deletes(self, results, strategy):
+        return metrics.maintenance_rates(results, strategy)[1]
+
+    track_listings.unit = "requests per partition and round"
     track_snapshots_and_deletes.unit = "requests per partition and batch"
 

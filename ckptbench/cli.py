@@ -293,7 +293,7 @@ def _cost_at_scale(args, trigger: float) -> None:
                             if not math.isnan(files) else "snapshots and deletes not measured (no long query in the "
                             "record: a point's few batches stay under the retention)")
                 notes.append(f"{record.environment['store']} {strategy}: listings {listings:.2f} requests per state "
-                             f"partition and round at {points[-1][0]:,.0f} partitions; {by_batch}; about "
+                             f"partition and round over its scale runs; {by_batch}; about "
                              f"{month:,.0f} requests a month more")
     if not shown:
         raise UsageError("no strategy asked for has a partitions fit in the scale results")

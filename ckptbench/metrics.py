@@ -669,10 +669,11 @@ PARTITION_DIRECTORY = re.compile(r"^(.*/state/\d+/\d+)(?:/|$)")
 
 
 def maintenance_rounds(run: Run) -> int:
-    """The rounds of state store maintenance over ``run``, summed over its state partitions: bursts
-    of maintenance calls on one partition's directory, a burst ending where the next call comes
-    more than half the record's ``maintenance_interval`` later."""
+    """The rounds of state store maintenance over ``run``, summed over its state partitions: every
+    round lists each partition's directory, so the bursts of ``list`` calls on one directory, a
+    burst ending where the next comes more than half the record's ``maintenance_interval`` later."""
     calls = run.results.rows_of("maintenance", run.run)
+    calls = calls[calls.method == "list"]
     if calls.empty:
         return 0
     gap = cost.parse_interval(run.results.environment["maintenance_interval"]) / 2
@@ -693,9 +694,13 @@ def maintenance_listings_per_partition_round(run: Run) -> float:
     maintenance round (``maintenance_rounds``), over the whole run, between batches too: what comes
     with every round, whatever the batches. NaN where no maintenance call was logged (on a cluster
     it runs on the executors)."""
-    rounds = maintenance_rounds(run)
-    made = run.maintenance_requests
-    return int((made.call == "list").sum()) / rounds if rounds else float("nan")
+    requests, rounds = _listings(run)
+    return requests / rounds if rounds else float("nan")
+
+
+def _listings(run: Run) -> tuple[int, int]:
+    """(requests the maintenance's listings made, ``maintenance_rounds``) over ``run``."""
+    return int((run.maintenance_requests.call == "list").sum()), maintenance_rounds(run)
 
 
 def maintenance_files_per_partition_batch(run: Run) -> float:
@@ -704,7 +709,7 @@ def maintenance_files_per_partition_batch(run: Run) -> float:
     partition and batch of the whole run (warm-up too): what comes with the batches. A point's few
     batches stay under the retention, so only the long query's purge shows the deletes. NaN where
     no maintenance call was logged."""
-    if not maintenance_rounds(run):
+    if run.results.rows_of("maintenance", run.run).empty:
         return float("nan")
     made = run.maintenance_requests
     return int((made.call != "list").sum()) / (len(run.all_batches) * _state_partitions(run))
@@ -792,10 +797,13 @@ def manager_objects_growth(results: Results, strategy: str) -> float:
 
 def maintenance_rates(results: Results, strategy: str) -> tuple[float, float]:
     """What a projection of ``strategy``'s state store maintenance multiplies
-    (``cost.maintenance_per_month``): listing requests per state partition and round at the largest
-    point of the partitions axis, and file requests per state partition and batch over the long
-    query, where the purge runs (NaN without one)."""
-    listings = maintenance_listings_per_partition_round(scale_points(results, "partitions", strategy)[-1][1])
+    (``cost.maintenance_per_month``): listing requests per state partition and round over all its
+    scale runs (a short point may end before a round), and file requests per state partition and
+    batch over the long query, where the purge runs (NaN without one)."""
+    runs = results.scale.merge(results.runs[["run", "strategy"]], on="run")
+    counts = [_listings(_scale_run(results, int(run))) for run in runs[runs.strategy == strategy].run]
+    rounds = sum(r for _, r in counts)
+    listings = sum(n for n, _ in counts) / rounds if rounds else float("nan")
     long_run = scale_points(results, "batches", strategy)[0][1] if "batches" in scale_axes_run(results) else None
     return listings, maintenance_files_per_partition_batch(long_run) if long_run else float("nan")
 

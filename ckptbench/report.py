@@ -430,7 +430,7 @@ def scale_tables(record: results.Results) -> list[Table]:
                f"maintenance requests per month at {PROJECTED_PARTITIONS} partitions (projection)"], slope_rows,
               f"The dollars: {cost.caption()}; each operation's requests fitted against partitions and evaluated at "
               f"{PROJECTED_PARTITIONS}, one batch every {TRIGGER_S:g} s (`python -m ckptbench cost --partitions N` "
-              "for another scale). Maintenance, apart: its listings per partition and round at the largest point "
+              "for another scale). Maintenance, apart: its listings per partition and round over every scale run "
               "every 60 s (Spark's default interval), its snapshots and deletes per partition and batch over the long "
               "query with every batch."),
         Table("Memory over the long query",

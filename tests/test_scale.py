@@ -170,9 +170,9 @@ def test_a_points_figures_leave_out_maintenance_and_it_is_counted_per_partition_
 
 
 def test_maintenance_is_projected_from_its_listings_per_round_and_its_files_per_batch(record):
-    """The listings of the largest point (two LISTs a round, on each of 200 partitions) come every
-    60 s; the long query's snapshot and delete requests (6 over its 6 batches at 2 partitions: 0.5
-    per partition and batch) come with every batch."""
+    """The listings (two LISTs a round, on each of 200 partitions of the largest point; no round in
+    the other runs) come every 60 s; the long query's snapshot and delete requests (6 over its 6
+    batches at 2 partitions: 0.5 per partition and batch) come with every batch."""
     recorder = results.Recorder()
     for partitions in PLAN["partitions"]:
         _run(recorder, partitions, 1, "point", 2, lambda b, p=partitions: p)
