@@ -251,8 +251,8 @@ def test_scale_axes_on_spark(beside):
         assert points[-1][1] > points[0][1], (strategy, points)
         if strategy == "conditional":  # one request per state file, maintenance's left out request by request
             assert all(requests == partitions for partitions, requests in points), points
-            assert all(metrics.maintenance_listings_per_partition_round(run) >= 1  # a LIST per listing
-                       for _, run in metrics.scale_points(record, "partitions", strategy))
+            # A LIST per listing, over all its runs: a point of a few batches may end before a round.
+            assert metrics.maintenance_rates(record, strategy)[0] >= 1
         (_, one), (_, two) = metrics.scale_values(record, "operators", strategy, "requests_state")
         assert two > one, strategy
         memory = metrics.memory_readings(record, strategy)
