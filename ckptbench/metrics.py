@@ -627,6 +627,12 @@ def _scale_run(results: Results, run: int) -> Run:
     return Run(results, run, own_requests_only=True)
 
 
+def _scale_rows(results: Results, strategy: str) -> pd.DataFrame:
+    """The ``scale`` rows of ``strategy``'s runs."""
+    scale = results.scale.merge(results.runs[["run", "strategy"]], on="run")
+    return scale[scale.strategy == strategy]
+
+
 def scale_axes_run(results: Results) -> tuple[str, ...]:
     """The axes of ``AXIS_STEP`` the scale record's plan ran (``--axes`` may leave some out)."""
     plan = results.environment["plan"]
@@ -643,8 +649,7 @@ def scale_points(results: Results, axis: str, strategy: str) -> list[tuple[float
     each window a ``Run`` of its batches only. Raises ``RunFailed`` if a run failed, ``KeyError``
     if there is none."""
     plan = results.environment["plan"]
-    scale = results.scale.merge(results.runs[["run", "strategy"]], on="run")
-    scale = scale[scale.strategy == strategy]
+    scale = _scale_rows(results, strategy)
     if axis == "partitions":
         rows = scale[(scale.kind == "point") & (scale.operators == 1)].sort_values("partitions")
         return [(float(r.partitions), _scale_run(results, int(r.run))) for r in rows.itertuples()]
@@ -800,8 +805,7 @@ def maintenance_rates(results: Results, strategy: str) -> tuple[float, float]:
     (``cost.maintenance_per_month``): listing requests per state partition and round over all its
     scale runs (a short point may end before a round), and file requests per state partition and
     batch over the long query, where the purge runs (NaN without one)."""
-    runs = results.scale.merge(results.runs[["run", "strategy"]], on="run")
-    counts = [_listings(_scale_run(results, int(run))) for run in runs[runs.strategy == strategy].run]
+    counts = [_listings(_scale_run(results, int(run))) for run in _scale_rows(results, strategy).run]
     rounds = sum(r for _, r in counts)
     listings = sum(n for n, _ in counts) / rounds if rounds else float("nan")
     long_run = scale_points(results, "batches", strategy)[0][1] if "batches" in scale_axes_run(results) else None

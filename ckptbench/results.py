@@ -240,15 +240,17 @@ class Results:
         """``table``'s rows of ``run``. Each table is split by run once per record: a report of a
         10,000-batch run filtered its two million requests again for every figure of every window
         (138 s for one strategy's tables, 2026-11-24)."""
-        split = self.__dict__.setdefault("_rows_by_run", {})
-        if table not in split:
-            split[table] = dict(tuple(getattr(self, table).groupby("run")))
-        return split[table].get(run, getattr(self, table).iloc[0:0])
+        split = self._worked_out(f"_{table}_by_run", lambda: dict(tuple(getattr(self, table).groupby("run"))))
+        return split.get(run, getattr(self, table).iloc[0:0])
+
+    def _worked_out(self, name: str, work):
+        """``work()``, done once per record and kept as ``name`` (``_``-named: left out of a pickle)."""
+        if name not in self.__dict__:
+            self.__dict__[name] = work()
+        return self.__dict__[name]
 
     def _requests_by_source(self) -> dict:
-        if "_requests_split" not in self.__dict__:
-            self.__dict__["_requests_split"] = dict(tuple(self.requests.groupby(["run", "source"])))
-        return self.__dict__["_requests_split"]
+        return self._worked_out("_requests_split", lambda: dict(tuple(self.requests.groupby(["run", "source"]))))
 
     def requests_counted(self, run: int, source: str) -> pd.DataFrame:
         """The requests of ``run`` that ``source`` counted, split as ``rows_of`` splits a table."""
@@ -261,13 +263,11 @@ class Results:
     def maintenance_methods(self) -> pd.Series:
         """``maintenance_methods`` over the whole ``requests`` table, each run's requests against
         its own calls; worked out once per record (a 10,000-batch run has a million requests)."""
-        if "_maintenance_methods" not in self.__dict__:
-            requests = self.requests
+        def work():
             methods = [maintenance_methods(rows, self.rows_of("maintenance", run))
-                       for run, rows in requests.groupby("run")]
-            self.__dict__["_maintenance_methods"] = (pd.concat(methods) if methods else
-                                                     pd.Series(None, index=requests.index, dtype=object))
-        return self.__dict__["_maintenance_methods"]
+                       for run, rows in self.requests.groupby("run")]
+            return pd.concat(methods) if methods else pd.Series(None, index=self.requests.index, dtype=object)
+        return self._worked_out("_maintenance_methods", work)
 
     def strategies(self) -> list[str]:
         """The strategies of the runs, in the order they ran (the benchmark floor is none)."""
