@@ -19,7 +19,7 @@ from . import jars
 
 MANAGER_CLASS_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 #: The Spark plugin that counts S3 requests inside Spark's JVMs, driver and executors
-#: (``ckpt_impls/java/ckptbench/metering``; read the counts with ``ckptbench.jvm_requests``).
+#: (``ckpt_impls/java/ckptbench/metering``; read the counts with ``ckptbench.harness.jvm_requests``).
 REQUESTS_PLUGIN = "ckptbench.metering.S3RequestsPlugin"
 #: "false" switches that counting off for a session (the SDK handler stays registered, idle).
 REQUESTS_ENABLED_CONF = "spark.ckptbench.requests.enabled"
@@ -29,7 +29,7 @@ JAVA_OPTIONS_CONFS = ("spark.driver.extraJavaOptions", "spark.executor.extraJava
 TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
 
 # S3A 3.3.1 on pyspark 4.3's Hadoop 3.5: without these it fails on duration strings
-# ("60s") and on SDK v2 credential classes (see shared/notes/environment.md). pyspark 3.5's
+# ("60s") and on SDK v2 credential classes (measured: docs/findings/s3a-and-sdk.md). pyspark 3.5's
 # Hadoop 3.3.4 needs none of them (its defaults are 3.3.1's kind), but they are set there too,
 # so that both Spark versions run the one connector with the same settings; the only value that
 # differs from Hadoop 3.3.4's default is the connect timeout (30 s, Hadoop 3.4+'s, against 5 s).
@@ -43,7 +43,7 @@ _S3A_ON_HADOOP_35 = {
 _KEYS_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
 
 
-#: What a strategy can need from a store, each checked against a real one by ``ckptbench.probe``
+#: What a strategy can need from a store, each checked against a real one by ``ckptbench.experiments.probe``
 #: (``python -m ckptbench probe``): name -> what the store must do.
 CAPABILITIES: dict[str, str] = {
     "conditional_put": "refuses a PUT with If-None-Match: * of an existing key (412) and keeps the first content",
@@ -114,7 +114,7 @@ class Strategy:
     leaves_temp_files: bool = False
     #: Each checkpoint file is the object at its own key (False: found through a manifest).
     keys_mirror_paths: bool = True
-    #: What it needs from the store (``ckptbench.probe`` checks a store against it).
+    #: What it needs from the store (``ckptbench.experiments.probe`` checks a store against it).
     requires: tuple[Need, ...] = ()
     #: Its manager's settings, with their defaults.
     options: tuple[Option, ...] = ()
@@ -267,7 +267,7 @@ def select(conf, strategy: str, watch_maintenance: bool = False) -> None:
     """Make ``conf`` (a running session's ``spark.conf``, or a JVM Hadoop ``Configuration``) choose
     ``strategy``'s manager: its class, or Spark's default for ``rename`` (also ``FLOOR``'s name).
     ``watch_maintenance``: inside ``MAINTENANCE_WATCH``, which logs the state store maintenance's
-    calls (``ckptbench.runs.maintenance_calls`` reads them)."""
+    calls (``ckptbench.harness.querylab.maintenance_calls`` reads them)."""
     chosen = FLOOR if strategy == FLOOR.name else get(strategy)
     conf.unset(MAINTENANCE_WATCHED_CONF)
     if watch_maintenance:

@@ -3,7 +3,8 @@
 Everything lives in one fresh directory (config, mon and OSD data, logs, admin
 sockets, pid files), so nothing touches /etc/ceph or /var/run/ceph and several
 clusters can run side by side. With memstore a cluster starts from empty in
-about 1.5 s. Findings behind the settings: /work/shared/notes/environment.md.
+seconds. The settings are chosen for a fast start and fast requests on one node
+(measured: see docs/findings/ceph-rgw.md).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .tls import self_signed, truststore
 OBJECTSTORES = ("memstore", "bluestore")
 _BINARIES = ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "ceph", "monmaptool")
 _USER = "ckptbench"
-#: Whole start-up budget; memstore needs ~1.5 s, bluestore a few more.
+#: Whole start-up budget, far above what a start from empty needs (memstore less than bluestore).
 _START_TIMEOUT = 60.0
 #: Per daemon on stop before SIGKILL.
 _STOP_TIMEOUT = 15.0
@@ -160,7 +161,7 @@ class CephStore(ObjectStore):
 
         if not reuse:
             # crush/class "update on start" are off (they cost seconds), so the OSD is registered
-            # here, while its mkfs (no mon needed; 1.6 s on bluestore) runs alongside.
+            # here, while its mkfs (no mon needed; the slow step on bluestore) runs alongside.
             osd_uuid = str(uuid.uuid4())
             mkfs = self._launch("ceph-osd", "-c", str(conf), "-i", "0", "--mkfs",
                                 "--osd-uuid", osd_uuid, "--no-mon-config")
@@ -321,7 +322,7 @@ class CephTlsStore(CephStore):
 def _ceph_conf(root: Path, fsid: str, mon_port: int, frontend: str, objectstore: str) -> str:
     store = f"osd objectstore = {objectstore}\n"
     if objectstore == "bluestore":
-        # A sparse file in the OSD's data dir is the device; fsck of a blank one only costs 0.8 s.
+        # A sparse file in the OSD's data dir is the device; a blank one needs no fsck.
         store += (
             "bluestore block create = true\nbluestore block size = 10737418240\n"
             "bluestore fsck on mkfs = false\n"
@@ -351,7 +352,7 @@ osd pool default min size = 1
 mon allow pool size one = true
 mon warn on pool no redundancy = false
 osd crush chooseleaf type = 0
-# Cold start 11.7 s -> 1.4 s: the mon commits map changes at once instead of every second.
+# The mon commits map changes at once instead of every second: most of a cold start (docs/findings/ceph-rgw.md).
 paxos propose interval = 0.01
 
 [mon]
@@ -367,7 +368,7 @@ osd class update on start = false
 [client.rgw]
 rgw data = {root}/rgw
 admin socket = {root}/run/$cluster-$name.asok
-# tcp_nodelay: GET median 48 ms -> 2.7 ms (Nagle against delayed ACKs).
+# tcp_nodelay: without it Nagle meets delayed ACKs and a small GET waits for them (docs/findings/ceph-rgw.md).
 rgw frontends = beast {frontend} tcp_nodelay=1
 """
 

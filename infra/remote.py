@@ -1,7 +1,7 @@
 """Stores this project does not run: AWS S3 itself, or any S3 endpoint the user names.
 
 Both are the user's: the harness creates and deletes no bucket there (``owns_buckets``) and keeps
-to a run prefix of its own (``ckptbench.runs.started_stores``). An https:// endpoint whose
+to a run prefix of its own (``ckptbench.harness.stores.started_stores``). An https:// endpoint whose
 certificate no public CA signed is trusted through ``AWS_CA_BUNDLE`` (a PEM file, the variable
 boto3, the AWS CLI and the AWS SDKs read): boto3 is given it, and Spark's JVMs a truststore made
 from it at start, in a temp directory removed on stop.

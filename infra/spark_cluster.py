@@ -30,8 +30,8 @@ from .store import StoreUnavailable
 DAEMON_MEMORY = "256m"
 WORKER_MEMORY = "1g"
 EXECUTOR_MEMORY = "1g"  # at most WORKER_MEMORY, or no executor fits on a worker
-#: Seconds a daemon may take to listen, and the workers to register with the master: generous, as at
-#: a load average of 27 on 2 cores two workers had not registered within 90 s.
+#: Seconds a daemon may take to listen, and the workers to register with the master: generous, as on
+#: a heavily loaded 2-core machine two workers can take more than 90 s to register.
 START_TIMEOUT = 300
 
 

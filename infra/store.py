@@ -72,7 +72,7 @@ class ObjectStore(abc.ABC):
     #: False for a store this project did not start (AWS S3, a user's endpoint): its buckets are its
     #: users', so the harness creates or deletes none and keeps to its own run prefix in them.
     owns_buckets: bool = True
-    #: Where in the bucket everything the harness writes goes (``ckptbench.runs.started_stores`` sets it).
+    #: Where in the bucket everything the harness writes goes (``ckptbench.harness.stores.started_stores`` sets it).
     run_prefix: str = ""
 
     @classmethod

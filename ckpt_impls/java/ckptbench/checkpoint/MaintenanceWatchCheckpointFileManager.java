@@ -21,7 +21,7 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * ({@link #drain}). Maintenance (a partition's snapshot, deleting state files past retention) runs on
  * its own schedule beside the batches, so its requests land in a batch's window or not by chance;
  * the benchmark leaves the batches such a call overlapped out of the figures that count a batch's
- * own requests ({@code ckptbench.results.Run}).
+ * own requests ({@code ckptbench.record.results.Run}).
  *
  * <p>A call is maintenance when it runs on one of Spark's {@code state-store-maintenance*} threads
  * (3.5's task thread; 4.x's task and its high- and low-priority pools), or when only maintenance

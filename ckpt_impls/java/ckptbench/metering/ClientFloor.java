@@ -21,7 +21,7 @@ import org.apache.hadoop.fs.s3a.S3AFileSystem;
  *
  * <p>For each fresh key under the given prefix, in turn: PUT, HEAD, COPY to a second key, LIST of
  * the key as prefix (one entry), DELETE (and an untimed DELETE of the copy), the sequence of
- * {@code ckptbench.runs.floor_samples}; a timed key waits first with no request in flight, as a
+ * {@code ckptbench.experiments.store_alone.floor_samples}; a timed key waits first with no request in flight, as a
  * checkpoint's PUT comes after Spark planned its batch. The loop runs here, not in Python, so no
  * py4j call is timed; the untimed keys, unpaused, warm the SDK's request path (its JIT compilation,
  * the connection pool) first, as a long-running query's driver is warm.
