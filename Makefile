@@ -19,15 +19,15 @@ setup-spark35: .venv-spark35/.installed
 	python3 -m venv .venv
 	.venv/bin/pip install -q --upgrade pip
 	.venv/bin/pip install -q -r requirements.txt
-	# The repo's packages (ckptbench, ckpt_impls, infra) importable from anywhere, as they are.
-	$(PY) -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "ckptbench.pth").write_text("$(CURDIR)\n")'
+	# The project itself (ckptbench, ckpt_impls, infra), editable: the pins above are its dependencies.
+	.venv/bin/pip install -q --no-deps -e .
 	touch $@
 
 .venv-spark35/.installed: requirements-spark35.txt pyproject.toml
 	python3 -m venv .venv-spark35
 	.venv-spark35/bin/pip install -q --upgrade pip
 	.venv-spark35/bin/pip install -q -r requirements-spark35.txt
-	$(PY35) -c 'import site, pathlib; pathlib.Path(site.getsitepackages()[0], "ckptbench.pth").write_text("$(CURDIR)\n")'
+	.venv-spark35/bin/pip install -q --no-deps -e .
 	touch $@
 
 # The suite runs its version-sensitive part on Spark 3.5 too, beside the rest (tests/test_spark35.py).

@@ -1,6 +1,6 @@
 """What every benchmark module shares: the run's settings and the four experiments asv caches.
 
-The settings come from the environment (``ckptbench.runs.Settings``: store, size, bucket, raw
+The settings come from the environment (``ckptbench.config.Settings``: store, size, bucket, raw
 results directory), which ``python -m ckptbench bench`` sets from its options. The store is not
 an asv parameter but an asv machine (``<host>-<store>-spark<version>``): asv publishes a parameterised result
 only for the parameter values of the latest discovery, so runs on two stores under one
@@ -19,22 +19,25 @@ from __future__ import annotations
 
 import ckpt_impls
 from ckpt_impls import jars
-from ckptbench import crashlab, faultlab, histories, runs, scale
+from ckptbench import config
+from ckptbench.experiments import crashlab, faultlab, histories, scale
+from ckptbench.experiments import store_alone as store_alone_experiment
+from ckptbench.experiments import streaming as streaming_experiment
 
-SETTINGS = runs.Settings.from_env()
+SETTINGS = config.Settings.from_env()
 PLAN = SETTINGS.plan
 STRATEGIES = list(ckpt_impls.STRATEGIES)
-WORKLOADS = list(runs.workloads_for(PLAN, jars.spark_version()))  # those this Spark has
+WORKLOADS = list(config.workloads_for(PLAN, jars.spark_version()))  # those this Spark has
 CRASH_PLAN = crashlab.PLANS[SETTINGS.size]
 TWO_WRITER_STRATEGIES = sorted({s for s, *_ in CRASH_PLAN.two_writer_runs(STRATEGIES)}, key=STRATEGIES.index)
 
 
 def streaming():
-    return runs.streaming(SETTINGS)
+    return streaming_experiment.streaming(SETTINGS)
 
 
 def store_alone():
-    return runs.store_alone(SETTINGS)
+    return store_alone_experiment.store_alone(SETTINGS)
 
 
 def history():
@@ -53,8 +56,8 @@ def scale_axes():
     return scale.scale(SETTINGS)
 
 
-streaming.timeout = runs.streaming.timeout
-store_alone.timeout = runs.store_alone.timeout
+streaming.timeout = streaming_experiment.streaming.timeout
+store_alone.timeout = store_alone_experiment.store_alone.timeout
 history.timeout = histories.history.timeout
 crashes.timeout = crashlab.crashes.timeout
 fault_lab.timeout = faultlab.faultlab.timeout

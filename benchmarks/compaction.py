@@ -11,17 +11,17 @@ Measured for the file sink's ``_spark_metadata`` (workload file_sink) and the fi
   by ~20% between runs): compaction at these sizes does not move it measurably.
 """
 
-from ckptbench import metrics, runs
+from ckptbench import config, metrics
 
 from . import common
 
 
 def _run(results, strategy, log):
-    return results.run(strategy, runs.LOGS[log])
+    return results.run(strategy, config.LOGS[log])
 
 
 class Compaction:
-    params = [common.STRATEGIES, list(runs.LOGS)]
+    params = [common.STRATEGIES, list(config.LOGS)]
     param_names = ["strategy", "log"]
     setup_cache = staticmethod(common.streaming)
 

@@ -1,21 +1,21 @@
 """The floor: the store's own latency per request on 1 KiB objects, timed by the metering proxy
 (request head in to response out, so no client overhead), for reading every other figure as a
 multiple of it. LIST lists one key's prefix (one entry, like S3A's existence checks). And the same
-requests as Spark's own S3 client makes them in the driver JVM (``runs.client_floor``), whose PUT a
+requests as Spark's own S3 client makes them in the driver JVM (``store_alone.client_floor``), whose PUT a
 checkpoint file costs at least.
 
 And what the proxy itself adds: client-timed PUT and HEAD straight to the store and through the
-proxy, in pairs (``ckptbench.runs.proxy_overhead``); the target is at most 10% of the store's
+proxy, in pairs (``ckptbench.experiments.store_alone.proxy_overhead``); the target is at most 10% of the store's
 PUT median.
 """
 
-from ckptbench import metrics, runs
+from ckptbench import config, metrics
 
 from . import common
 
 
 class Floor:
-    params = [list(runs.FLOOR_OPS)]
+    params = [list(config.FLOOR_OPS)]
     param_names = ["op"]
     setup_cache = staticmethod(common.store_alone)
     percentile = staticmethod(metrics.floor_percentile)

@@ -1,4 +1,4 @@
-"""What counting S3 requests inside Spark's JVMs costs a checkpoint (``ckptbench.counting_overhead``).
+"""What counting S3 requests inside Spark's JVMs costs a checkpoint (``ckptbench.experiments.counting``).
 
 walCommit with counting on and off in one SparkSession on the store directly (no metering proxy),
 counting switched at random batch by batch inside each stateful query so that the machine's drift
@@ -8,20 +8,20 @@ own, per HTTP attempt, which times the requests per batch bounds that overhead f
 the machine's noise.
 """
 
-from ckptbench import counting_overhead
+from ckptbench.experiments import counting
 
 from . import common
 
 
 def overhead():
-    return counting_overhead.experiment(common.SETTINGS)
+    return counting.experiment(common.SETTINGS)
 
 
-overhead.timeout = counting_overhead.experiment.timeout
+overhead.timeout = counting.experiment.timeout
 
 
 class JvmCountingOverhead:
-    params = [list(counting_overhead.STRATEGIES)]
+    params = [list(counting.STRATEGIES)]
     param_names = ["strategy"]
     setup_cache = staticmethod(overhead)
 

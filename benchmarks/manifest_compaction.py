@@ -1,9 +1,10 @@
 """Compaction as history grows: the ``manifest`` strategy's compacts against Spark's own
-``_spark_metadata`` log, for histories of two lengths (``ckptbench.histories`` says how they are
+``_spark_metadata`` log, for histories of two lengths (``ckptbench.experiments.histories`` says how they are
 driven and timed). The manifest's compact should stay flat in history; Spark's grows with it.
 """
 
-from ckptbench import histories, metrics
+from ckptbench import metrics
+from ckptbench.experiments import histories
 
 from . import common
 

@@ -1,11 +1,12 @@
-"""How cost grows along the scale axes (``ckptbench.scale`` says how each is run): shuffle
+"""How cost grows along the scale axes (``ckptbench.experiments.scale`` says how each is run): shuffle
 partitions, stateful operators and batch count, per strategy. Per point: requests per batch (a
 batch's own, all and by checkpoint area), bytes per batch, Spark's walCommit / commitOffsets /
 state commit p50 and p95; per strategy: the fitted slopes, the memory of a long query, which must
 stay bounded, and the state store maintenance's requests beside the batches.
 """
 
-from ckptbench import metrics, scale
+from ckptbench import metrics
+from ckptbench.experiments import scale
 
 from . import common
 

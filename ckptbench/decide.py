@@ -24,8 +24,9 @@ from __future__ import annotations
 import dataclasses
 
 import ckpt_impls
-
-from . import cost, metrics, results
+from ckptbench import metrics
+from ckptbench.metrics import cost
+from ckptbench.record import results
 
 #: Commit latencies within this fraction of the fastest are a tie, settled by cost.
 TIE = 0.10
@@ -38,7 +39,7 @@ class Candidate:
     commit_p95_ms: float = float("nan")
     requests_per_batch: float = float("nan")  # billable, made by the strategy
     other_requests_per_batch: float = float("nan")  # billable, made whatever the strategy
-    dollars_per_month: float = float("nan")  # a projection of requests_per_batch: see ckptbench.cost
+    dollars_per_month: float = float("nan")  # a projection of requests_per_batch: see ckptbench.metrics.cost
     refuses_second_writer: bool | None = None
     second_writer_source: str = ""  # "measured" or "promised"
     out: str | None = None  # why it cannot be recommended

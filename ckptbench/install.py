@@ -11,8 +11,7 @@ import shutil
 import subprocess
 
 from ckpt_impls import build, jars
-
-from . import publish
+from ckptbench.report import publish
 
 CEPH_PACKAGES = ["radosgw", "ceph-mon", "ceph-osd", "ceph-common"]
 CHROMIUM_PACKAGES = ["chromium"]

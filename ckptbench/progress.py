@@ -27,7 +27,7 @@ def bar(**kwargs) -> tqdm:
 
 
 class Recorder:
-    """The child's side, with the two calls of a tqdm bar that ``measure.observe`` makes:
+    """The child's side, with the two calls of a tqdm bar that the experiments make:
     ``update(n)`` and ``set_postfix_str(label)``. Records nothing when ``$CKPT_BENCH_PROGRESS``
     is unset (asv run by hand, or a test)."""
 

@@ -27,7 +27,7 @@ from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 import infra
-from ckptbench.spark import session
+from ckptbench.harness.spark import session
 from infra.metered import MeteredStore
 from infra.net import live_processes
 from infra.s3ops import Event
@@ -248,7 +248,7 @@ def spark(lab):
 
 
 def cluster_cross_check_run(workdir: Path) -> subprocess.Popen | None:
-    """``python -m ckptbench.jvm_crosscheck --master cluster``, every strategy, on Ceph RGW (the
+    """``python -m ckptbench.experiments.jvm_crosscheck --master cluster``, every strategy, on Ceph RGW (the
     embedded store where Ceph cannot run, but not in CI), its JSON into ``workdir``; None where no
     cluster can start here. A child process: one Python process holds one SparkContext, and the
     suite's is a local one. It runs beside the suite (``beside_the_suite``)."""
@@ -258,7 +258,7 @@ def cluster_cross_check_run(workdir: Path) -> subprocess.Popen | None:
     root = str(ROOT)
     with (workdir / "out.json").open("w") as out, (workdir / "err.txt").open("w") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "ckptbench.jvm_crosscheck", "--store", store, "--master", "cluster",
+            [sys.executable, "-m", "ckptbench.experiments.jvm_crosscheck", "--store", store, "--master", "cluster",
              "--strategies", ",".join(ckpt_impls.STRATEGIES)], stdout=out, stderr=err, cwd=root,
             start_new_session=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])})

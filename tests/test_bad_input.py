@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ckptbench.cli import RESULTS
+from ckptbench.cli.common import RESULTS
 from conftest import bucket_of
 
 
@@ -88,10 +88,10 @@ def test_drift_without_results(tmp_path):
 
 
 def test_cost_at_scale_needs_scale_records(tmp_path):
-    from ckptbench import results
+    from ckptbench.record import results, schema
 
     streaming = tmp_path / "embedded-streaming"
-    results.Recorder().results({"schema_version": results.SCHEMA_VERSION, "plan": {"keys": [10]}, "store": "embedded",
+    results.Recorder().results({"schema_version": schema.SCHEMA_VERSION, "plan": {"keys": [10]}, "store": "embedded",
                                 "experiment": "streaming"}).write(streaming)
     line = one_error_line(ckptbench("cost", "--partitions", "200", "--record", str(streaming)))
     assert "needs scale records" in line and "streaming" in line

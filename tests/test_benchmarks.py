@@ -17,9 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import browser  # tests/browser.py
 import pytest
 
-from ckptbench import browser, metrics
+from ckptbench import metrics
 from conftest import child_beside, skip_unless_ci
 from infra.embedded import EmbeddedStore
 
@@ -106,7 +107,7 @@ def test_every_benchmark_produces_a_number(bench, tmp_path):
     assert "A and B differ in machine, size: what moved below is not run-to-run noise alone" in drift.stdout
 
 
-#: Section titles the report of a bench on the embedded store must hold (ckptbench.report).
+#: Section titles the report of a bench on the embedded store must hold (ckptbench.report.page).
 REPORT_SECTIONS = ("embedded: streaming queries", "embedded: the store on its own",
                    "embedded: what the store can do (the probe)", "embedded: crashes",
                    "embedded: failure rates under injected faults", "embedded: compaction against history",

@@ -16,7 +16,10 @@ import pandas as pd
 import pytest
 
 import ckpt_impls
-from ckptbench import jvm_crosscheck, report, runs, spark
+from ckptbench import config
+from ckptbench.experiments import jvm_crosscheck
+from ckptbench.harness import spark
+from ckptbench.report import page
 from conftest import cluster_cross_check_run, comparable_totals
 from infra.net import proc_stat
 
@@ -40,19 +43,19 @@ def test_an_application_waits_for_its_masters_executors(master, least):
 
 def test_a_master_the_lab_cannot_run_on_is_refused_in_one_line():
     for master in ("cluster", "local[2]", "spark://h:7077"):
-        assert runs.check_master(master) == master
+        assert config.check_master(master) == master
     with pytest.raises(ValueError, match=r"must be local\[N\], spark://HOST:PORT or cluster .*'yarn'"):
-        runs.check_master("yarn")
+        config.check_master("yarn")
 
 
 def test_the_report_says_where_spark_ran():
     cluster = {"spark_master": "spark://127.0.0.1:7077", "cluster": "Spark standalone cluster at spark://...",
                "executors": 2}
-    assert report._endpoint(cluster) == ("endpoint kind not recorded; master spark://127.0.0.1:7077, 2 executors; "
+    assert page._endpoint(cluster) == ("endpoint kind not recorded; master spark://127.0.0.1:7077, 2 executors; "
                                          "Spark standalone cluster at spark://...")
-    assert report._endpoint({"spark_master": "local[2]", "cluster": None, "executors": 0}) == (
+    assert page._endpoint({"spark_master": "local[2]", "cluster": None, "executors": 0}) == (
         "endpoint kind not recorded; master local[2], executors in the driver JVM")
-    assert report._endpoint({"spark_master": "local[2]", "executors": 0, "jvm_flags": ["-Xmx1g", "-XX:-X"]}) == (
+    assert page._endpoint({"spark_master": "local[2]", "executors": 0, "jvm_flags": ["-Xmx1g", "-XX:-X"]}) == (
         "endpoint kind not recorded; master local[2], executors in the driver JVM; driver JVM flags -Xmx1g -XX:-X")
 
 

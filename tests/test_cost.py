@@ -7,7 +7,9 @@ import dataclasses
 
 import pytest
 
-from ckptbench import cost, metrics, results
+from ckptbench import metrics
+from ckptbench.metrics import cost
+from ckptbench.record import results
 from conftest import event, progress
 from infra.s3ops import OPS
 

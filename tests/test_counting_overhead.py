@@ -1,4 +1,4 @@
-"""What counting in the JVM costs walCommit (``ckptbench.counting_overhead``), on a fixed record
+"""What counting in the JVM costs walCommit (``ckptbench.experiments.counting``), on a fixed record
 whose answer is known: which arm each batch was in, read from the requests the JVM recorded, and
 an overhead smaller than Spark's one-millisecond step found where the arms' medians cannot see it."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ckptbench import counting_overhead, results
+from ckptbench.experiments import counting
+from ckptbench.record import results
 from conftest import event, progress
 
 #: What counting adds to each counted batch's walCommit before Spark rounds it to whole milliseconds:
@@ -16,7 +17,7 @@ ADDED_MS = 0.25
 
 
 @pytest.fixture(scope="module")
-def overhead() -> counting_overhead.Overhead:
+def overhead() -> counting.Overhead:
     """One conditional query of 801 measured batches: 400 counted (both of walCommit's requests in
     ``offsets/`` recorded, and in some a third: Spark deleting an old file), 400 not (none), one
     switched midway (one of two); walCommit ~5 ms with
@@ -37,7 +38,7 @@ def overhead() -> counting_overhead.Overhead:
     recorder.add_batches(run, "measured", measured)
     recorder.add_requests(run, requests, measured, source="jvm")
     record = recorder.results({"plan": {"keys": [10]}, "experiment": "jvm_counting"})
-    return counting_overhead.Overhead(record, {"on_ns": 6600.0, "off_ns": 20.0})
+    return counting.Overhead(record, {"on_ns": 6600.0, "off_ns": 20.0})
 
 
 def test_each_batch_joins_the_arm_its_recorded_requests_show(overhead):
@@ -61,6 +62,6 @@ def test_the_bound_is_the_handler_cost_times_walcommits_requests(overhead):
 
 
 def test_the_table_has_a_row_per_strategy(overhead):
-    lines = counting_overhead.table(overhead, ["conditional"]).splitlines()
+    lines = counting.table(overhead, ["conditional"]).splitlines()
     assert lines[0].startswith("| strategy |") and len(lines) == 3
     assert lines[2].startswith("| conditional | 400 / 400 | 5.0 / 5.0 |")

@@ -1,4 +1,4 @@
-"""The crash lab (``ckptbench.crashlab``) against real servers: drivers killed with SIGKILL at crash
+"""The crash lab (``ckptbench.experiments.crashlab``) against real servers: drivers killed with SIGKILL at crash
 points and restarted keep exactly-once with the strategies that should, and every verifier is shown
 catching a broken case: a non-idempotent sink replaying a batch, an output missing a data file or
 listing one twice, a log file written twice. Two drivers on one ``conditional`` checkpoint end in
@@ -19,8 +19,10 @@ import uuid
 import pandas as pd
 import pytest
 
-from ckptbench import crashlab, metrics, results
-from ckptbench.cli import ROOT
+from ckptbench import metrics
+from ckptbench.cli.common import ROOT
+from ckptbench.experiments import crashlab
+from ckptbench.record import disk, results, schema
 from conftest import CheckpointFiles, bucket_of
 from infra.metered import MeteredStore
 from infra.net import command_lines, proc_stat
@@ -253,7 +255,7 @@ def test_metrics_over_a_fixed_record(tmp_path):
         recorder.rows["two_writers"].append({"strategy": "direct", "workload": "stateless", "head_start": start,
                                              "seed": 1, "outcome": outcome, "overwritten_logs": int(start == 0),
                                              "overwritten_files": "checkpoint/offsets/0" if start == 0 else None})
-    record = results.read(recorder.results({"schema_version": results.SCHEMA_VERSION, "store": "t",
+    record = disk.read(recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": "t",
                                             "experiment": "crashes"}).write(tmp_path / "t-crashes"))
     assert metrics.crash_cycles(record, "direct") == 4
     assert metrics.restart_failure_rate(record, "direct") == 0.25

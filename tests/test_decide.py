@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 import ckpt_impls
-from ckptbench import decide, report, results
+from ckptbench import decide
+from ckptbench.record import disk, results, schema
+from ckptbench.report import page
 from conftest import event, progress
 
 
@@ -104,23 +106,23 @@ def probed(tmp_path, failed: dict[str, str]) -> results.Results:
     recorder = results.Recorder()
     recorder.add_capabilities({c: {"ok": c not in failed, "detail": failed.get(c, "fine"), "seconds": 0.1}
                                for c in ckpt_impls.CAPABILITIES})
-    env = {"schema_version": results.SCHEMA_VERSION, "store": "ceph", "experiment": "store"}
-    return results.read(recorder.results(env).write(tmp_path / "ceph-store"))
+    env = {"schema_version": schema.SCHEMA_VERSION, "store": "ceph", "experiment": "store"}
+    return disk.read(recorder.results(env).write(tmp_path / "ceph-store"))
 
 
 def test_the_recorded_probe_keeps_what_the_store_cannot_run_out(tmp_path):
-    honest = report.runnable(probed(tmp_path, {}))
+    honest = page.runnable(probed(tmp_path, {}))
     assert decide.decide(record(BASE, PUTS), "stateful", runnable=honest).recommended == "conditional"
     ignores = "a second If-None-Match: * PUT of an existing key was accepted"
     d = decide.decide(record(BASE, PUTS), "stateful",
-                      runnable=report.runnable(probed(tmp_path, {"conditional_put": ignores})))
+                      runnable=page.runnable(probed(tmp_path, {"conditional_put": ignores})))
     assert d.recommended == "direct"
     outs = {c.strategy: c.out for c in d.candidates}
     assert outs["conditional"].startswith(f"the store cannot run it: conditional_put: {ignores} (needed: ")
     assert outs["manifest"].startswith("the store cannot run it: conditional_put: ")
     # A store that cannot list what it just wrote runs only manifest, whose listings are its manifest's.
     d = decide.decide(record(BASE, PUTS), "stateful",
-                      runnable=report.runnable(probed(tmp_path, {"list_after_write": "a LIST missed a new key"})))
+                      runnable=page.runnable(probed(tmp_path, {"list_after_write": "a LIST missed a new key"})))
     assert d.recommended == "manifest"
     assert all(c.out.startswith("the store cannot run it: list_after_write: ") for c in d.candidates
                if c.strategy != "manifest")
@@ -128,5 +130,5 @@ def test_the_recorded_probe_keeps_what_the_store_cannot_run_out(tmp_path):
 
 def test_a_record_without_a_probe_says_so():
     recorder = results.Recorder()
-    assert report.runnable(recorder.results({"store": "ceph"})) is None
+    assert page.runnable(recorder.results({"store": "ceph"})) is None
     assert "the store was not probed" in decide.decide(record(BASE, PUTS), "stateful").reasons

@@ -1,4 +1,4 @@
-"""The failure lab (``ckptbench.faultlab``): its rates on fixed records, its table in the report,
+"""The failure lab (``ckptbench.experiments.faultlab``): its rates on fixed records, its table in the report,
 bad input on the command line, and real runs: queries on moto and Ceph RGW under fault
 profiles, through the metering proxy."""
 
@@ -9,7 +9,11 @@ import math
 import pytest
 from test_bad_input import ckptbench, one_error_line
 
-from ckptbench import faultlab, metrics, report, results, runs
+from ckptbench import config, metrics
+from ckptbench.experiments import faultlab
+from ckptbench.harness import querylab
+from ckptbench.record import disk, results, schema
+from ckptbench.report import page, tables
 from conftest import T0, progress
 from infra.faults import Injection
 from infra.s3ops import Event
@@ -48,7 +52,7 @@ def fixed_record() -> results.Results:
                               _event(0.02, "PUT", "PUT", "ck/offsets/1", 200)], [progress(0, 50.0)])
     recorder.add_injections(0, [Injection(T0 + 0.01, "PUT", "b", "ck/offsets/0", "stale-list")] * 3)
     recorder.add_injections(2, [Injection(T0 + 0.01, "PUT", "b", "ck/offsets/0", "stale-missing")])
-    env = {"schema_version": results.SCHEMA_VERSION, "experiment": "faults", "store": "embedded",
+    env = {"schema_version": schema.SCHEMA_VERSION, "experiment": "faults", "store": "embedded",
            "describe": "embedded (emulator)", "emulator": True, "size": "quick", "commit": "0" * 40,
            "created": "2026-11-24T00:00:00+00:00", "versions": {"spark": "4.3.0"},
            "plan": {"batches": 4, "seeds": [0, 1], "recovery_batches": 2},
@@ -57,7 +61,7 @@ def fixed_record() -> results.Results:
 
 
 def test_rates_on_a_fixed_record(tmp_path):
-    record = results.read(fixed_record().write(tmp_path / "faults"))  # as written and read back
+    record = disk.read(fixed_record().write(tmp_path / "faults"))  # as written and read back
     assert metrics.death_rate(record, "rename", "eventual") == 0.5
     assert metrics.death_rate(record, "direct", "eventual") == 0.0
     assert metrics.failed_batch_rate(record, "rename", "eventual") == 3 / 8
@@ -82,20 +86,20 @@ def test_retried_counts_what_follows_a_failure_only():
 
 def test_summary_table_and_report_section():
     record = fixed_record()
-    [rename, direct, conditional] = faultlab.summary(record)
+    [rename, direct, conditional] = tables.fault_summary(record)
     assert (rename["strategy"], rename["runs"], rename["died"], rename["recovered"]) == ("rename", 2, 1, "1/1")
     assert rename["cause"].startswith("java.io.FileNotFoundException")
     assert (direct["died"], direct["cause"], direct["recovered"]) == (0, "", "0/0")
     assert (conditional["died"], conditional["stalled"]) == (0, 1)
     assert conditional["cause"] == "only 2 of 4 batches within 300s"
-    table = faultlab.table(record)
+    table = tables.fault_table(record)
     assert ("| stateful | eventual | rename | 2 | 1 | 0 | 38% | 1.0 | 1.5 | 1/1 | - | "
             "java.io.FileNotFoundException") in table
-    section = report._faults("embedded", record)
-    assert section.tables[0].header == faultlab.HEADER and len(section.tables[0].rows) == 3
+    section = page._faults("embedded", record)
+    assert section.tables[0].header == tables.FAULT_HEADER and len(section.tables[0].rows) == 3
     assert "aws-projection" not in " ".join(section.text)
     # The eventual profile's verdict, with the run's causes, in words: conditional stalled too.
-    findings = faultlab.eventual_findings(record)
+    findings = tables.eventual_findings(record)
     assert findings[0].startswith("eventual x stateful: failed: rename in 1 of 2 runs (java.io.FileNotFoundException")
     assert "conditional in 1 of 1 runs (only 2 of 4 batches within 300s)" in findings[0]
     assert findings[0].endswith("no failure: direct.")
@@ -108,9 +112,9 @@ def test_the_eventual_verdict_says_when_the_reference_failure_is_reproduced_and_
     record = fixed_record()
     stalled = record.fault_runs.outcome == "stalled"
     record.fault_runs.loc[stalled, "outcome"] = "completed"  # conditional no longer fails
-    assert faultlab.eventual_findings(record)[-1].startswith("So this run reproduces the reference articles' failure")
+    assert tables.eventual_findings(record)[-1].startswith("So this run reproduces the reference articles' failure")
     record.fault_runs["outcome"] = "completed"  # nobody fails
-    assert faultlab.eventual_findings(record)[-1] == ("rename did not fail in this run, so it does not reproduce "
+    assert tables.eventual_findings(record)[-1] == ("rename did not fail in this run, so it does not reproduce "
                                                       "the reference articles' failure.")
 
 
@@ -125,10 +129,10 @@ def test_an_unknown_profile_is_one_line_naming_the_valid_ones(args):
 
 
 def test_an_unknown_profile_in_the_environment_is_refused(monkeypatch):
-    monkeypatch.setenv(runs.Settings.ENV["fault_profile"], "bogus")
+    monkeypatch.setenv(config.Settings.ENV["fault_profile"], "bogus")
     with pytest.raises(ValueError, match="CKPT_FAULT_PROFILE must be one of none, latency-fixed"):
-        runs.Settings.from_env()
-    line = one_error_line(ckptbench("bench", env={runs.Settings.ENV["fault_profile"]: "bogus"}))
+        config.Settings.from_env()
+    line = one_error_line(ckptbench("bench", env={config.Settings.ENV["fault_profile"]: "bogus"}))
     assert "unknown fault profile 'bogus'" in line
 
 
@@ -149,7 +153,7 @@ def test_runs_under_profiles_are_recorded(spark, metered_stores, lab_store):
     and the file sink holds every row once; the lost responses are injected and retried."""
     store, bucket = metered_stores(lab_store)
     plan = faultlab.FaultPlan(("none", "lost-response"), ("file_sink",), 4, (0,), 100)
-    lab = runs.Lab(spark, store, bucket, runs.PLANS["smallest"])
+    lab = querylab.Lab(spark, store, bucket, config.PLANS["smallest"])
     recorder = results.Recorder()
     for workload in plan.workloads:
         for profile in plan.profiles:

@@ -1,7 +1,7 @@
 """S3 requests counted inside Spark's JVMs agree with the metering proxy's count, request for request.
 
 The cross-check runs the stateful workload through each strategy to each store behind the
-metering proxy (``runs.Lab``, as the suite runs it) and requires both sources to have seen, in
+metering proxy (``querylab.Lab``, as the suite runs it) and requires both sources to have seen, in
 every batch (warm-up included) and between batches, the same requests: operation, checkpoint
 area, key, status and payload bytes (``jvm_requests.disagreements``). No operation is exempt.
 Two allowances, each for a precise reason and bounded (``jvm_requests.match``):
@@ -40,7 +40,9 @@ import pytest
 
 import ckpt_impls
 from ckpt_impls import build, jars
-from ckptbench import jvm_requests, metrics, results, runs
+from ckptbench import config, metrics
+from ckptbench.harness import jvm_requests, querylab
+from ckptbench.record import disk, results
 from conftest import comparable_totals
 from infra.s3ops import Event, classify
 
@@ -205,7 +207,7 @@ def test_a_record_of_schema_1_reads_as_the_proxys(both_sources, tmp_path):
     frame = both_sources.requests
     frame[frame.source == "proxy"].drop(columns="source").to_parquet(directory / "requests.parquet", index=False)
     (directory / "environment.json").write_text('{"schema_version": 1, "plan": {"keys": [10]}}')
-    back = results.read(directory)
+    back = disk.read(directory)
     assert set(back.requests.source) == {"proxy"}
     assert metrics.requests_per_batch(back.run("direct", "stateful")) == 1.0
 
@@ -254,7 +256,7 @@ def assert_agree(run: results.Run) -> None:
 def run_both(spark, metered, strategy: str, bar=None) -> results.Run:
     proxied, bucket = metered
     recorder = results.Recorder()
-    runs.Lab(spark, proxied, bucket, runs.PLANS["smallest"]).run(recorder, strategy, "stateful", KEYS, WARMUP,
+    querylab.Lab(spark, proxied, bucket, config.PLANS["smallest"]).run(recorder, strategy, "stateful", KEYS, WARMUP,
                                                                  BATCHES, bar)
     return recorder.results({}).run(strategy, "stateful", KEYS)
 
@@ -320,10 +322,10 @@ def test_executors_in_their_own_jvms_ship_their_counts_to_the_driver():
     proxy on the loopback still sees every request), so the executor's counts (the state store's
     files, which tasks write) reach the driver only through the plugin. A child process, as one
     Python process holds one SparkContext."""
-    root = str(results.ROOT)
+    root = str(config.ROOT)
     child = subprocess.run(
-        [sys.executable, "-m", "ckptbench.jvm_crosscheck", "--store", "embedded", "--master", "local-cluster[1,1,1024]",
-         "--strategies", "conditional,rename"],
+        [sys.executable, "-m", "ckptbench.experiments.jvm_crosscheck", "--store", "embedded",
+         "--master", "local-cluster[1,1,1024]", "--strategies", "conditional,rename"],
         capture_output=True, text=True, timeout=900, cwd=root,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])})
     assert child.returncode in (0, 1), child.stderr[-3000:]

@@ -21,7 +21,7 @@ from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 from ckpt_impls import build, jars, manifest_format
-from ckptbench.spark import settings_set
+from ckptbench.harness.spark import settings_set
 from conftest import CheckpointFiles, bucket_of, java_class
 
 MANAGER = "ckptbench.checkpoint.ManifestCheckpointFileManager"

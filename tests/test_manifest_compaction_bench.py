@@ -1,4 +1,4 @@
-"""The compaction history (``ckptbench.histories``, read by benchmarks/manifest_compaction.py) in
+"""The compaction history (``ckptbench.experiments.histories``, read by benchmarks/manifest_compaction.py) in
 its smallest form on the embedded store: the structural
 claim holds: the manifest's compact stays about the same size as its history doubles (it holds
 the retained entries and the garbage of the cleanup delay), while Spark's _spark_metadata

@@ -3,7 +3,7 @@
 The pages are published here by ``asv publish`` from a recorded ``bench --size smallest`` run
 (``tests/data/asv-smallest``: asv's results file, laid on this repository's last two commits, the
 second 3x the first so that the regressions view has rows), then made offline by
-``ckptbench.publish.offline``. Debian's headless Chromium (``ckptbench.browser``, networking off)
+``ckptbench.report.publish.offline``. Debian's headless Chromium (``tests/browser.py``, Playwright, networking off)
 opens the benchmark grid, one benchmark's graph, the benchmark list and the regressions view,
 over a loopback HTTP server and as ``file://``, and must see no console error, no failed request,
 no broken image or local link, and asv's own content drawn (flot canvases, table rows). The same
@@ -24,6 +24,7 @@ import hashlib
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,9 +32,12 @@ import threading
 import urllib.parse
 from pathlib import Path
 
+import browser  # tests/browser.py
 import pytest
 
-from ckptbench import browser, publish, report, results, runs
+from ckptbench import config
+from ckptbench.record import disk, results, schema
+from ckptbench.report import page, publish
 from conftest import event, progress, skip_unless_ci
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +65,7 @@ ACTIONS = {view: f"if ({ON_ERROR_PAGE}) return; {action}" for view, action in {
              " if (!$('.tooltip').length) throw new Error('no Bootstrap tooltip');",
 }.items()}
 #: Vendored files that are byte for byte what asv's template pins (its integrity= hashes); the
-#: others are flot 0.8.3's unminified release files and stupidtable 1.1.3 (see ckptbench.publish).
+#: others are flot 0.8.3's unminified release files and stupidtable 1.1.3 (see ckptbench.report.publish).
 SAME_BYTES_AS_ASV_PINS = {
     "jquery/jquery.min.js", "flot-orderbars/jquery.flot.orderBars.js", "blueimp-md5/md5.min.js",
     "bootstrap/js/bootstrap.min.js", "bootstrap/css/bootstrap.min.css",
@@ -108,7 +112,7 @@ def publish_fixture(dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict[str, Path]:
-    """{"asv": pages as asv published them, "offline": the same after ckptbench.publish.offline}."""
+    """{"asv": pages as asv published them, "offline": the same after ckptbench.report.publish.offline}."""
     root = tmp_path_factory.mktemp("pages")
     published = publish_fixture(root / "published")
     shutil.copytree(published, root / "asv")
@@ -197,8 +201,8 @@ def test_vendored_files_are_the_bytes_asv_pins():
 
 def test_offline_leaves_no_network_reference_and_is_idempotent(pages):
     assert publish.external_resources((pages["asv"] / "index.html").read_text())
-    for page in pages["offline"].glob("*.html"):
-        assert publish.external_resources(page.read_text()) == [], page
+    for html in pages["offline"].glob("*.html"):
+        assert publish.external_resources(html.read_text()) == [], html
     before = {p: p.read_bytes() for p in pages["offline"].rglob("*") if p.is_file()}
     assert publish.offline(pages["offline"]) == []
     assert {p: p.read_bytes() for p in pages["offline"].rglob("*") if p.is_file()} == before
@@ -246,7 +250,7 @@ def test_a_vendored_script_that_defines_nothing_sends_to_asvs_error_page(chrome,
 # -- the report, and the links between it and asv's pages -------------------------------------------
 
 def fixed_streaming_record() -> results.Results:
-    """A streaming record of fixed numbers, shaped as ``runs.streaming`` writes one: every strategy's
+    """A streaming record of fixed numbers, shaped as ``streaming.streaming`` writes one: every strategy's
     stateful run, a file-sink run for one, the store's floor."""
     recorder = results.Recorder()
     recorder.add_samples("floor", "PUT", [3.0, 3.5, 4.0])
@@ -258,8 +262,8 @@ def fixed_streaming_record() -> results.Results:
             recorder.add_batches(run, "measured", batches)
             recorder.add_requests(run, [event(b + 0.01, "PUT", f"p{i}/offsets/{b}", bytes_in=300) for b in range(1, 6)],
                                   batches)
-    plan = {**dataclasses.asdict(runs.PLANS["smallest"]), "keys": [1000]}
-    env = {"schema_version": results.SCHEMA_VERSION, "experiment": "streaming", "store": "ceph", "emulator": False,
+    plan = {**dataclasses.asdict(config.PLANS["smallest"]), "keys": [1000]}
+    env = {"schema_version": schema.SCHEMA_VERSION, "experiment": "streaming", "store": "ceph", "emulator": False,
            "describe": "ceph (fixed numbers for a test)", "size": "smallest", "plan": plan, "commit": "0" * 40,
            "host": "test", "created": "2026-11-23T00:00:00+00:00",
            "versions": {"spark": "4.3.0", "hadoop": "3.5.0", "hadoop_aws": "3.3.1", "aws_sdk": "v1 1.11.901"}}
@@ -272,8 +276,8 @@ def bench_output(pages, tmp_path_factory) -> Path:
     record, the report, and the link from asv's pages to the report."""
     out = tmp_path_factory.mktemp("bench-output")
     shutil.copytree(pages["offline"], out / "html")
-    fixed_streaming_record().write(results.directory(out / "raw", "ceph", "streaming"))
-    report.write(out)
+    fixed_streaming_record().write(disk.directory(out / "raw", "ceph", "streaming"))
+    page.write(out)
     publish.link_report(out / "html")
     return out
 
@@ -298,3 +302,41 @@ def test_linking_the_report_needs_a_report(pages, tmp_path):
     shutil.copytree(pages["offline"], tmp_path / "html")
     with pytest.raises(publish.NotOffline, match="no report beside"):
         publish.link_report(tmp_path / "html")
+
+
+# -- the report -------------------------------------------------------------------------------------
+
+SAMPLE = ROOT / "docs" / "sample-report"
+#: What differs between two renderings of one record: when it was written, and the PNGs' bytes.
+UNSTABLE = re.compile(r"Written [^ ]+ by|data:image/png;base64,[A-Za-z0-9+/=]+")
+
+
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory) -> Path:
+    """The committed sample's record, rendered afresh by this tree's ``report``."""
+    out = tmp_path_factory.mktemp("sample")
+    shutil.copytree(SAMPLE / "raw", out / "raw")
+    page.write(out)
+    return out / "report" / "index.html"
+
+
+def test_the_committed_sample_report_is_what_report_makes_of_its_record(sample_report):
+    """docs/sample-report/report is regenerated with `python -m ckptbench report --results docs/sample-report`."""
+    committed = (SAMPLE / "report" / "index.html").read_text()
+    assert UNSTABLE.sub("", sample_report.read_text()) == UNSTABLE.sub("", committed)
+
+
+def test_the_report_opens_offline_and_fits_the_window(chrome, sample_report, shots):
+    check = chrome.check_page(sample_report, screenshot=shots / "report.png",
+                              ready="document.querySelectorAll('.decision').length >= 3")
+    assert check.problems() == [], f"screenshot {check.screenshot}"
+    assert check.value is True
+
+
+def test_the_check_sees_a_table_wider_than_the_window(chrome, tmp_path):
+    wide = tmp_path / "wide.html"
+    row = "".join(f"<td>{'x' * 30}-{i}</td>" for i in range(40))
+    wide.write_text(f"<!doctype html><html><body><table><tr>{row}</tr></table></body></html>")
+    check = chrome.check_page(wide)
+    [problem] = check.problems()
+    assert problem.startswith("wider than the window: ") and "in a 1024 px window (table: xxx" in problem

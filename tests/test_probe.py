@@ -19,8 +19,9 @@ import pytest
 from test_bad_input import one_error_line
 
 import ckpt_impls
-from ckptbench import probe
-from ckptbench.cli import RESULTS
+from ckptbench.cli.common import RESULTS
+from ckptbench.experiments import probe
+from ckptbench.report import tables
 from infra.faults import Fault
 from infra.metered import MeteredStore
 
@@ -83,7 +84,7 @@ def test_an_honest_store_runs_every_strategy(fresh_bucket, copy_sizes):
     assert data["prefix"].startswith(probe.PREFIX_ROOT)
     assert_only(store, bucket, others)
     json.dumps(data, allow_nan=False)  # JSON-ready as it is
-    text = probe.table(data)
+    text = tables.probe_table(data)
     for name in ckpt_impls.STRATEGIES:
         assert any(line.startswith(name) and " yes " in line for line in text.splitlines()), text
     copy = data["copy"]
@@ -124,7 +125,7 @@ def test_a_store_that_ignores_if_none_match_cannot_run_the_conditional_strategie
         assert not strategies[name]["can_run"]
         assert any(r.startswith("conditional_put: ") and "If-None-Match" in r for r in strategies[name]["reasons"])
     assert strategies["rename"]["can_run"] and strategies["direct"]["can_run"]
-    text = probe.table(data)
+    text = tables.probe_table(data)
     assert "cannot run: conditional_put:" in text
     assert any(line.startswith("conditional") and " NO " in line for line in text.splitlines()), text
     assert {"PUT", "COPY"} <= ops  # the probe did go through the proxy

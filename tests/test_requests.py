@@ -1,7 +1,7 @@
 """The metering proxy's counts for a micro-batch match what each strategy's own logic implies.
 
 A stateful query checkpoints through each strategy to each store behind a metering proxy (the
-harness's ``runs.Lab``, as the suite runs it); in each measured batch, the requests on the checkpoint files
+harness's ``querylab.Lab``, as the suite runs it); in each measured batch, the requests on the checkpoint files
 (offsets/, commits/ and the state store's files) say how each file was made visible:
 
 - ``rename``: every file is a PUT of a temp object, a COPY of it onto the file's key and a
@@ -22,7 +22,9 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
-from ckptbench import metrics, results, runs, workloads
+from ckptbench import config, metrics
+from ckptbench.harness import querylab, workloads
+from ckptbench.record import results
 from conftest import CheckpointFiles, java_class
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
@@ -33,7 +35,8 @@ def batch_requests(spark, metered, strategy) -> tuple[str, list[tuple[int, list]
     """The checkpoint's key and, for each measured batch, its id and its requests."""
     proxied, bucket = metered
     recorder = results.Recorder()
-    runs.Lab(spark, proxied, bucket, runs.PLANS["smallest"]).run(recorder, strategy, "stateful", KEYS, WARMUP, BATCHES)
+    lab = querylab.Lab(spark, proxied, bucket, config.PLANS["smallest"])
+    lab.run(recorder, strategy, "stateful", KEYS, WARMUP, BATCHES)
     run = recorder.results({}).run(strategy, "stateful", KEYS)
     by_batch = run.requests.groupby("batch_id")
     return f"{run.info.prefix}/checkpoint", [(batch, list(rows.itertuples())) for batch, rows in by_batch]
@@ -74,7 +77,7 @@ def test_conditional_sends_one_request_per_checkpoint_file(spark, metered):
     2026-11-24: 4 LISTs of partition directories in 6 batches)."""
     proxied, bucket = metered
     recorder = results.Recorder()
-    lab = runs.Lab(spark, proxied, bucket, runs.PLANS["smallest"])
+    lab = querylab.Lab(spark, proxied, bucket, config.PLANS["smallest"])
     for strategy in ("conditional", ckpt_impls.FLOOR.name):
         lab.run(recorder, strategy, "stateful", KEYS, WARMUP, BATCHES)
     record = recorder.results({"plan": {"keys": [KEYS]}})
@@ -97,7 +100,7 @@ def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark,
     would show; were it to log none, no snapshot would. Spark 4.x writes a snapshot from a task's
     thread when maintenance lags behind (seen here: this session's maintenance threads also serve
     earlier tests' queries), so the snapshot is logged by its name, a listing by its thread.
-    Maintenance runs every 5 s (``runs.SPARK_CONF``): the query runs until a snapshot is logged,
+    Maintenance runs every 5 s (``config.SPARK_CONF``): the query runs until a snapshot is logged,
     or fails at a deadline. On one store: what it logs is Spark's calls, whatever the store."""
     proxied, bucket = metered_stores(lab.get("embedded"))
     prefix = f"{proxied.run_prefix}watch-{strategy}-{uuid.uuid4().hex[:8]}"
@@ -108,7 +111,7 @@ def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark,
         deadline = time.monotonic() + 180
         while not any(c["key"].endswith(".snapshot") for c in calls) and time.monotonic() < deadline:
             workloads.await_batches(query, 1, 60)
-            calls += runs.maintenance_calls(spark, bucket, prefix + "/")
+            calls += querylab.maintenance_calls(spark, bucket, prefix + "/")
         batches = query.lastProgress["batchId"]
     finally:
         query.stop()

@@ -21,7 +21,12 @@ import pytest
 import ckpt_impls
 from benchmarks.commit_latency import CommitLatency
 from benchmarks.requests import Requests
-from ckptbench import drift, measure, metrics, results, runs
+from ckptbench import metrics
+from ckptbench.experiments import measure, store_alone
+from ckptbench.harness import querylab
+from ckptbench.metrics import drift
+from ckptbench.record import disk, results, schema
+from ckptbench.report import tables
 from conftest import T0, event, progress
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,17 +141,17 @@ def test_a_failed_run_raises_with_its_reason():
 
 
 def test_a_record_reads_back_as_written_and_refuses_another_schema(record, tmp_path):
-    record.environment["schema_version"] = results.SCHEMA_VERSION
-    back = results.read(record.write(tmp_path / "rec"))
+    record.environment["schema_version"] = schema.SCHEMA_VERSION
+    back = disk.read(record.write(tmp_path / "rec"))
     run = back.run("conditional", "stateful")
     assert metrics.requests_per_batch(run) == pytest.approx(1.2)
     assert metrics.duration_percentile(run, "walCommit", 95) == pytest.approx(48.0)
-    assert list(results.read_all(tmp_path)) == ["test"]
+    assert list(disk.read_all(tmp_path)) == ["test"]
     env = json.loads((tmp_path / "rec" / "environment.json").read_text())
     (tmp_path / "rec" / "environment.json").write_text(json.dumps({**env, "schema_version": 0}))
-    with pytest.raises(results.SchemaMismatch, match=f"schema 0, this ckptbench reads {results.SCHEMA_VERSION}: rerun"):
-        results.read(tmp_path / "rec")
-    assert results.read_all(tmp_path) == {}  # another schema's record is skipped, not misread
+    with pytest.raises(disk.SchemaMismatch, match=f"schema 0, this ckptbench reads {schema.SCHEMA_VERSION}: rerun"):
+        disk.read(tmp_path / "rec")
+    assert disk.read_all(tmp_path) == {}  # another schema's record is skipped, not misread
 
 
 def _crash_part(strategy: str, created: str) -> results.Results:
@@ -155,33 +160,33 @@ def _crash_part(strategy: str, created: str) -> results.Results:
         recorder.rows["crash_series"].append({"series": series, "strategy": strategy, "workload": "stateless",
                                               "cycles": 1, "duplicates": 0, "lost": series})
         recorder.rows["cycles"].append({"series": series, "strategy": strategy, "workload": "stateless", "cycle": 0})
-    return recorder.results({"schema_version": results.SCHEMA_VERSION, "store": "t", "experiment": "crashes",
+    return recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "crashes",
                              "created": created, "seed": 1})
 
 
 def test_a_record_in_parts_reads_merged_and_a_whole_one_replaces_them(tmp_path):
     where = tmp_path / "t-crashes"
-    results.write_part(_crash_part("direct", "a"), where, 1, 2)
-    results.write_part(_crash_part("manifest", "b"), where, 2, 2)
-    merged = results.read(where)
+    disk.write_part(_crash_part("direct", "a"), where, 1, 2)
+    disk.write_part(_crash_part("manifest", "b"), where, 2, 2)
+    merged = disk.read(where)
     # Both parts' series 0 and 1, numbered apart, each cycle still with its own series.
     assert list(merged.crash_series.series) == [0, 1, 2, 3]
     assert list(merged.crash_series.strategy) == ["direct", "direct", "manifest", "manifest"]
     assert list(merged.cycles.series) == list(merged.crash_series.series)
     assert list(merged.cycles.strategy) == list(merged.crash_series.strategy)
     assert [p["created"] for p in merged.environment["parts"]] == ["a", "b"]
-    assert list(results.read_all(tmp_path)["t"]) == ["crashes"]
-    results.write_part(_crash_part("rename", "c"), where, 1, 3)  # a split into 3 replaces the split into 2
-    assert list(results.read(where).crash_series.strategy) == ["rename", "rename"]
+    assert list(disk.read_all(tmp_path)["t"]) == ["crashes"]
+    disk.write_part(_crash_part("rename", "c"), where, 1, 3)  # a split into 3 replaces the split into 2
+    assert list(disk.read(where).crash_series.strategy) == ["rename", "rename"]
     _crash_part("conditional", "d").write(where)  # a whole record replaces every part
-    assert results.parts_of(where) == [] and list(results.read(where).crash_series.strategy) == ["conditional"] * 2
+    assert disk.parts_of(where) == [] and list(disk.read(where).crash_series.strategy) == ["conditional"] * 2
 
 
 def test_a_schema_2_record_reads_with_no_settings_recorded(record, tmp_path):
     record.environment["schema_version"] = 2
     record.tables["runs"] = record.runs.drop(columns="settings")  # what schema 2 wrote
-    back = results.read(record.write(tmp_path / "rec"))
-    assert back.environment["schema_version"] == results.SCHEMA_VERSION
+    back = disk.read(record.write(tmp_path / "rec"))
+    assert back.environment["schema_version"] == schema.SCHEMA_VERSION
     assert list(back.runs.settings) == ["{}"] * len(back.runs)
 
 
@@ -225,8 +230,8 @@ def recorded(spark, lab, metered_stores, tmp_path_factory) -> Path:
     proxied, bucket = metered_stores(store)
     plan = dataclasses.replace(measure.plan(batches=4, warmup=1), floor_samples=20)
     recorder = results.Recorder()
-    runs.record_store_alone(recorder, proxied, bucket, plan, parts=("floor",))
-    bench = runs.Lab(spark, proxied, bucket, plan)
+    store_alone.record_store_alone(recorder, proxied, bucket, plan, parts=("floor",))
+    bench = querylab.Lab(spark, proxied, bucket, plan)
     for strategy in ("rename", "conditional"):
         bench.run(recorder, strategy, "stateful", plan.keys[0], plan.warmup, plan.batches)
     record = recorder.results(results.environment(proxied, "measure", "test", dataclasses.asdict(plan)))
@@ -234,12 +239,12 @@ def recorded(spark, lab, metered_stores, tmp_path_factory) -> Path:
 
 
 def test_measure_and_the_suite_show_the_same_numbers(recorded):
-    record = results.read(recorded)
+    record = disk.read(recorded)
     latency, requests = CommitLatency(), Requests()
     table = subprocess.run([sys.executable, "-m", "ckptbench", "measure", "--record", str(recorded)], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
     assert table.returncode == 0, table.stderr
-    for row in measure.rows(record):
+    for row in tables.measure_rows(record):
         strategy = row["strategy"]
         suite = {"wal_commit_p50": latency.track_wal_commit_p50(record, strategy, "stateful"),
                  "wal_commit_p95": latency.track_wal_commit_p95(record, strategy, "stateful"),
@@ -251,7 +256,7 @@ def test_measure_and_the_suite_show_the_same_numbers(recorded):
         assert (f"| {suite['wal_commit_p50']:.1f} / {suite['wal_commit_p95']:.1f} | "
                 f"{suite['commit_offsets_p50']:.1f} / {suite['commit_offsets_p95']:.1f} |") in printed, printed
         assert f"| {suite['requests_per_batch']:.3g} (" in printed, printed
-    assert {row["strategy"] for row in measure.rows(record)} == {"rename", "conditional"}
+    assert {row["strategy"] for row in tables.measure_rows(record)} == {"rename", "conditional"}
 
 
 def test_whole_millisecond_durations_are_read_as_the_millisecond_they_stand_for():

@@ -1,4 +1,4 @@
-"""The scale axes (``ckptbench.scale``): the fits and projections on fixed inputs whose right answers
+"""The scale axes (``ckptbench.experiments.scale``): the fits and projections on fixed inputs whose right answers
 are known, then the experiment itself on the embedded store through real Spark, its record read by
 the report, the asv classes and ``cost --partitions``."""
 
@@ -13,7 +13,11 @@ import pytest
 
 import ckpt_impls
 from benchmarks.scale import ScaleByOperators, ScaleByPartitions, ScaleMemory, ScaleSlopes
-from ckptbench import cost, metrics, report, results, runs, scale
+from ckptbench import config, metrics
+from ckptbench.experiments import scale
+from ckptbench.metrics import cost
+from ckptbench.record import disk, results
+from ckptbench.report import page, tables
 from conftest import T0, event, progress
 from infra.embedded import EmbeddedStore
 
@@ -139,7 +143,7 @@ def test_a_record_of_the_batches_axis_alone_says_the_others_were_not_run(record)
                                  "long_partitions": 2},
                                 {**record.tables, "scale": record.scale[record.scale.kind == "long"]})
     assert metrics.scale_axes_run(long_only) == ("batches",)
-    points, slopes, memory = report.scale_tables(long_only)
+    points, slopes, memory = tables.scale_tables(long_only)
     assert {row[0] for row in points.rows} == {"batches"}
     assert slopes.rows[0][1:4] == ["not run"] * 3 and slopes.rows[0][-1] == "not run"
     assert slopes.rows[0][4].startswith("1e+03")  # requests per 1,000 batches, as fitted above
@@ -214,7 +218,7 @@ def scale_experiment(workdir: Path) -> subprocess.Popen:
     SparkSession when done, which in this process would be the suite's shared one (every later
     test using the `spark` fixture failed so)."""
     part = ("import sys; from pathlib import Path; from ckptbench import runs, scale; "
-            "scale.scale(runs.Settings('embedded', 'smallest', None, Path(sys.argv[1])), None, "
+            "scale.scale(config.Settings('embedded', 'smallest', None, Path(sys.argv[1])), None, "
             f"scale.{AXES!r}, part=(int(sys.argv[2]), 2))")
     # A process per part, as `scale --part` runs: a second session in one Python process would get
     # the first one's S3A filesystem for the bucket (Hadoop caches it per JVM), bound to a store gone.
@@ -235,10 +239,10 @@ def test_scale_axes_on_spark(beside):
     proc, workdir = beside
     proc.wait(timeout=1800)
     assert proc.returncode == 0, (workdir / "err.txt").read_text()[-3000:]
-    settings = runs.Settings("embedded", "smallest", None, workdir / "raw")
-    where = results.directory(settings.raw, "embedded", "scale")
-    assert [p.name for p in results.parts_of(where)] == ["part-1-of-2", "part-2-of-2"]
-    record = results.read(where)  # the parts merged
+    settings = config.Settings("embedded", "smallest", None, workdir / "raw")
+    where = disk.directory(settings.raw, "embedded", "scale")
+    assert [p.name for p in disk.parts_of(where)] == ["part-1-of-2", "part-2-of-2"]
+    record = disk.read(where)  # the parts merged
     assert sorted(record.strategies()) == sorted(ckpt_impls.STRATEGIES)
     assert [p["finished"] for p in record.environment["parts"]] == [True, True]
     assert record.runs.error.isna().all(), record.runs.error.dropna().tolist()
@@ -264,10 +268,10 @@ def test_scale_axes_on_spark(beside):
         assert ScaleSlopes().track_requests_per_partition(record, strategy) > 0  # a fit: see above
         assert ScaleMemory().track_driver_heap_peak(record, strategy) > 0
 
-    written = report.write(workdir)
+    written = page.write(workdir)
     assert "how cost grows with scale" in written[0].read_text()
     done = subprocess.run([sys.executable, "-m", "ckptbench", "cost", "--partitions", "200", "--strategy",
-                           "conditional,rename", "--record", str(results.directory(settings.raw, "embedded", "scale"))],
+                           "conditional,rename", "--record", str(disk.directory(settings.raw, "embedded", "scale"))],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "PROJECTION" in done.stdout and "| embedded | rename |" in done.stdout

@@ -10,7 +10,7 @@ import pytest
 
 import ckpt_impls
 from ckpt_impls import build, jars
-from ckptbench import cli
+from ckptbench.cli import app, common
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,10 +56,10 @@ def test_build_rewrites_only_the_import_of_checkpoint_file_manager(tmp_path):
 
 
 def test_a_spark_version_whose_venv_is_missing_is_one_line(monkeypatch, tmp_path, capsys):
-    other = next(v for v in cli.SPARK_VENVS if v != jars.spark_version())
-    monkeypatch.setitem(cli.SPARK_VENVS, other, (tmp_path / ".venv-missing", "setup-missing"))
-    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)  # main's SIGTERM handler stays out of pytest
-    assert cli.main(["measure", "--spark", other, "--record", str(tmp_path)]) == 2
+    other = next(v for v in common.SPARK_VENVS if v != jars.spark_version())
+    monkeypatch.setitem(common.SPARK_VENVS, other, (tmp_path / ".venv-missing", "setup-missing"))
+    monkeypatch.setattr(app.signal, "signal", lambda *args: None)  # main's SIGTERM handler stays out of pytest
+    assert app.main(["measure", "--spark", other, "--record", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"ckptbench: error: Spark {other} runs in .venv-missing, which is not made: run `make setup-missing`"]
 
@@ -72,5 +72,5 @@ def test_the_spark35_venv_pins_what_the_main_one_pins():
     main, spark35 = pins("requirements.txt"), pins("requirements-spark35.txt")
     assert spark35["pyspark"].startswith("3.5.")
     differ = {name: (v, spark35.get(name)) for name, v in main.items()
-              if name not in ("pyspark", "ruff") and spark35.get(name) != v}
+              if name not in ("pyspark", "ruff", "playwright") and spark35.get(name) != v}
     assert not differ, f"requirements-spark35.txt is behind requirements.txt: {differ}"

@@ -11,8 +11,10 @@ import pytest
 
 import ckpt_impls
 from ckpt_impls import jars
-from ckptbench import metrics, results, runs
-from ckptbench.spark import settings_set
+from ckptbench import config, metrics
+from ckptbench.harness import querylab
+from ckptbench.harness.spark import settings_set
+from ckptbench.record import results
 from infra.s3ops import through_manager
 
 STATE = "bench/p/checkpoint/state/0/1"
@@ -50,14 +52,14 @@ def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_st
     up only when maintenance uploads a snapshot, which a short run may not reach."""
     store, bucket = metered_stores(lab.get("embedded"))
     recorder = results.Recorder()
-    runs.Lab(spark, store, bucket, runs.PLANS["smallest"]).run(recorder, "rename", workload, 100, 1, 12)
+    querylab.Lab(spark, store, bucket, config.PLANS["smallest"]).run(recorder, "rename", workload, 100, 1, 12)
     record = recorder.results({"plan": {"keys": [100]}})
     run = record.run("rename", workload, 100)
     settings = json.loads(run.info.settings)
-    assert set(settings) == set(runs.CHECKPOINT_SETTINGS) and settings[runs.STATE_PROVIDER] == runs.ROCKSDB
+    assert set(settings) == set(config.CHECKPOINT_SETTINGS) and settings[config.STATE_PROVIDER] == config.ROCKSDB
     has_checksums = tuple(map(int, jars.spark_version().split("."))) >= (4, 1)
-    assert (settings[runs.FILE_CHECKSUM] is None) is not has_checksums
-    assert spark.conf.get(runs.STATE_PROVIDER).endswith("HDFSBackedStateStoreProvider")  # restored after the run
+    assert (settings[config.FILE_CHECKSUM] is None) is not has_checksums
+    assert spark.conf.get(config.STATE_PROVIDER).endswith("HDFSBackedStateStoreProvider")  # restored after the run
     requests = record.requests[(record.requests.source == "proxy") & (record.requests.area == "state")]
     copied = set(requests[requests.op == "COPY"].key)
     put = {k for k in requests[requests.op == "PUT"].key if "/." not in k and not k.endswith("/")}  # not temps, markers
@@ -71,10 +73,10 @@ def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_st
 
 
 def test_checksums_off_is_a_workload_only_where_spark_has_them():
-    plan = runs.PLANS["quick"]
-    assert "stateful_no_checksum" in runs.workloads_for(plan, "4.3")
-    assert "stateful_no_checksum" not in runs.workloads_for(plan, "3.5")
-    assert "stateful_rocksdb_changelog" in runs.workloads_for(plan, "3.5")
+    plan = config.PLANS["quick"]
+    assert "stateful_no_checksum" in config.workloads_for(plan, "4.3")
+    assert "stateful_no_checksum" not in config.workloads_for(plan, "3.5")
+    assert "stateful_rocksdb_changelog" in config.workloads_for(plan, "3.5")
 
 
 @pytest.mark.slow
@@ -86,12 +88,12 @@ def test_rocksdb_state_is_reloaded_from_the_checkpoint_after_a_restart(spark, me
     (whose RocksDB runs on Spark 3.5 failed on that read), must let them read it back, and the
     counts must go on from where they were. Without changelog checkpointing every batch writes a
     zip, so the reload must GET one (a run that reads none would check nothing)."""
-    from ckptbench import workloads
+    from ckptbench.harness import workloads
 
     store, bucket = metered_stores(lab.get("embedded"))
     checkpoint = f"s3a://{bucket}/{strategy}-rocksdb-reload-{uuid.uuid4().hex[:8]}/checkpoint"
     table = f"rocksdb_reload_{strategy}".replace("-", "_")
-    conf = runs.WORKLOAD_CONF["stateful_rocksdb"]
+    conf = config.WORKLOAD_CONF["stateful_rocksdb"]
     ckpt_impls.use(spark, strategy)
 
     def run(batches: int) -> list[dict]:

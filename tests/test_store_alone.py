@@ -10,11 +10,14 @@ import uuid
 import pytest
 
 import ckpt_impls
-from ckptbench import metrics, report, results, runs
+from ckptbench import config, metrics
+from ckptbench.experiments import store_alone
+from ckptbench.record import disk, results, schema
+from ckptbench.report import page
 from infra.metered import MeteredStore
 
 KiB, MiB = 1024, 1024 * 1024
-PLAN = dataclasses.replace(runs.PLANS["smallest"], copy_sizes=(KiB, MiB), copy_samples=2)
+PLAN = dataclasses.replace(config.PLANS["smallest"], copy_sizes=(KiB, MiB), copy_samples=2)
 
 
 @pytest.fixture(params=["embedded", "ceph"])
@@ -33,15 +36,15 @@ def test_copy_is_projected_only_in_its_own_part_and_the_probe_is_recorded(proxie
     store, bucket = proxied
     recorder = results.Recorder()
     store.proxy.reset()
-    runs.record_store_alone(recorder, store, bucket, PLAN, parts=("copy",))
+    store_alone.record_store_alone(recorder, store, bucket, PLAN, parts=("copy",))
     assert store.proxy.injections() == []  # measured: nothing held
-    said = runs.record_store_alone(recorder, store, bucket, PLAN, parts=("projected copy", "probe"))
+    said = store_alone.record_store_alone(recorder, store, bucket, PLAN, parts=("projected copy", "probe"))
     held = [i for i in store.proxy.injections() if i.fault == "copy-throughput"]
     assert {i.op for i in held} == {"COPY"} and len(held) == PLAN.copy_samples * len(PLAN.copy_sizes)
     assert store.proxy.fault_profile == "none"  # the store's own profile again
     assert said["probe"]["cleanup"] == "removed" and said["probe"]["prefix"].startswith("ckptbench-probe/")
 
-    record = results.read(recorder.results({"schema_version": results.SCHEMA_VERSION, "store": store.name,
+    record = disk.read(recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": store.name,
                                             "experiment": "store", **said}).write(tmp_path / "store"))
     assert metrics.copy_sizes(record) == metrics.copy_sizes(record, metrics.PROJECTED_COPY) == [KiB, MiB]
     # The profile holds a COPY of 1 MiB to 8 MB/s at least: a floor it sets, not a speed.
@@ -54,7 +57,7 @@ def test_copy_is_projected_only_in_its_own_part_and_the_probe_is_recorded(proxie
         assert list(failed) == ["exclusive_create"] and "both writers won" in failed["exclusive_create"], failed
         needs = {name for name, s in ckpt_impls.STRATEGIES.items()
                  if "exclusive_create" in {n.capability for n in s.requires}}
-        assert {name for name, why in report.runnable(record).items() if why} == needs == {"conditional", "manifest"}
+        assert {name for name, why in page.runnable(record).items() if why} == needs == {"conditional", "manifest"}
     else:
         assert not failed, record.capabilities
-        assert report.runnable(record) == dict.fromkeys(ckpt_impls.STRATEGIES)
+        assert page.runnable(record) == dict.fromkeys(ckpt_impls.STRATEGIES)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import ckpt_impls
-from ckptbench import workloads
+from ckptbench.harness import workloads
 from conftest import LEFTOVERS, CheckpointFiles, bucket_of
 
 BATCHES = 10

@@ -29,7 +29,8 @@ from test_bad_input import ckptbench, one_error_line
 from test_secrets import command_lines, leaks
 
 import infra
-from ckptbench import results, runs
+from ckptbench.harness import stores
+from ckptbench.record import disk
 from conftest import TEST_JVM_OPTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,14 +138,16 @@ def test_what_needs_the_proxy_refuses_an_https_store_in_one_line(tls, users_buck
 
 # -- the harness with no proxy, Spark over HTTPS ---------------------------------------------
 
-#: A child that runs a stateful query on ``--store s3`` through the harness (``runs.Lab``), for as
+#: A child that runs a stateful query on ``--store s3`` through the harness (``querylab.Lab``), for as
 #: long as it is let: killed midway by the test.
 ENDLESS_RUN = """
 import sys
 from pathlib import Path
-from ckptbench import runs
-settings = runs.Settings("s3", "smallest", sys.argv[1], Path(sys.argv[2]))
-with runs.started_store(settings) as (store, bucket), runs.lab(store, bucket, settings.plan, "conditional") as lab:
+from ckptbench import config
+from ckptbench.harness import querylab, stores
+settings = config.Settings("s3", "smallest", sys.argv[1], Path(sys.argv[2]))
+with stores.started_store(settings) as (store, bucket), \\
+        querylab.lab(store, bucket, settings.plan, "conditional") as lab:
     print("prefix", store.run_prefix, flush=True)
     lab.run(None, "conditional", "stateful", 100, 0, 100_000)
 """
@@ -170,7 +173,7 @@ def test_a_killed_run_leaves_only_its_prefix_which_clean_removes(tls, users_buck
         # A committed batch: Spark's JVM wrote over HTTPS through the s3 store's code path.
         commits = wait_for("committed batch", lambda: [k for k in the_runs(tls, users_bucket)
                                                        if "/checkpoint/commits/" in k], proc)
-        [run] = {k[:len(runs.RUNS_ROOT) + 24] for k in commits}
+        [run] = {k[:len(stores.RUNS_ROOT) + 24] for k in commits}
         assert any("org.apache.spark.deploy.SparkSubmit" in line and "javax.net.ssl.trustStore=" in line
                    for line in command_lines()), "no Spark JVM with the store's truststore"
         assert not leaks([tls.credentials.secret_key]), "secret key on a command line"
@@ -197,9 +200,10 @@ def stale_run(tls, bucket: str) -> str:
     run_id = f"20261123T000000-{uuid.uuid4().hex[:8]}"
     owner = {"host": os.uname().nodename, "pid": _a_dead_pid(), "started": time.time()}
     s3 = tls.client()
-    s3.put_object(Bucket=bucket, Key=f"{runs.RUNS_ROOT}{run_id}{runs.OWNER_SUFFIX}", Body=json.dumps(owner).encode())
-    s3.put_object(Bucket=bucket, Key=f"{runs.RUNS_ROOT}{run_id}/bench/checkpoint/offsets/0", Body=b"v1")
-    return f"{runs.RUNS_ROOT}{run_id}/"
+    owner_key = f"{stores.RUNS_ROOT}{run_id}{stores.OWNER_SUFFIX}"
+    s3.put_object(Bucket=bucket, Key=owner_key, Body=json.dumps(owner).encode())
+    s3.put_object(Bucket=bucket, Key=f"{stores.RUNS_ROOT}{run_id}/bench/checkpoint/offsets/0", Body=b"v1")
+    return f"{stores.RUNS_ROOT}{run_id}/"
 
 
 def _a_dead_pid() -> int:
@@ -229,7 +233,7 @@ def test_bench_on_an_https_endpoint_end_to_end(tls, users_bucket, tmp_path):
     assert seen_spark
     assert "no metering proxy can front it" in output
 
-    record = results.read(out / "raw" / "endpoint-streaming")
+    record = disk.read(out / "raw" / "endpoint-streaming")
     env_json = json.loads((out / "raw" / "endpoint-streaming" / "environment.json").read_text())
     assert env_json["where"] == {"scheme": "https", "location": "local", "counted_by": ["jvm"]}
     assert env_json["spark_master"] == "local[2]" and env_json["executors"] == 0
@@ -243,7 +247,7 @@ def test_bench_on_an_https_endpoint_end_to_end(tls, users_bucket, tmp_path):
     unanswered = puts[puts.status == 0]
     assert unanswered.batch_id.isna().all(), unanswered
     assert (puts[puts.status != 0].status == 200).all(), puts[puts.status != 200]
-    alone = results.read(out / "raw" / "endpoint-store")
+    alone = disk.read(out / "raw" / "endpoint-store")
     assert set(alone.samples.route) == {"client"}
     html = (out / "report" / "index.html").read_text()
     assert "https, local endpoint, requests counted by Spark JVMs" in html

@@ -1,0 +1,186 @@
+"""What a run measures and how: the run sizes (``PLANS``), the settings a run takes from the
+environment (``Settings``, which ``python -m ckptbench bench`` sets for asv), the workloads' Spark
+settings, and the Spark masters a run can use. The CLI, the experiments and the asv suite share them;
+nothing here starts a store or Spark."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import infra
+from infra.faults import PROFILES
+
+#: The repository: where results, the venvs and the built jars live.
+ROOT = Path(__file__).resolve().parent.parent
+KiB, MiB = 1024, 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    jvm_warmup: int  # batches of the untimed queries that warm the JVM up before any run
+    warmup: int  # batches run first in each query, recorded as warm-up
+    batches: int  # measured batches per strategy x workload
+    compact_interval: int  # of the file sink's and file source's logs
+    keys: tuple[int, ...]  # state sweep; keys[0] is every workload's
+    sweep: tuple[tuple[int, int], ...]  # (warm-up, measured) batches for each of keys[1:]
+    floor_samples: int
+    copy_sizes: tuple[int, ...]
+    copy_samples: int
+    overhead_samples: int
+    workloads: tuple[str, ...] = ("stateful", "file_sink", "file_source")
+    sweep_workloads: tuple[str, ...] = ("stateful",)  # the workloads the state sweep (keys[1:]) runs
+    # Untimed keys (5 requests each) the client floor sends first (``client_floor``): the SDK's request
+    # path, shared by every strategy, compiled by the JIT before anything is timed: in a cold JVM the
+    # SDK's PUT is markedly slower for its first few hundred keys (measured: docs/findings/overhead.md).
+    client_floor_warmup: int = 1000
+
+
+#: The stateful workloads users run (``WORKLOAD_CONF``), in the quick and full plans.
+STATE_STORES = ("stateful_rocksdb", "stateful_rocksdb_changelog", "windowed", "stateful_no_checksum")
+
+
+COPY_SIZES = (KiB, 64 * KiB, MiB, 8 * MiB, 32 * MiB, 128 * MiB)
+KEYS = (1_000, 30_000, 300_000)  # state files of ~35 KiB, ~1 MiB, ~10 MiB (two per batch)
+# Few batches at 300k keys: Ceph RGW frees a deleted object's tail (beyond 4 MiB) only after its
+# garbage collection delay, hours later, and the lab's in-memory OSD holds 1 GiB, of which
+# 4 strategies x 10 batches x 2 state files of ~10 MiB already take half.
+PLANS = {
+    "smallest": Plan(1, 1, 3, 2, (100, 1_000), ((1, 2),), 10, (KiB, MiB, 4 * MiB), 3, 40, client_floor_warmup=20),
+    # quick sweeps the HDFS-backed store alone: RocksDB with changelog takes seconds a batch at 30k keys
+    # (measured: docs/findings/state-stores.md), so its sweep to 300k keys is for the full plan.
+    "quick": Plan(5, 3, 20, 10, KEYS, ((2, 6), (2, 6)), 300, COPY_SIZES, 5, 600,
+                  ("stateful", *STATE_STORES, "file_sink", "file_source")),
+    "full": Plan(10, 5, 100, 10, KEYS, ((3, 20), (2, 8)), 1000, COPY_SIZES, 15, 2000,
+                 ("stateful", *STATE_STORES, "file_sink", "file_source"), ("stateful", "stateful_rocksdb_changelog")),
+}
+#: The state store comparison of the README's strategy table: every stateful workload, RocksDB with
+#: changelog checkpointing at three state sizes; few batches, for the request pattern.
+STATE_STORES_PLAN = dataclasses.replace(PLANS["smallest"], warmup=1, batches=4, keys=(1_000, 10_000, 30_000),
+                                        sweep=((1, 3), (1, 3)), workloads=("stateful", *STATE_STORES),
+                                        sweep_workloads=("stateful_rocksdb_changelog",))
+
+#: The checkpoint manager Spark's own log (``FileStreamSinkLog``) writes through in the history experiment.
+SPARK_LOG_STRATEGY = "direct"
+#: The compacted logs: the file sink's (in the file_sink workload) and the file source's.
+LOGS = {"_spark_metadata": "file_sink", "sources": "file_source"}
+ROWS_PER_BATCH = 1_000  # file_sink's input; stateful reads as many rows as it has keys
+#: How many progress updates a query keeps (Spark's ``recentProgress``).
+RECENT_PROGRESS = "spark.sql.streaming.numRecentProgressUpdates"
+SPARK_CONF = {
+    "spark.driver.memory": "2g",  # the largest state sweep holds a few versions of 300k keys
+    RECENT_PROGRESS: "1000",
+    # State store maintenance (snapshots, RocksDB's changelog snapshot uploads, old-version
+    # deletes) every 5 s, not Spark's 60 s: a measured query runs for tens of seconds, and with
+    # 60 s it would see a maintenance round or none by chance. Read once per JVM, so set here.
+    "spark.sql.streaming.stateStore.maintenanceInterval": "5s",
+}
+
+#: The manifest strategy's root (``ckpt_impls``' option): directories at or above it are not recorded.
+MANIFEST_ROOT = "spark.hadoop.ckptbench.manifest.root"
+STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+FILE_CHECKSUM = "spark.sql.streaming.checkpoint.fileChecksum.enabled"  # Spark 4.1+
+#: The settings that change a stateful query's checkpoint requests; every run records their values.
+CHECKPOINT_SETTINGS = (
+    STATE_PROVIDER, CHANGELOG, FILE_CHECKSUM,
+    "spark.sql.streaming.stateStore.checkpointFormatVersion",  # Spark 4.0+
+    "spark.sql.streaming.minBatchesToRetain",
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot",
+    "spark.sql.streaming.stateStore.maintenanceInterval",
+)
+#: The workloads' session settings beyond the session's own (``ckptbench.harness.spark.BASE_CONF``: the
+#: HDFS-backed state store); each query starts with them set and they are restored after it.
+WORKLOAD_CONF = {
+    "stateful_rocksdb": {STATE_PROVIDER: ROCKSDB, CHANGELOG: "false"},
+    "stateful_rocksdb_changelog": {STATE_PROVIDER: ROCKSDB, CHANGELOG: "true"},
+    "stateful_no_checksum": {FILE_CHECKSUM: "false"},
+}
+#: Workloads that need a newer Spark than 3.5, with the version (major, minor) they need.
+NEEDS_SPARK = {"stateful_no_checksum": (4, 1)}
+#: The requests of the store's floor, in the order ``floor_samples`` makes them.
+FLOOR_OPS = ("PUT", "HEAD", "COPY", "LIST", "DELETE")
+#: Idle time before each timed key of the floor (``floor_samples``, ``client_floor``). A checkpoint's
+#: PUT follows tens of milliseconds without a request (Spark plans the batch between), and a store can
+#: answer a PUT after idle more slowly than one right after another request (Ceph RGW does: measured,
+#: docs/findings/overhead.md): a floor of back-to-back requests is one no checkpoint gets.
+FLOOR_PAUSE_S = 0.1
+#: Object sizes of the probe's COPY check in a run: ``copy_samples`` measures COPY against size;
+#: the check needs identical copies, and two sizes for its fit.
+PROBE_COPY_SIZES = (KiB, MiB)
+#: The metering proxy's fault profile that projects a store to AWS S3 (``infra.faults``).
+PROJECTION = "aws-projection"
+#: The parts of ``record_store_alone``, in the order it runs them.
+STORE_ALONE_PARTS = ("floor", "overhead", "copy", "projected copy", "probe")
+DEFAULT_MASTER = "local[2]"
+#: The master that starts a Spark standalone cluster on this machine for the run (``infra.SparkCluster``).
+CLUSTER = "cluster"
+
+
+def check_master(master: str, what: str = "--master") -> str:
+    """``master`` if it names a Spark master this lab can run on, else ValueError in one line."""
+    if master == CLUSTER or master.startswith(("local", "spark://")):
+        return master
+    raise ValueError(f"{what} must be local[N], spark://HOST:PORT or {CLUSTER} (a standalone cluster started "
+                     f"on this machine), not {master!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What a run measures where: the store, its bucket (None: a fresh one on a local store), the
+    run size, the directory raw results are written to, and the fault profile the metering proxy
+    injects (``infra.faults.PROFILES``) with its seed."""
+
+    store: str
+    size: str
+    bucket: str | None
+    raw: Path
+    fault_profile: str = "none"
+    fault_seed: int = 0
+    master: str = DEFAULT_MASTER  # a Spark master URL, or CLUSTER
+
+    #: The environment variables ``from_env`` reads (``python -m ckptbench bench`` sets them).
+    ENV = {"store": "CKPT_STORE", "size": "CKPT_BENCH_SIZE", "bucket": "CKPT_BUCKET", "raw": "CKPT_BENCH_RAW",
+           "fault_profile": "CKPT_FAULT_PROFILE", "fault_seed": "CKPT_FAULT_SEED", "master": "CKPT_SPARK_MASTER"}
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        size = os.environ.get(cls.ENV["size"]) or "quick"
+        if size not in PLANS:
+            raise ValueError(f"{cls.ENV['size']} must be one of {', '.join(PLANS)}, not {size!r}")
+        fault_profile = os.environ.get(cls.ENV["fault_profile"]) or "none"
+        if fault_profile not in PROFILES:
+            raise ValueError(f"{cls.ENV['fault_profile']} must be one of {', '.join(PROFILES)}, not {fault_profile!r}")
+        seed = os.environ.get(cls.ENV["fault_seed"]) or "0"
+        if not seed.isdigit():
+            raise ValueError(f"{cls.ENV['fault_seed']} must be a whole number, not {seed!r}")
+        master = check_master(os.environ.get(cls.ENV["master"]) or DEFAULT_MASTER, cls.ENV["master"])
+        return cls(store=os.environ.get(cls.ENV["store"]) or default_store(), size=size,
+                   bucket=os.environ.get(cls.ENV["bucket"]) or None,
+                   raw=Path(os.environ.get(cls.ENV["raw"]) or ROOT / "results" / "raw"),
+                   fault_profile=fault_profile, fault_seed=int(seed), master=master)
+
+    def env(self) -> dict[str, str]:
+        out = {self.ENV["store"]: self.store, self.ENV["size"]: self.size, self.ENV["raw"]: str(self.raw),
+               self.ENV["fault_profile"]: self.fault_profile, self.ENV["fault_seed"]: str(self.fault_seed),
+               self.ENV["master"]: self.master}
+        if self.bucket:
+            out[self.ENV["bucket"]] = self.bucket
+        return out
+
+    @property
+    def plan(self) -> Plan:
+        return PLANS[self.size]
+
+
+def default_store() -> str:
+    """Ceph RGW where it can start here (a real store), else the embedded emulator."""
+    return "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
+
+
+def workloads_for(plan: Plan, spark_version: str) -> tuple[str, ...]:
+    """``plan``'s workloads that Spark ``spark_version`` ("3.5", "4.3") can run (``NEEDS_SPARK``)."""
+    version = tuple(int(part) for part in spark_version.split(".")[:2])
+    return tuple(w for w in plan.workloads if version >= NEEDS_SPARK.get(w, (0, 0)))

@@ -1,0 +1,54 @@
+"""The crash lab: does each checkpoint strategy keep exactly-once when the driver is killed?
+
+A driver runs a streaming query in a process of its own; the lab kills it with SIGKILL at named
+crash points (some inside a request: the metering proxy kills it as the request arrives),
+restarts it, and checks the sink's output holds every row exactly once. It also runs two drivers
+on one checkpoint. Needs the metering proxy (a plain http:// store)."""
+
+from __future__ import annotations
+
+from .driver import (  # noqa: F401
+    Driver,
+    DriverGone,
+)
+from .lab import (  # noqa: F401
+    CYCLE_S,
+    PLANS,
+    SERIES_OVERHEAD_S,
+    TWO_WRITERS_S,
+    CrashPlan,
+    Lab,
+    crashes,
+    expected_seconds,
+    measured_times,
+)
+from .points import (  # noqa: F401
+    CRASH_POINTS,
+    DEFAULT_POINTS,
+    IGNORE_MISSING,
+    MEASURED_WORKLOADS,
+    ONLY_FOR_THEIR_WORKLOAD,
+    POLL_S,
+    RANDOM_DELAY_S,
+    RESTART_LIMIT_S,
+    WAIT_LIMIT_S,
+    WORKLOADS,
+    WRITES,
+    CrashPoint,
+    Workload,
+    publishes,
+)
+from .verify import (  # noqa: F401
+    CONFLICT,
+    OUTCOMES,
+    Leftovers,
+    Verdict,
+    classify,
+    judge,
+    last_committed,
+    leftovers,
+    log_ids,
+    output_counts,
+    overwritten_logs,
+    verify,
+)

@@ -1,0 +1,423 @@
+"""The crash lab's plans and runs: series of kill -9 cycles per strategy x workload, and two
+drivers on one checkpoint; written as one record (``cycles``, ``crash_series``, ``two_writers``)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import ckpt_impls
+from ckptbench import metrics, progress
+from ckptbench.experiments.crashlab.driver import Driver, DriverGone
+from ckptbench.experiments.crashlab.points import (
+    CRASH_POINTS,
+    DEFAULT_POINTS,
+    MEASURED_WORKLOADS,
+    POLL_S,
+    RANDOM_DELAY_S,
+    RESTART_LIMIT_S,
+    WAIT_LIMIT_S,
+    WORKLOADS,
+    CrashPoint,
+    publishes,
+)
+from ckptbench.experiments.crashlab.verify import (
+    _one_line,
+    classify,
+    last_committed,
+    leftovers,
+    log_ids,
+    overwritten_logs,
+    verify,
+)
+from ckptbench.harness import stores
+from ckptbench.harness.driver import Config, StoreSpec
+from ckptbench.record import disk, results
+from infra.faults import Kill
+from infra.s3ops import Event
+
+# -- the lab ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CrashPlan:
+    cycles: int  # kill/restart cycles per strategy x workload
+    workloads: tuple[str, ...]
+    two_writers: tuple[str, ...]  # workloads of the two-writer runs
+    two_writer_strategies: tuple[str, ...] | None = None  # None: every strategy measured
+    #: The first driver's batches before the second starts; 0: both start together.
+    two_writer_starts: tuple[int, ...] = (3,)
+    rows_per_batch: int = 100
+    multipart_cycles: int = 0  # cycles of the ``wide`` workload (the multipart-upload point) per strategy
+    #: (K, N): this run is part K of N of the plan: its share of each series' cycles and of the
+    #: two-writer runs (``part``); the parts' records merge on reading (``disk.read``).
+    part: tuple[int, int] = (1, 1)
+
+    def series_cycles(self) -> list[tuple[str, int]]:
+        """(workload, cycles) of each strategy's series in this part."""
+        k, n = self.part
+        share = [(w, c // n + (k <= c % n)) for w, c in
+                 [*((w, self.cycles) for w in self.workloads), ("wide", self.multipart_cycles)]]
+        return [(w, c) for w, c in share if c > 0]
+
+    def two_writer_runs(self, strategies: list[str]) -> list[tuple[str, str, int]]:
+        chosen = [s for s in strategies if self.two_writer_strategies is None or s in self.two_writer_strategies]
+        every = [(strategy, workload, start) for start in self.two_writer_starts for workload in self.two_writers
+                 for strategy in chosen]
+        k, n = self.part
+        return every[k - 1::n]
+
+    def in_part(self, k: int, n: int) -> CrashPlan:
+        if not 1 <= k <= n:
+            raise ValueError(f"a part is K/N with 1 <= K <= N, not {k}/{n}")
+        return dataclasses.replace(self, part=(k, n))
+
+
+PLANS = {
+    # CI: every benchmark once. One two-writer run: each costs two JVM starts.
+    "smallest": CrashPlan(1, ("stateless",), ("stateless",), ("conditional",)),
+    "quick": CrashPlan(2, ("stateless",), ("stateless",)),
+    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS, two_writer_starts=(3, 0), multipart_cycles=3),
+}
+#: Wall time per crash cycle, per series beyond its cycles (the first driver's start, the clean
+#: stop, the checks at rest) and per two-writer run, in seconds: medians of a quick-size run on Ceph
+#: RGW (measured: docs/findings/crash-lab.md), an estimate only: ``expected_seconds`` uses them
+#: when no earlier record of the store says better.
+CYCLE_S = 46.0
+SERIES_OVERHEAD_S = 60.0
+TWO_WRITERS_S = 70.0
+
+
+def measured_times(previous: results.Results | None) -> tuple[float, float, float, str]:
+    """(seconds per cycle, per series beyond its cycles, per two-writer run, where they come from):
+    medians of an earlier record, else the constants above."""
+
+    if previous is not None and len(previous.cycles) and "seconds" in previous.crash_series:
+        cycles = previous.cycles.groupby("series").seconds.sum()
+        series = previous.crash_series.set_index("series").seconds
+        overhead = metrics.median((series - cycles.reindex(series.index, fill_value=0)).dropna())
+        two = metrics.median(previous.two_writers.seconds) if len(previous.two_writers) else TWO_WRITERS_S
+        return (metrics.median(previous.cycles.seconds), overhead, two,
+                f"as measured by the run of {previous.environment.get('created', '?')}")
+    return CYCLE_S, SERIES_OVERHEAD_S, TWO_WRITERS_S, "as measured when the lab was written"
+
+
+def expected_seconds(plan: CrashPlan, strategies: list[str], previous: results.Results | None = None) -> float:
+    cycle, overhead, two, _ = measured_times(previous)
+    per_strategy = sum(cycles * cycle + overhead for _, cycles in plan.series_cycles())
+    return len(strategies) * per_strategy + len(plan.two_writer_runs(strategies)) * two
+
+
+class Lab:
+    """Crash cycles and two-writer runs of drivers on ``store`` (a ``MeteredStore``: the drivers
+    go through its proxy) in ``bucket``. ``spark`` is the lab's own session, which verifies; it
+    must reach ``bucket`` (on the store itself, not through the proxy, so that its reads are not
+    among the drivers' requests)."""
+
+    def __init__(self, spark, store, bucket: str, recorder: results.Recorder, seed: int = 1,
+                 rows_per_batch: int = 100, keep: bool = False, say=print) -> None:
+        self.spark, self.store, self.bucket, self.recorder = spark, store, bucket, recorder
+        self.seed, self.rows_per_batch, self.keep, self.say = seed, rows_per_batch, keep, say
+        self.logs = Path(tempfile.mkdtemp(prefix="ckptbench-crashlab-"))
+        self.drivers: list[Driver] = []
+
+    def close(self) -> None:
+        """Kill the drivers still alive and remove their logs (what the results need of a log, its
+        error lines, was read into them while the driver ran)."""
+        for driver in self.drivers:
+            if driver.alive():
+                driver.kill()
+        shutil.rmtree(self.logs, ignore_errors=True)
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def driver(self, strategy: str, workload: str, prefix: str, **extra) -> Driver:
+        config = Config(strategy=strategy, workload=workload, bucket=self.bucket,
+                        store=StoreSpec.of(self.store), checkpoint=f"s3a://{self.bucket}/{prefix}/checkpoint",
+                        output=f"s3a://{self.bucket}/{prefix}/output", rows_per_batch=self.rows_per_batch,
+                        conf=WORKLOADS[workload].conf, **extra)
+        driver = Driver(config, self.logs / f"{prefix.replace('/', '_')}-{len(self.drivers)}.log")
+        self.drivers.append(driver)
+        return driver
+
+    def _events(self, mark: int, prefix: str) -> tuple[list[Event], int]:
+        events = self.store.proxy.events_since(mark)
+        return [e for e in events if e.key.startswith(prefix + "/")], mark + len(events)
+
+    def _watch(self, driver: Driver, point: CrashPoint, prefix: str, delay: float) -> tuple[bool, float]:
+        """Wait for ``point`` (or its delay), then kill ``driver``: (landed, seconds waited)."""
+        start = time.monotonic()
+        if point.inside is not None:
+            return self._kill_inside(driver, point, prefix), time.monotonic() - start
+        mark = self.store.proxy.mark()
+        landed = False
+        while driver.alive():
+            waited = time.monotonic() - start
+            if point.random_delay:
+                if waited >= delay:
+                    landed = True
+                    break
+            else:
+                events, mark = self._events(mark, prefix)
+                if any(point.match(e) for e in events):
+                    landed = True
+                    break
+            if waited >= WAIT_LIMIT_S:
+                break
+            time.sleep(POLL_S)
+        driver.kill()
+        return landed, time.monotonic() - start
+
+    def _kill_inside(self, driver: Driver, point: CrashPoint, prefix: str) -> bool:
+        """Have the proxy kill ``driver`` at the first request ``point.inside`` names (or kill it
+        after ``WAIT_LIMIT_S``); whether the proxy's kill did it."""
+        proxy = self.store.proxy
+        seen = len(proxy.injections())
+        try:
+            for op, key in point.inside(prefix):
+                proxy.inject(Kill(driver.pid, False, op, key))
+            deadline = time.monotonic() + WAIT_LIMIT_S
+            while driver.alive() and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+        finally:
+            proxy.clear_faults()  # before any restart: the rules that did not fire must not take the next driver
+        driver.kill()
+        return any(i.fault == "kill-before-forwarding" and i.key.startswith(prefix + "/")
+                   for i in proxy.injections()[seen:])
+
+    def _recovery(self, prefix: str, mark: int, t0: float, progress_end: float) -> tuple[float, int, float]:
+        """From ``t0`` to the end of the request that stored the first ``commits/N`` (the batch's
+        progress end if no such request is found): (ms, the requests in that window, their summed
+        store-side ms: the part of the recovery spent waiting on the store, one request at a time)."""
+        for _ in range(20):
+            events, _ = self._events(mark, prefix)
+            events = [e for e in events if e.start >= t0]
+            commit = next((e for e in events if publishes(e, "commits")), None)
+            if commit is not None:
+                break
+            time.sleep(0.05)
+        end = commit.end if commit is not None else progress_end
+        window = [e for e in events if e.end <= end]
+        return (end - t0) * 1000, len(window), sum(e.duration for e in window) * 1000
+
+    def series(self, strategy: str, workload: str, cycles: int, points=DEFAULT_POINTS, bar=None) -> int:
+        """``cycles`` kill/restart cycles of ``strategy`` x ``workload`` on a fresh checkpoint and
+        output; rows added to ``cycles`` and ``crash_series``. Returns the series number."""
+        chosen = WORKLOADS[workload]
+        points = [CRASH_POINTS[p] for p in points if CRASH_POINTS[p].applies_to(chosen)]
+        if not points:
+            raise ValueError(f"no crash point of {', '.join(points)} applies to workload {workload}")
+        rng = random.Random(f"{self.seed}:{strategy}:{workload}")
+        prefix = f"{self.store.run_prefix}crash/{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
+        base = f"s3a://{self.bucket}/{prefix}"
+        number = len(self.recorder.rows["crash_series"])
+        series_began = time.monotonic()
+        row = {"series": number, "strategy": strategy, "workload": workload, "cycles": 0, "seed": self.seed,
+               "rows_per_batch": self.rows_per_batch, "prefix": prefix, "error": None}
+        driver = self.driver(strategy, workload, prefix)
+        try:
+            driver.wait("progress", RESTART_LIMIT_S)
+            for cycle in range(cycles):
+                point = points[cycle % len(points)]
+                delay = rng.uniform(*RANDOM_DELAY_S)  # drawn every cycle: the sequence is the seed's
+                if bar:
+                    bar.set_postfix_str(f"{strategy} x {workload}: cycle {cycle + 1}/{cycles}, {point.name}")
+                began = time.monotonic()
+                landed, waited = self._watch(driver, point, prefix, delay)
+                died = driver.failure()  # the query failed on its own before the crash point
+                offsets = max(log_ids(self.spark, strategy, f"{base}/checkpoint/offsets"), default=-1)
+                committed = last_committed(self.spark, strategy, f"{base}/checkpoint")
+                mark = self.store.proxy.mark()
+                driver = self.driver(strategy, workload, prefix)
+                cycle_row = {"series": number, "strategy": strategy, "workload": workload, "cycle": cycle,
+                             "crash_point": point.name, "seed": self.seed,
+                             "delay_s": delay if point.random_delay else float("nan"), "landed": landed,
+                             "wait_s": waited, "offsets_at_kill": offsets, "committed_at_kill": committed,
+                             "first_batch": None, "jvm_start_ms": float("nan"), "recovery_ms": float("nan"),
+                             "recovery_requests": None, "recovery_store_ms": float("nan"), "restart_ok": False,
+                             "error": f"the query failed before the crash point: {_one_line(died)}" if died else None,
+                             "duplicates": None, "lost": None, "partial": None,
+                             "verified_through": None, "seconds": float("nan")}
+                self.recorder.rows["cycles"].append(cycle_row)
+                row["cycles"] += 1
+                try:
+                    ready = driver.wait("ready", RESTART_LIMIT_S)
+                    cycle_row["jvm_start_ms"] = (ready["t"] - driver.spawned) * 1000
+                    started = driver.wait("started", RESTART_LIMIT_S)
+                    first = driver.wait("progress", RESTART_LIMIT_S)
+                except DriverGone as e:
+                    cycle_row["error"] = "; ".join(filter(None, [cycle_row["error"], _one_line(str(e))]))
+                    row["error"] = f"cycle {cycle}: restart failed: {cycle_row['error']}"
+                    cycle_row["seconds"] = time.monotonic() - began
+                    if bar:
+                        bar.update()
+                    break
+                recovery_ms, requests, store_ms = self._recovery(prefix, mark, started["t0"], first["end"])
+                verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=False)
+                cycle_row.update(first_batch=first["batchId"], recovery_ms=recovery_ms, recovery_requests=requests,
+                                 recovery_store_ms=store_ms,
+                                 restart_ok=True, duplicates=verdict.duplicates, lost=verdict.lost,
+                                 partial=verdict.partial, verified_through=verdict.last,
+                                 seconds=time.monotonic() - began)
+                if bar:
+                    bar.update()
+        except DriverGone as e:
+            row["error"] = f"first start failed: {_one_line(str(e))}"
+        finally:
+            driver.stop()
+        final = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
+        left = leftovers(self.spark, strategy, self.store.inner, self.bucket, prefix, chosen)
+        row.update(last_batch=final.last, duplicates=final.duplicates, lost=final.lost, partial=final.partial,
+                   unexpected=final.unexpected, **dataclasses.asdict(left),
+                   seconds=time.monotonic() - series_began)
+        self.recorder.rows["crash_series"].append(row)
+        if not self.keep:
+            self.store.inner.empty_bucket(self.bucket, prefix + "/")
+        return number
+
+    def two_writers(self, strategy: str, workload: str = "stateless", head_start: int = 3,
+                    overlap_s: float = 5.0, bar=None) -> dict:
+        """A second driver on the checkpoint and output a first is still running on (a zombie
+        after failover), started after the first's ``head_start`` batches (0: both queries start
+        together, a job submitted twice, so that both race for the same files from the first);
+        both run until the second has committed a batch or failed, and ``overlap_s`` seconds more,
+        then stop. A row of ``two_writers``, also returned."""
+        chosen = WORKLOADS[workload]
+        prefix = f"{self.store.run_prefix}crash/two-{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
+        base = f"s3a://{self.bucket}/{prefix}"
+        if bar:
+            bar.set_postfix_str(f"two writers: {strategy} x {workload}, head start {head_start}")
+        began, mark = time.monotonic(), self.store.proxy.mark()
+        first = self.driver(strategy, workload, prefix, hold=head_start == 0)
+        # The second JVM starts alongside the first; its query waits for "go".
+        second = self.driver(strategy, workload, prefix, hold=True)
+        row = {"strategy": strategy, "workload": workload, "head_start": head_start, "seed": self.seed,
+               "first_error": None,
+               "second_error": None, "second_started": False, "first_batches": 0, "second_batches": 0,
+               "verify_error": None}
+        try:
+            if head_start == 0:
+                first.wait("ready", RESTART_LIMIT_S)
+            for _ in range(head_start):
+                first.wait("progress", RESTART_LIMIT_S)
+            try:
+                second.wait("ready", RESTART_LIMIT_S)
+                if head_start == 0:
+                    first.go()
+                second.go()
+                second.wait("started", RESTART_LIMIT_S)
+                row["second_started"] = True
+            except DriverGone:
+                pass
+            # Both run until the second has committed a batch or failed (its first batch can take
+            # many seconds in a cold JVM), then ``overlap_s`` more.
+            limit = time.monotonic() + RESTART_LIMIT_S
+            while (time.monotonic() < limit and first.alive() and second.alive()
+                   and second.first("progress") is None):
+                time.sleep(0.1)
+            deadline = time.monotonic() + overlap_s
+            while time.monotonic() < deadline and (first.alive() or second.alive()):
+                time.sleep(0.1)
+        except DriverGone as e:
+            row["first_error"] = _one_line(str(e))
+        finally:
+            drivers = (first, second)
+            for driver in drivers:  # both asked at once: neither runs on alone while the other stops
+                driver.ask_to_stop()
+            for driver in drivers:
+                driver.stop()
+        row["first_error"] = row["first_error"] or _one_line(first.failure())
+        went = second.first("ready") is not None and first.first("failed") is None
+        row["second_error"] = _one_line(second.failure()) or (
+            None if row["second_started"] or not went else _one_line(second.stderr_tail()))
+        row["first_batches"] = sum(e["event"] == "progress" for e in first.events)
+        row["second_batches"] = sum(e["event"] == "progress" for e in second.events)
+        events, _ = self._events(mark, prefix)
+        twice = overwritten_logs(events, self.store.inner, self.bucket, prefix,
+                                 ckpt_impls.get(strategy).keys_mirror_paths)
+        row["overwritten_logs"], row["overwritten_files"] = len(twice), ",".join(twice)[:300] or None
+        try:
+            verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
+            row.update(duplicates=verdict.duplicates, lost=verdict.lost, partial=verdict.partial,
+                       unexpected=verdict.unexpected, last_batch=verdict.last)
+        except Exception as e:
+            row.update(duplicates=None, lost=None, partial=None, unexpected=None, last_batch=None,
+                       verify_error=_one_line(str(e)))
+        row["outcome"] = classify(row)
+        row["seconds"] = time.monotonic() - began
+        self.recorder.rows["two_writers"].append(row)
+        if bar:
+            bar.update()
+        if not self.keep:
+            self.store.inner.empty_bucket(self.bucket, prefix + "/")
+        return row
+
+
+# -- the experiment -----------------------------------------------------------------------------
+
+
+def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | None = None,
+            points=DEFAULT_POINTS, seed: int = 1, spark=None, say=print) -> results.Results:
+    """Crash cycles (strategy x workload) and two-writer runs (per strategy), as ``plan`` (default:
+    the settings' size) says, on the settings' store; written to ``settings.raw`` as the
+    experiment ``crashes`` and returned. ``spark``: a session that reaches the store's bucket (one
+    is started, and stopped, otherwise)."""
+    from ckptbench.harness.spark import session
+
+    plan = plan or PLANS[settings.size]
+    strategies = strategies or list(ckpt_impls.STRATEGIES)
+    where = disk.directory(settings.raw, settings.store, "crashes")
+    try:
+        previous = disk.read(where)
+    except (OSError, ValueError, KeyError):
+        previous = None
+    if plan.part != (1, 1):  # each part its own random choices, recorded
+        seed = seed * 100 + plan.part[0]
+    total_cycles = len(strategies) * sum(cycles for _, cycles in plan.series_cycles())
+    pairs = plan.two_writer_runs(strategies)
+    cycle, overhead, two, source = measured_times(previous)
+    part = f" part {plan.part[0]} of {plan.part[1]}" if plan.part != (1, 1) else ""
+    say(f"crash lab{part}: {total_cycles} crash cycles "
+        f"and {len(pairs)} two-writer runs; expected about "
+        f"{expected_seconds(plan, strategies, previous) / 60:.0f} min ({cycle:.0f} s per cycle, {overhead:.0f} s "
+        f"more per strategy x workload, {two:.0f} s per two-writer run, {source})")
+    sys.stdout.flush()
+    recorder = results.Recorder()
+    with stores.started_store(settings, needs_proxy="the crash lab") as (store, bucket), \
+            contextlib.ExitStack() as stack:
+        if spark is None:
+            spark = session(strategies[0], {bucket: store.inner})
+            stack.callback(spark.stop)
+
+        # Taken at the start: the commit that ran, not the one checked out when a part is saved.
+        env = results.environment(store, "crashes", settings.size, dataclasses.asdict(plan), seed=seed,
+                                  points=list(points), spark_master="local[2]")
+
+        def save(finished: bool) -> results.Results:
+            """The record so far, written: after every series, so that a long run stopped (or out
+            of time) keeps its finished series; ``finished`` says whether the plan was done."""
+            return disk.save(recorder.results({**env, "finished": finished}), settings, plan.part)
+
+        bar = progress.Recorder("crash lab", total_cycles + len(pairs), "cycle")
+        with Lab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
+            for workload, cycles in plan.series_cycles():
+                for strategy in strategies:
+                    lab.series(strategy, workload, cycles, points, bar=bar)
+                    save(finished=False)
+            for strategy, workload, start in pairs:
+                lab.two_writers(strategy, workload, head_start=start, bar=bar)
+        return save(finished=True)
+
+
+crashes.timeout = 6 * 3600

@@ -1,0 +1,195 @@
+"""The failure lab: how often a streaming query dies under each fault profile, per strategy.
+
+For each seed x workload x fault profile x strategy, one query (the stateful workload, and the
+file sink where the plan has it) runs on a fresh prefix for ``batches`` batches while the
+metering proxy injects the profile's faults (``infra.faults.PROFILES``). A run ends
+``completed`` (all its batches), ``died`` (the query stopped with an exception: Spark's first
+line is kept, and the first line of its innermost cause, which says what the store did) or
+``stalled`` (its batches did not come within the time limit). A query that
+died or stalled is restarted from its checkpoint with the faults off, for
+``recovery_batches`` batches: ``recovered`` says whether it resumed. For the file sink the
+output is then read back through Spark (which trusts ``_spark_metadata``): ``exactly_once``
+says whether it holds every row of whole batches once, none twice and no batch in part.
+
+Recorded (``ckptbench.record``): a ``runs`` row per query (its ``error``), its ``fault_runs``
+row (profile, seed, batches asked and done, outcome, cause, recovered, exactly_once, seconds), its
+progress reports (``batches``), every request under its prefix (``requests``, while the faults
+were in force and during the recovery) and every fault injected into them (``injections``).
+``ckptbench.metrics`` derives the rates: query deaths per run, failed batches per batch
+asked, retried requests and injected faults per run.
+
+The store's faults are emulated by the proxy in front of a real store; ``aws-projection`` is a
+projection to AWS S3, not a measurement of it.
+
+What pre-2020 S3 consistency (the ``eventual*`` profiles) does to each strategy, and which
+requests decide it, is a finding of this lab, not a contract (measured:
+docs/findings/fault-lab.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+
+import ckpt_impls
+from ckptbench import config, progress
+from ckptbench.harness import querylab, stores, workloads
+from ckptbench.record import disk, results
+from infra.faults import PROFILES
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultPlan:
+    profiles: tuple[str, ...]
+    workloads: tuple[str, ...]
+    batches: int  # asked of each query while the faults are in force
+    seeds: tuple[int, ...]  # one run of each strategy x workload x profile per seed
+    keys: int  # state keys of the stateful workload (each batch updates all of them)
+    recovery_batches: int = 2  # asked of a query restarted, faults off, after it died or stalled
+
+
+#: ``quick`` is what ``make bench`` runs: the profiles that a strategy's commit protocol could
+#: notice (the others are retried away by the AWS SDK below S3A, as ``full`` measures).
+PLANS = {
+    "smallest": FaultPlan(("none", "eventual"), ("stateful",), 3, (0,), 100),
+    "quick": FaultPlan(("lost-response", "eventual"), ("stateful", "file_sink"), 8, (0,), 1_000),
+    "full": FaultPlan(tuple(PROFILES), ("stateful", "file_sink"), 10, (0, 1), 1_000),
+}
+OUTCOMES = ("completed", "died", "stalled")
+#: The session's settings for the lab: a query stopped in the middle of a store's retries gives up
+#: after a minute instead of waiting for them forever.
+SPARK_CONF = {"spark.sql.streaming.stopTimeout": "60000"}
+
+
+def batch_limit(batches: int) -> float:
+    """Seconds a query gets for ``batches`` batches before it counts as stalled: generous, as
+    injected latency and the SDK's back-off on injected errors slow every batch."""
+    return 180 + 30 * batches
+
+
+def run_one(lab: querylab.Lab, recorder: results.Recorder, strategy: str, workload: str, profile: str, seed: int,
+            plan: FaultPlan, bar=None) -> int:
+    """One query of ``workload`` checkpointing with ``strategy`` under ``profile``, recorded in
+    ``recorder``; returns its run number."""
+    proxy, spark = lab.store.proxy, lab.spark
+    prefix = f"{lab.store.run_prefix}faults/{strategy}-{workload}-{profile}-{seed}-{uuid.uuid4().hex[:8]}"
+    base = f"s3a://{lab.bucket}/{prefix}"
+    run = recorder.add_run(strategy, workload, plan.keys, prefix)
+    if bar:
+        bar.set_postfix_str(f"{strategy} x {workload} under {profile}")
+    ckpt_impls.use(spark, strategy)
+    proxy.reset()  # the run's injections alone; marks stay valid
+    mark, began = proxy.mark(), time.time()
+    proxy.use_profile(profile, seed)
+    try:
+        done, outcome, error, cause = _drive(lab, workload, base, plan.keys, plan.batches, bar)
+    finally:
+        proxy.use_profile("none")
+    seconds = time.time() - began
+    injections = [i for i in proxy.injections() if i.start >= began and i.key.startswith(prefix + "/")]
+    recovered = None
+    if outcome != "completed":
+        _, recovery, _, _ = _drive(lab, workload, base, plan.keys, plan.recovery_batches)
+        recovered = recovery == "completed"
+    exactly_once = _exactly_once(spark, f"{base}/output") if workload == "file_sink" else None
+    events = [e for e in proxy.events_since(mark) if e.key.startswith(prefix + "/")]
+    lab.store.inner.empty_bucket(lab.bucket, prefix + "/")  # an in-memory store would fill up
+    if error:
+        recorder.fail_run(run, error)
+    recorder.add_fault_run(run, profile=profile, seed=seed, batches=plan.batches, batches_done=len(done),
+                           outcome=outcome, cause=cause, recovered=recovered, exactly_once=exactly_once,
+                           seconds=seconds)
+    recorder.add_batches(run, "measured", done)
+    recorder.add_requests(run, events, done)
+    recorder.add_injections(run, injections)
+    return run
+
+
+def _drive(lab: querylab.Lab, workload: str, base: str, keys: int, batches: int,
+           bar=None) -> tuple[list[dict], str, str, str]:
+    """Start ``workload`` on ``base`` and wait for ``batches`` batches: (the progress of the batches
+    done, outcome, error: Spark's first line, or why it stalled, or "", and the innermost cause of a
+    death)."""
+    on_batch = bar.update if bar else None
+    try:
+        query = lab.start(workload, base, keys)
+    except Exception as e:  # the checkpoint could not even be set up
+        if bar:
+            bar.update(batches)
+        java = getattr(e, "java_exception", None)
+        return [], "died", first_line(e), innermost(java) if java is not None else first_line(e)
+    outcome, error, cause = "completed", "", ""
+    try:
+        workloads.await_batches(query, batches, batch_limit(batches), on_batch)
+    except workloads.QueryFailed as e:
+        outcome, error = ("died" if query.exception() is not None else "stalled"), str(e)
+        if outcome == "died":
+            # PySpark's copy of the exception has lost its causes; the JVM's has them.
+            cause = innermost(query._jsq.exception().get())
+    finally:
+        done = sorted(query.recentProgress, key=lambda p: p["batchId"])[:batches]
+        try:
+            query.stop()
+        except Exception as e:  # a stop that times out (spark.sql.streaming.stopTimeout) leaves it running
+            if not error:
+                outcome, error = "stalled", f"could not stop: {first_line(e)}"
+    if bar and len(done) < batches:
+        bar.update(batches - len(done))  # the bar counts batches asked, done or not
+    return done, outcome, error, cause
+
+
+def innermost(throwable) -> str:
+    """The first line of the innermost cause of a JVM ``Throwable`` (through py4j)."""
+    while throwable.getCause() is not None and throwable.getCause() != throwable:
+        throwable = throwable.getCause()
+    return str(throwable.toString()).splitlines()[0]
+
+
+def first_line(error: Exception) -> str:
+    """The line of ``error`` that says what went wrong (py4j's first line only names the call)."""
+    lines = [line.strip(" :") for line in str(error).splitlines() if line.strip(" :")]
+    return next((line for line in lines if not line.startswith("An error occurred while calling")), repr(error))
+
+
+def _exactly_once(spark, output: str) -> bool:
+    """The file sink's output, read through Spark (so through ``_spark_metadata``), holds every row
+    of whole batches exactly once: ``rate-micro-batch`` numbers the rows 0, 1, ... across batches,
+    ``config.ROWS_PER_BATCH`` a batch, so that is 0..n-1 for a multiple n of the batch size."""
+    from pyspark.sql import functions as F
+
+    try:
+        rows, distinct, smallest, largest = spark.read.parquet(output).agg(
+            F.count("value"), F.countDistinct("value"), F.min("value"), F.max("value")).first()
+    except Exception as e:
+        if "PATH_NOT_FOUND" in str(e) or "UNABLE_TO_INFER_SCHEMA" in str(e):
+            return True  # nothing committed: nothing duplicated or lost
+        raise
+    if rows == 0:
+        return True
+    return rows == distinct and smallest == 0 and largest == rows - 1 and rows % config.ROWS_PER_BATCH == 0
+
+
+def faultlab(settings: config.Settings, plan: FaultPlan | None = None,
+             strategies: list[str] | None = None) -> results.Results:
+    """Every strategy x workload x fault profile x seed of ``plan`` (default: the settings' size),
+    on the settings' store. Written to ``settings.raw`` as experiment ``faults`` and returned."""
+    plan = plan or PLANS[settings.size]
+    strategies = strategies or list(ckpt_impls.STRATEGIES)
+    settings = dataclasses.replace(settings, fault_profile="none")  # each run sets its own
+    recorder = results.Recorder()
+    with stores.started_store(settings, needs_proxy="the failure lab") as (store, bucket), \
+            querylab.lab(store, bucket, config.PLANS[settings.size], strategies[0], conf=SPARK_CONF) as lab:
+        order = [(strategy, workload, profile, seed) for seed in plan.seeds for workload in plan.workloads
+                 for profile in plan.profiles for strategy in strategies]
+        bar = progress.Recorder("failure lab", len(order) * plan.batches, "batch")
+        for strategy, workload, profile, seed in order:
+            run_one(lab, recorder, strategy, workload, profile, seed, plan, bar)
+        env = results.environment(store, "faults", settings.size, dataclasses.asdict(plan),
+                                  spark=lab.spark, **lab.where,
+                                  fault_profile="per run (fault_runs.profile)", fault_seed=list(plan.seeds),
+                                  profiles={name: PROFILES[name].description for name in plan.profiles})
+    return disk.save(recorder.results(env), settings)
+
+
+faultlab.timeout = 4 * 3600

@@ -1,0 +1,203 @@
+"""One store and one SparkSession on it, for running streaming queries one after another
+(``Lab``, started by ``lab``), with every request recorded as the proxy and Spark's JVMs counted
+it, the benchmark floor's files and the state store maintenance's calls.
+
+The clocks are Spark's own (progress ``durationMs``, in the JVM) and the metering proxy's (per
+request, store side). Spark starts once per experiment, before anything is timed."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from pathlib import Path
+
+import ckpt_impls
+import infra
+from ckptbench.config import (
+    CHECKPOINT_SETTINGS,
+    CLUSTER,
+    DEFAULT_MASTER,
+    MANIFEST_ROOT,
+    ROWS_PER_BATCH,
+    SPARK_CONF,
+    WORKLOAD_CONF,
+    Plan,
+)
+from ckptbench.harness import jvm_requests, workloads
+from ckptbench.harness.spark import setting, settings_set
+from ckptbench.record import results
+from infra.metered import MeteredStore
+from infra.s3ops import Event, area_of
+
+# -- streaming queries ----------------------------------------------------------------------
+
+class DriverMemory:
+    """Peak resident set of the driver JVM (in local mode also the executor) since ``reset()``:
+    Linux's VmHWM, NaN elsewhere."""
+
+    def __init__(self, spark) -> None:
+        pid = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()
+        self._proc = Path(f"/proc/{pid}")
+
+    def reset(self) -> None:
+        with contextlib.suppress(OSError):  # not Linux, or not ours to reset
+            (self._proc / "clear_refs").write_text("5")  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
+
+    def peak_mib(self) -> float:
+        try:
+            status = (self._proc / "status").read_text().splitlines()
+        except OSError:
+            return float("nan")
+        return next((float(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")), float("nan"))
+
+
+class Lab:
+    """One store and one SparkSession on it, for running queries one after another. Requests are
+    counted inside Spark's JVMs (``jvm_requests``) and, when ``store`` is a ``MeteredStore``, by its
+    metering proxy too: each run records both, under their ``source``. On a store with no proxy (an
+    https endpoint, AWS S3) the JVM's count is the run's only one. Each query writes under the
+    store's ``run_prefix`` only."""
+
+    def __init__(self, spark, store: infra.ObjectStore, bucket: str, plan: Plan) -> None:
+        self.spark, self.store, self.bucket, self.plan = spark, store, bucket, plan
+        self.proxy = getattr(store, "proxy", None)
+        self.inner = getattr(store, "inner", store)  # the store itself, for the harness's own calls
+        self.jvm = jvm_requests.of(spark)
+        #: Where it runs, for the results' environment: master, executors (``lab`` sets it).
+        self.where = {"spark_master": spark.sparkContext.master}
+        self.cluster: infra.SparkCluster | None = None  # the cluster ``lab`` started for it
+        #: State store maintenance runs where the executors do; its calls are logged in this JVM only.
+        self.watches_maintenance = spark.sparkContext.master.startswith("local[")
+
+    def start(self, workload: str, base: str, keys: int):
+        """Start ``workload`` with everything under ``base`` (an s3a:// URL); a started query."""
+        spark, plan = self.spark, self.plan
+        if workload.startswith("stateful"):
+            # rows_per_batch=keys: every batch updates every key, so each state file holds them all.
+            return workloads.stateful(spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys, digest=True)
+        if workload == "windowed":
+            return workloads.windowed(spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys)
+        if workload == "file_sink":
+            return workloads.file_sink(spark, f"{base}/checkpoint", f"{base}/output",
+                                       compact_interval=plan.compact_interval, rows_per_batch=ROWS_PER_BATCH)
+        if workload == "file_source":
+            return workloads.file_source(spark, f"{base}/checkpoint", f"{base}/input", f"{base}/output",
+                                         compact_interval=plan.compact_interval)
+        raise ValueError(f"unknown workload {workload!r}")
+
+    def run(self, recorder: results.Recorder | None, strategy: str, workload: str, keys: int, warmup: int,
+            batches: int, bar=None) -> None:
+        """One query of ``workload`` checkpointing with ``strategy``: ``warmup`` then ``batches``
+        batches, added to ``recorder`` (None: untimed, recorded nowhere). A failure is recorded as
+        the run's error: one broken strategy must not cost the others their numbers."""
+        prefix = f"{self.store.run_prefix}bench/{strategy}-{workload}-{keys}-{uuid.uuid4().hex[:8]}"
+        conf = WORKLOAD_CONF.get(workload, {})
+        settings = checkpoint_settings(self.spark, conf)
+        run = recorder.add_run(strategy, workload, keys, prefix, settings) if recorder else None
+        if bar:
+            bar.set_postfix_str(f"{strategy} x {workload}, {keys:,} keys")
+        ckpt_impls.use(self.spark, strategy, watch_maintenance=self.watches_maintenance)
+        memory = DriverMemory(self.spark)
+        mark = self.proxy.mark() if self.proxy else None
+        jvm_mark = self.jvm.mark()
+        on_batch = bar.update if bar else None
+        try:
+            if workload == "file_source":
+                workloads.seed_text_files(self.store.client(), self.bucket, f"{prefix}/input", warmup + batches + 1)
+            with settings_set(self.spark, conf):  # the query keeps the settings it started with
+                query = self.start(workload, f"s3a://{self.bucket}/{prefix}", keys)
+            try:
+                # A slow store or a big state makes batches slow: the limit grows with the count.
+                warm = workloads.await_batches(query, warmup, 120 + 30 * warmup, on_batch)
+                memory.reset()
+                measured = workloads.await_batches(query, batches, 120 + 30 * batches, on_batch)
+                peak = memory.peak_mib()
+            finally:
+                query.stop()
+        except Exception as e:
+            if recorder:
+                recorder.fail_run(run, str(e))
+            return
+        finally:
+            # A request elsewhere (an earlier query's state store maintenance) is not this query's; one
+            # still running after stop() (an interrupted upload finishing) counts once it ended,
+            # and only if it began before the cut, in both sources alike.
+            mine, cut = prefix + "/", self.jvm.settle()
+            events = [e for e in self.proxy.events_since(mark) if e.key.startswith(mine) and e.start < cut
+                      ] if self.proxy else []
+            jvm_events = [e for e in self.jvm.events_since(jvm_mark)
+                          if e.bucket == self.bucket and e.key.startswith(mine) and e.start < cut]
+            self.jvm.reset()  # drained into this run; nothing else reads them
+            files = floor_files(self.spark, self.bucket, mine, cut) if strategy == ckpt_impls.FLOOR.name else []
+            maintenance = maintenance_calls(self.spark, self.bucket, mine) if self.watches_maintenance else []
+            temps = [k for k in self.inner.list_keys(self.bucket, mine) if ckpt_impls.TEMP_FILE.search(k)]
+            self.inner.empty_bucket(self.bucket, mine)  # an in-memory store would fill up
+        if recorder:
+            recorder.rows["runs"][run].update(peak_rss_mib=peak, temp_objects=len(temps))
+            recorder.add_batches(run, "warmup", warm)
+            recorder.add_batches(run, "measured", measured)
+            if self.proxy:
+                recorder.add_requests(run, events, warm + measured)
+            recorder.add_requests(run, jvm_events, warm + measured, source="jvm")
+            if files:
+                recorder.add_requests(run, files, warm + measured, source="memory")
+            recorder.add_maintenance(run, maintenance)
+
+
+def floor_files(spark, bucket: str, prefix: str, cut: float) -> list[Event]:
+    """The checkpoint files the benchmark floor's in-memory manager (``ckpt_impls.FLOOR``) published
+    or deleted under ``s3a://bucket/prefix`` before ``cut``, one ``PUT`` or ``DELETE`` event each (no
+    request was made: the count of files a batch writes and deletes); the manager forgets them and
+    their contents."""
+    events = []
+    for line in ckpt_impls.jvm_class(spark, ckpt_impls.FLOOR.manager_class).drain(f"{bucket}/{prefix}").splitlines():
+        start_us, op, size, name = line.split("\t", 3)
+        start, key = int(start_us) / 1e6, name.split("/", 1)[1]
+        if start < cut:
+            events.append(Event(start, start, op, op, area_of(key), bucket, key, 200, int(size), 0))
+    return events
+
+
+def maintenance_calls(spark, bucket: str, prefix: str) -> list[dict]:
+    """The calls Spark's state store maintenance made under ``s3a://bucket/prefix`` to the manager
+    ``ckpt_impls.MAINTENANCE_WATCH`` wrapped, since the last read: ``start`` and ``end`` (epoch
+    seconds), ``method``, the ``thread`` that made it, ``key``. The JVM forgets them."""
+    calls = []
+    for line in ckpt_impls.jvm_class(spark, ckpt_impls.MAINTENANCE_WATCH).drain(f"{bucket}/{prefix}").splitlines():
+        start_us, end_us, method, thread, name = line.split("\t", 4)
+        calls.append({"start": int(start_us) / 1e6, "end": int(end_us) / 1e6, "method": method, "thread": thread,
+                      "key": name.split("/", 1)[1]})
+    return calls
+
+
+def checkpoint_settings(spark, overrides: dict[str, str] | None = None) -> dict[str, str | None]:
+    """The values of ``CHECKPOINT_SETTINGS`` a query started in ``spark``'s session with
+    ``overrides`` set would have (None: see ``setting``)."""
+    overrides = overrides or {}
+    return {key: overrides[key] if key in overrides else setting(spark, key) for key in CHECKPOINT_SETTINGS}
+
+
+@contextlib.contextmanager
+def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict | None = None,
+        master: str = DEFAULT_MASTER):
+    """A ``Lab`` with a SparkSession on ``store``, on ``master`` (``CLUSTER``: a standalone cluster
+    started here for it), its executors registered; the session, and such a cluster, stop with it.
+    ``manifest`` keeps its directory manifests below the store's run prefix (``MANIFEST_ROOT``), not up
+    to the bucket root."""
+    from ckptbench.harness.spark import await_executors, least_executors, session
+
+    root = {MANIFEST_ROOT: f"s3a://{bucket}/{store.run_prefix}"} if store.run_prefix else {}
+    conf = {**SPARK_CONF, **root, **(conf or {})}
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if master == CLUSTER:
+            cluster = stack.enter_context(infra.SparkCluster())
+            master, conf = cluster.master_url, {**cluster.spark_conf(), **conf}
+        spark = session(strategy, {bucket: store}, master=master, conf=conf)
+        stack.callback(spark.stop)
+        hosts = await_executors(spark, cluster.workers if cluster else least_executors(master))
+        bench = Lab(spark, store, bucket, plan)
+        bench.cluster = cluster
+        bench.where = {"spark_master": master, "cluster": cluster.describe() if cluster else None,
+                       "executors": len(hosts), "executor_hosts": hosts}
+        yield bench

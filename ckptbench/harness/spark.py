@@ -1,0 +1,104 @@
+"""Start a SparkSession wired to a checkpoint strategy and one or more stores."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+import ckpt_impls
+
+# Spark settings that keep a 2-core machine measuring checkpoints rather than scheduling:
+# two shuffle partitions (so a stateful batch writes two state files), no UI.
+BASE_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
+
+
+def session(strategy: str, stores: dict, master: str = "local[2]", conf: dict | None = None):
+    """A SparkSession using ``strategy``, reaching each ``{bucket: store}`` through S3A.
+
+    S3A settings are per bucket name, so each store needs buckets of its own.
+    ``conf`` adds or overrides Spark settings (e.g. for a real ``--master``).
+    """
+    from pyspark.sql import SparkSession
+
+    settings = {**BASE_CONF, **(conf or {})}
+    for bucket, store in stores.items():
+        settings = ckpt_impls.configure(settings, strategy, store, bucket)
+    if master.startswith("local["):
+        # Tasks run in the driver's JVM, so the jars go on its class path: as ``spark.jars`` every
+        # session would copy them (185 MiB) into a scratch directory that a killed JVM never removes,
+        # and start later (measured: docs/findings/timings.md). Executors elsewhere need spark.jars.
+        jars = settings.pop("spark.jars").split(",")
+        before = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
+        settings["spark.driver.extraClassPath"] = os.pathsep.join(dict.fromkeys([*before, *jars]))
+    builder = SparkSession.builder.master(master).appName("ckptbench")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    for bucket, store in stores.items():
+        ckpt_impls.set_credentials(spark, store, bucket)
+    return spark
+
+
+def setting(spark, key: str) -> str | None:
+    """``key``'s value in ``spark``'s session (its default if unset); None if it is unset and this Spark
+    knows no default for it: a setting it does not have, or one of RocksDB's, which are read with
+    their defaults by the store itself (changelog checkpointing: off)."""
+    try:
+        return spark.conf.get(key)
+    except Exception:  # py4j's error for an unset key with no default
+        return None
+
+
+@contextlib.contextmanager
+def settings_set(spark, settings: dict[str, str]):
+    """``settings`` set in the running session for the ``with`` block, then each put back as it
+    was (``setting``), or unset where it had no value."""
+    before = {key: setting(spark, key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def executors(spark) -> dict[str, str]:
+    """The application's executors apart from the driver: ``{executor id: host:port}`` ({} in
+    local mode, where tasks run in the driver's JVM)."""
+    listed = spark.sparkContext._jsc.sc().statusStore().executorList(True)
+    found = (listed.apply(i) for i in range(listed.size()))
+    return {e.id(): e.hostPort() for e in found if e.id() != "driver"}
+
+
+def least_executors(master: str) -> int:
+    """How many executor JVMs an application on ``master`` waits for before it starts work:
+    ``local-cluster[N,cores,memory]``'s N, none in local mode, else one."""
+    if master.startswith("local-cluster["):
+        return int(master[len("local-cluster["):].split(",")[0])
+    return 0 if master.startswith("local") else 1
+
+
+def await_executors(spark, count: int, timeout: float = 300) -> dict[str, str]:
+    """``executors(spark)`` once ``count`` of them have registered; raises TimeoutError after
+    ``timeout`` seconds (a job started before would run on fewer, or wait)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = executors(spark)
+        if len(found) >= count:
+            return found
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(found)} of {count} executors registered with {spark.sparkContext.master} "
+                               f"in {timeout:.0f} s: are its workers up, with the cores and memory asked for?")
+        time.sleep(0.2)

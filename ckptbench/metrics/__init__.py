@@ -1,0 +1,121 @@
+"""Every number derived from a record (``ckptbench.record``), each defined once, by topic: statistics,
+requests, the store alone, Spark's share and a strategy's overhead, crashes, faults, scale, what a store
+can run; ``cost`` (a projection at list prices) and ``drift`` (two runs compared) beside them. The
+asv suite, the report, the CLI and the recommendation all read figures through here, so a record
+shows the same figures everywhere. Nothing here runs Spark or a store."""
+
+from __future__ import annotations
+
+from .capabilities import (  # noqa: F401
+    can_run,
+    recorded_checks,
+    verdicts,
+)
+from .crashes import (  # noqa: F401
+    LEFTOVER_KINDS,
+    crash_cycles,
+    cycle_seconds,
+    cycles_not_exactly_once,
+    duplicated_rows,
+    jvm_start_percentile,
+    kills_inside_a_batch,
+    leftover_objects,
+    lost_rows,
+    recovery_percentile,
+    recovery_requests,
+    restart_failure_rate,
+    two_writer_outcome_is,
+    two_writer_run,
+)
+from .faults import (  # noqa: F401
+    death_rate,
+    exactly_once_violations,
+    failed_batch_rate,
+    fault_runs,
+    injected_per_run,
+    retried,
+    retried_per_run,
+)
+from .overhead import (  # noqa: F401
+    checkpoint_files_per_batch,
+    floor_run,
+    has_floor,
+    maintenance_batches_share,
+    requests_per_checkpoint_file,
+    spark_share_ms,
+    strategy_overhead_ms,
+    strategy_overhead_of_put,
+)
+from .requests import (  # noqa: F401
+    MANAGED,
+    billable_requests_by_op,
+    compaction_ratio,
+    compacts,
+    history_compactions,
+    history_last,
+    history_tail_ms,
+    is_compaction_batch,
+    kib_sent_per_batch,
+    largest_upload,
+    mib_sent_per_batch_median,
+    per_put,
+    put_latency_percentile,
+    requests_by_op,
+    requests_outside_batches,
+    requests_per_batch,
+    store_ms_per_batch,
+    strategy_controls,
+    strategy_share,
+)
+from .scale import (  # noqa: F401
+    AXIS_STEP,
+    PARTITION_DIRECTORY,
+    SCALE_FIGURES,
+    STATEFUL_AREAS,
+    heap_growth_mib,
+    heap_peak_mib,
+    late_growth,
+    maintenance_files_per_partition_batch,
+    maintenance_listings_per_partition_round,
+    maintenance_rates,
+    maintenance_rounds,
+    manager_kib_peak,
+    manager_objects_growth,
+    memory_readings,
+    projected_requests_by_op,
+    scale_axes_run,
+    scale_fit,
+    scale_points,
+    scale_values,
+)
+from .stats import (  # noqa: F401
+    duration_percentile,
+    linear_fit,
+    mean,
+    median,
+    of_run,
+    or_none,
+    percentile,
+    state_commit_percentile,
+    trimmed_mean,
+    whole_ms_percentile,
+)
+from .store import (  # noqa: F401
+    COPY,
+    COPY_MOVES_DATA,
+    JVM_ROUTE,
+    PROJECTED_COPY,
+    TIMED_ROUTES,
+    client_floor_percentile,
+    copy_fit,
+    copy_percentile,
+    copy_sizes,
+    floor_percentile,
+    projected_copy_mb_per_s,
+    proxy_added_ms,
+    proxy_added_pct_of_put,
+    put_floor_ms,
+    samples,
+    timed_by,
+    wal_commit_in_store_puts,
+)

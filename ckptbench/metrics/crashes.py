@@ -1,0 +1,111 @@
+"""The crash lab's figures (``ckptbench.experiments.crashlab``): cycles, failed restarts, rows
+duplicated or lost, recovery, leftovers, and the two-writer runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ckptbench.metrics.stats import median, percentile
+from ckptbench.record.results import Results
+
+# -- crashes (ckptbench.experiments.crashlab) -----------------------------------------------
+
+def _of(frame: pd.DataFrame, strategy: str, workload: str | None) -> pd.DataFrame:
+    frame = frame[frame.strategy == strategy]
+    return frame if workload is None else frame[frame.workload == workload]
+
+
+def crash_cycles(results: Results, strategy: str, workload: str | None = None) -> float:
+    """Kill/restart cycles run (of ``workload``, or all)."""
+    return float(len(_of(results.cycles, strategy, workload)))
+
+
+def restart_failure_rate(results: Results, strategy: str, workload: str | None = None) -> float:
+    """Share of cycles whose restarted query never committed a batch (it failed, or timed out)."""
+    cycles = _of(results.cycles, strategy, workload)
+    return float((~cycles.restart_ok.astype(bool)).mean()) if len(cycles) else float("nan")
+
+
+def _series_sum(results: Results, strategy: str, column: str, workload: str | None) -> float:
+    values = _of(results.crash_series, strategy, workload)[column].astype(float)
+    values = values[values >= 0]  # -1: not applicable (a sink with no log to ask)
+    return float(values.sum()) if len(values) else float("nan")
+
+
+def duplicated_rows(results: Results, strategy: str, workload: str | None = None) -> float:
+    """Rows in the output more than once, summed over the series, as the check at rest after each
+    series' clean stop found them (output is append-only: a duplicate once seen stays)."""
+    return _series_sum(results, strategy, "duplicates", workload)
+
+
+def lost_rows(results: Results, strategy: str, workload: str | None = None) -> float:
+    """Rows of committed batches missing from the output at the end of each series, summed."""
+    return _series_sum(results, strategy, "lost", workload)
+
+
+def kills_inside_a_batch(results: Results, strategy: str, workload: str | None = None) -> float:
+    """Cycles whose kill left ``offsets/N`` without ``commits/N`` (the restart re-runs batch N):
+    the kills that test a replay, as opposed to those between batches."""
+    cycles = _of(results.cycles, strategy, workload)
+    return float((cycles.offsets_at_kill.astype(float) > cycles.committed_at_kill.astype(float)).sum())
+
+
+def cycles_not_exactly_once(results: Results, strategy: str, workload: str | None = None) -> float:
+    """Cycles whose check after the restart found duplicated or lost rows or a partly visible batch."""
+    cycles = _of(results.cycles, strategy, workload)
+    bad = cycles[["duplicates", "lost", "partial"]].fillna(0).astype(int).sum(axis=1) > 0
+    return float(bad.sum())
+
+
+def recovery_percentile(results: Results, strategy: str, q: float, workload: str | None = None) -> float:
+    """A percentile of the restarts' recovery time (ms): from just before the restarted query's
+    ``start()`` (its SparkSession already up) to its first stored ``commits/N``."""
+    cycles = _of(results.cycles, strategy, workload)
+    return percentile(cycles[cycles.restart_ok.astype(bool)].recovery_ms, q)
+
+
+def recovery_requests(results: Results, strategy: str, workload: str | None = None) -> float:
+    """Median S3 requests a restart sent from the query's start to its first stored ``commits/N``."""
+    cycles = _of(results.cycles, strategy, workload)
+    return median(cycles[cycles.restart_ok.astype(bool)].recovery_requests.astype(float))
+
+
+def jvm_start_percentile(results: Results, strategy: str, q: float, workload: str | None = None) -> float:
+    """A percentile of a restarted driver's start, spawn to SparkSession up (ms), kept out of recovery."""
+    return percentile(_of(results.cycles, strategy, workload).jvm_start_ms, q)
+
+
+def cycle_seconds(results: Results, strategy: str, workload: str | None = None) -> float:
+    """Median wall time of one crash cycle (watch, kill, restart, first commit, check), seconds."""
+    return median(_of(results.cycles, strategy, workload).seconds)
+
+
+#: What ``leftover_objects`` counts: Spark's rename temp files, sink data files the sink's log does
+#: not list, multipart uploads never completed nor aborted.
+LEFTOVER_KINDS = ("temp_objects", "orphan_files", "pending_uploads")
+
+
+def leftover_objects(results: Results, strategy: str, kind: str, workload: str | None = None) -> float:
+    """Objects of ``kind`` (``LEFTOVER_KINDS``) left under the checkpoints and outputs at the end,
+    summed over the series."""
+    if kind not in LEFTOVER_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(LEFTOVER_KINDS)}, not {kind!r}")
+    return _series_sum(results, strategy, kind, workload)
+
+
+def two_writer_run(results: Results, strategy: str, workload: str = "stateless",
+                   head_start: int | None = None) -> pd.Series:
+    """The (last) two-writer run of ``strategy`` x ``workload`` (with the second driver started
+    after ``head_start`` batches, if given): its errors, checks and ``outcome``."""
+    runs = _of(results.two_writers, strategy, workload)
+    if head_start is not None:
+        runs = runs[runs.head_start == head_start]
+    if runs.empty:
+        raise KeyError(f"no two-writer run of {strategy} x {workload} (head start {head_start})")
+    return runs.iloc[-1]
+
+
+def two_writer_outcome_is(results: Results, strategy: str, outcome: str, workload: str = "stateless",
+                          head_start: int | None = None) -> float:
+    """1.0 when the two-writer run's outcome is ``outcome`` (``crashlab.OUTCOMES``), else 0.0."""
+    return float(two_writer_run(results, strategy, workload, head_start).outcome == outcome)

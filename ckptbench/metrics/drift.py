@@ -1,0 +1,103 @@
+"""How far two runs of the suite moved apart: every number of one against the same number of the other.
+
+``python -m ckptbench drift A B``, where A and B are results directories written by
+``python -m ckptbench bench --results DIR`` (or asv result files). Run the same commit twice and
+this says how much of a difference between two commits is noise; it says so when A and B ran on
+different stores or Spark versions (asv machines), sizes or commits. A value's move is
+``|a - b| / mean(|a|, |b|)`` (0 when both are 0); values that failed or are NaN in either run
+are left out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+from ckptbench.record import disk
+
+#: The move the suite aims to stay within, run to run.
+AIM = 0.15
+
+
+class NoResults(Exception):
+    """A path holds no asv result."""
+
+
+def result_file(path: Path) -> Path:
+    """``path`` itself if it is a file, else the newest asv result file under ``path``."""
+    if path.is_file():
+        return path
+    files = [p for p in path.glob("**/*.json") if p.parent.parent.name == "asv" and p.name != "machine.json"]
+    if not files:
+        raise NoResults(f"no asv results under {path}; give a directory written by "
+                        f"`python -m ckptbench bench --results DIR`, or an asv result file")
+    return max(files, key=lambda p: p.stat().st_mtime)
+
+
+def values(path: Path) -> dict[str, float]:
+    """``{"module.Class.track_x[param, ...]": value}`` for every finite number of an asv result file."""
+    data = json.loads(path.read_text())
+    columns = data["result_columns"]
+    out = {}
+    for name, row in data["results"].items():
+        result, params = row[columns.index("result")], row[columns.index("params")]
+        labels = [", ".join(combo) for combo in itertools.product(*params)] if params else [""]
+        results = result if isinstance(result, list) else [result]
+        for label, value in zip(labels, results, strict=True):
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                out[f"{name}[{label}]" if label else name] = value
+    return out
+
+
+def provenance(path: Path) -> dict[str, str]:
+    """What a result file was run on: the asv machine (``<host>-<store>-spark<version>``, or
+    ``<host>-<store>`` before Spark versions were named), the commit and, where the raw measurements
+    lie beside it (``bench --results DIR``), the run's size."""
+    data = json.loads(path.read_text())
+    machine = data["params"]["machine"]
+    store = re.sub(r"-spark[\d.]+$", "", machine).rsplit("-", 1)[-1]
+    raw = disk.directory(path.parent.parent.parent / "raw", store, "streaming")
+    try:
+        size = json.loads((raw / "environment.json").read_text())["size"]
+    except (OSError, ValueError, KeyError):
+        size = "unknown"
+    return {"machine": machine, "commit": data["commit_hash"][:8], "size": size}
+
+
+def move(a: float, b: float) -> float:
+    return abs(a - b) / ((abs(a) + abs(b)) / 2) if a or b else 0.0
+
+
+def compare(a: Path, b: Path, worst: int = 10) -> str:
+    """A text summary: overall and per benchmark class, the median move and the share within the
+    aim, then the ``worst`` values that moved most."""
+    files = result_file(a), result_file(b)
+    first, second = (values(f) for f in files)
+    moves = {name: move(first[name], second[name]) for name in first.keys() & second.keys()}
+    if not moves:
+        raise NoResults(f"{files[0]} and {files[1]} share no benchmark value")
+    by_class: dict[str, list[float]] = {}
+    for name, m in moves.items():
+        by_class.setdefault(name.split("[", 1)[0].rsplit(".", 1)[0], []).append(m)
+
+    def line(label: str, ms: list[float]) -> str:
+        within = sum(m <= AIM for m in ms) / len(ms)
+        return (f"{label:45} {len(ms):5} values  median move {statistics.median(ms):6.1%}  "
+                f"within {AIM:.0%}: {within:4.0%}")
+
+    runs = [provenance(f) for f in files]
+    lines = [f"{label}: {f} ({', '.join(f'{k} {v}' for k, v in run.items())})"
+             for label, f, run in zip("AB", files, runs, strict=True)]
+    differ = [k for k in ("machine", "size", "commit") if runs[0][k] != runs[1][k]]
+    if differ:
+        lines.append(f"A and B differ in {', '.join(differ)}: what moved below is not run-to-run noise alone")
+    lines.append(line("all", list(moves.values())))
+    lines += [line(f"  {cls}", ms) for cls, ms in sorted(by_class.items())]
+    lines.append("moved most:")
+    for name in sorted(moves, key=moves.get, reverse=True)[:worst]:
+        lines.append(f"  {moves[name]:6.1%}  {name}: {first[name]:.4g} -> {second[name]:.4g}")
+    return "\n".join(lines)

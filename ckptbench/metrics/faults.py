@@ -1,0 +1,66 @@
+"""The failure lab's figures (``ckptbench.experiments.faultlab``): deaths, failed batches,
+retries and injected faults per run, exactly-once violations."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ckptbench.record.results import Results
+
+# -- the failure lab (ckptbench.experiments.faultlab) -----------------------------------------
+
+def fault_runs(results: Results, strategy: str, profile: str, workload: str | None = None) -> pd.DataFrame:
+    """The failure lab's runs of ``strategy`` under fault profile ``profile`` (of ``workload``, or
+    of every workload), one row each: the ``runs`` columns joined with the ``fault_runs`` ones."""
+    runs = results.runs.merge(results.fault_runs, on="run")
+    match = runs[(runs.strategy == strategy) & (runs.profile == profile)]
+    if workload is not None:
+        match = match[match.workload == workload]
+    if match.empty:
+        raise KeyError(f"no failure-lab run of {strategy} under {profile}" + (f" x {workload}" if workload else ""))
+    return match
+
+
+def death_rate(results: Results, strategy: str, profile: str, workload: str | None = None) -> float:
+    """Query deaths per run: the share of runs whose query stopped with an exception."""
+    runs = fault_runs(results, strategy, profile, workload)
+    return float((runs.outcome == "died").mean())
+
+
+def failed_batch_rate(results: Results, strategy: str, profile: str, workload: str | None = None) -> float:
+    """Failed batches per batch asked: the batches the runs asked for and did not get (their query
+    died or stalled first), over all the batches asked."""
+    runs = fault_runs(results, strategy, profile, workload)
+    return float((runs.batches - runs.batches_done).sum() / runs.batches.sum())
+
+
+def retried(requests: pd.DataFrame) -> pd.Series:
+    """For each request (in ``requests``' order), whether it retries another: the previous request
+    of its run with the same method and key failed with no answer (status 0: a reset, a lost
+    response) or a 5xx (an injected error, a throttle)."""
+    ordered = requests.sort_values("start")
+    previous = ordered.groupby(["run", "method", "key"]).status.shift()
+    retry = previous.notna() & ((previous == 0) | (previous >= 500))
+    return retry.reindex(requests.index)
+
+
+def retried_per_run(results: Results, strategy: str, profile: str, workload: str | None = None) -> float:
+    """Retried requests (``retried``) per run, a mean over the runs: under faults and, for a run
+    whose query died or stalled, its recovery. Per run, not per batch: a run that died at once
+    has no batch to divide by."""
+    runs = fault_runs(results, strategy, profile, workload)
+    requests = results.requests[results.requests.run.isin(runs.run)]
+    return float(retried(requests).sum() / len(runs))
+
+
+def injected_per_run(results: Results, strategy: str, profile: str, workload: str | None = None) -> float:
+    """Faults the metering proxy injected per run, a mean over the runs (every label counts: a
+    request both delayed and answered 503 counts twice)."""
+    runs = fault_runs(results, strategy, profile, workload)
+    return float(results.injections.run.isin(runs.run).sum() / len(runs))
+
+
+def exactly_once_violations(results: Results, strategy: str, profile: str) -> int:
+    """File-sink runs whose output did not hold every row of whole batches exactly once."""
+    runs = fault_runs(results, strategy, profile, "file_sink")
+    return int((runs.exactly_once == False).sum())  # noqa: E712 (NA, not asked, is neither)

@@ -1,0 +1,84 @@
+"""Spark's own share of a commit (the benchmark floor) and a strategy's overhead above it and
+above one PUT; checkpoint files per batch and requests per checkpoint file."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ckpt_impls
+from ckptbench.metrics.requests import MANAGED, requests_per_batch
+from ckptbench.metrics.stats import duration_percentile
+from ckptbench.metrics.store import put_floor_ms
+from ckptbench.record.results import Results, Run
+
+# -- Spark's own share, and the strategy's ------------------------------------------------
+
+def floor_run(results: Results, workload: str) -> Run:
+    """The benchmark floor's run of ``workload`` (``ckpt_impls.FLOOR``: files in the JVM's memory,
+    no store), its "requests" being the checkpoint files it published, one ``PUT`` each."""
+    return results.run(ckpt_impls.FLOOR.name, workload, source="memory")
+
+
+def has_floor(results: Results) -> bool:
+    """Whether the record ran the benchmark floor: only in local mode, where its files, kept in the
+    driver JVM's memory, are where the tasks run (not on a cluster, ``ckptbench.experiments.streaming``)."""
+    return ckpt_impls.FLOOR.name in set(results.runs.strategy)
+
+
+def spark_share_ms(results: Results, workload: str, name: str = "walCommit") -> float:
+    """Spark's own share of ``name`` (walCommit, commitOffsets): its p50 through the benchmark
+    floor, where no store is involved; NaN where the record has no floor (``has_floor``)."""
+    if not has_floor(results):
+        return float("nan")
+    return duration_percentile(floor_run(results, workload), name, 50)
+
+
+def strategy_overhead_ms(results: Results, run: Run, name: str = "walCommit") -> float:
+    """What a strategy adds to ``name`` beyond Spark's share and one PUT round trip: its p50, minus
+    the floor's p50 (``spark_share_ms``), minus a 1 KiB PUT's p50 as Spark's own client makes it
+    (``put_floor_ms``, same record). 0 is one PUT per checkpoint file made after the store sat idle,
+    as the stateful workload's are; where Spark's own requests come just before the commit (the file
+    source lists its input in latestOffset) the store is warm and the PUT faster, and a strategy
+    at one PUT per file reads below 0."""
+    return (duration_percentile(run, name, 50) - spark_share_ms(results, run.info.workload, name)
+            - put_floor_ms(results))
+
+
+def strategy_overhead_of_put(results: Results, run: Run, name: str = "walCommit") -> float:
+    """``strategy_overhead_ms`` as a fraction of that PUT's p50 (``put_floor_ms``)."""
+    return strategy_overhead_ms(results, run, name) / put_floor_ms(results)
+
+
+def checkpoint_files_per_batch(results: Results, workload: str) -> float:
+    """Checkpoint files Spark writes or deletes per measured batch of ``workload`` (through the
+    manager: offsets, commits, state, logs; past ``minBatchesToRetain`` each log's oldest file goes
+    every batch), counted by the benchmark floor's manager; a mean, like requests, over the batches
+    no state store maintenance call overlapped (a batch's own files: see
+    ``requests_per_checkpoint_file``). NaN where the record has no floor (``has_floor``)."""
+    if not has_floor(results):
+        return float("nan")
+    return requests_per_batch(dataclasses.replace(floor_run(results, workload), clear_of_maintenance=True),
+                              ops=["PUT", "DELETE"])
+
+
+def requests_per_checkpoint_file(results: Results, run: Run) -> float:
+    """The strategy's requests per batch in the manager's areas over the checkpoint files per batch
+    (``checkpoint_files_per_batch``, the files Spark publishes through the manager): 1.0 is one
+    request per file. Only the requests the strategy makes (``strategy_controls``): RocksDB's SST
+    uploads are neither its requests nor among those files.
+
+    A batch's own, on both sides: the batches state store maintenance overlapped are left out
+    (``Run.clear_of_maintenance``). Maintenance (a snapshot, a LIST of each partition's directory)
+    runs on its own schedule, so it lands in a run's few batches or not by chance; with it in, one
+    run's figure moves with that chance (measured: docs/findings/overhead.md).
+    ``maintenance_batches_share`` says how many were left out."""
+    own = dataclasses.replace(run, clear_of_maintenance=True)
+    return (requests_per_batch(own, areas=MANAGED, controlled=True)
+            / checkpoint_files_per_batch(results, run.info.workload))
+
+
+def maintenance_batches_share(run: Run) -> float:
+    """The share (0-1) of a run's measured batches that a state store maintenance call overlapped
+    (0 where none was logged: see ``results.Run.clear_of_maintenance``)."""
+    batches = run.batches
+    return float(run.overlaps_maintenance(batches).mean()) if len(batches) else float("nan")

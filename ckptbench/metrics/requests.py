@@ -1,0 +1,156 @@
+"""Requests per batch: by operation, area and who controls them, bytes sent, store time; the
+logs' compactions and histories."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ckptbench.metrics.stats import mean, median, percentile
+from ckptbench.record.results import Results, Run
+from infra.s3ops import AREAS, through_manager
+
+#: Areas written through the checkpoint manager: all but the data files.
+MANAGED = tuple(a for a in AREAS if a != "data")
+
+
+# -- requests -------------------------------------------------------------------------------
+
+def strategy_controls(requests: pd.DataFrame) -> pd.Series:
+    """Per request: whether the checkpoint strategy made it (``infra.s3ops.through_manager``)."""
+    return pd.Series([through_manager(o, a, k) for o, a, k in zip(requests.op, requests.area, requests.key,
+                                                                  strict=True)],
+                     index=requests.index, dtype=bool)
+
+
+def _select(requests: pd.DataFrame, ops=None, areas=None, controlled: bool | None = None) -> pd.DataFrame:
+    """The requests of ``ops`` in ``areas`` that the strategy made (``controlled`` True), did not
+    make (False), or either (None)."""
+    if controlled is not None:
+        requests = requests[strategy_controls(requests) == controlled]
+    if ops is not None:
+        requests = requests[requests.op.isin(list(ops))]
+    if areas is not None:
+        requests = requests[requests.area.isin(list(areas))]
+    return requests
+
+
+def _per_batch(run: Run, column: str | None, ops=None, areas=None, how: str = "sum",
+               controlled: bool | None = None) -> pd.Series:
+    """One value per measured batch (every batch, 0 where none matched): the count of the matching
+    requests (``column`` None) or the sum of ``column``."""
+    requests = _select(run.requests, ops, areas, controlled)
+    grouped = requests.groupby("batch_id")
+    values = grouped.size() if column is None else getattr(grouped[column], how)()
+    return values.reindex(run.batches.batch_id, fill_value=0).astype(float)
+
+
+def requests_per_batch(run: Run, ops=None, areas=None, controlled: bool | None = None) -> float:
+    """Mean S3 requests per measured batch, of ``ops`` in ``areas`` (all when None); only those the
+    strategy made (``controlled`` True) or only the others (False)."""
+    return mean(_per_batch(run, None, ops, areas, controlled=controlled))
+
+
+def strategy_share(run: Run) -> float:
+    """The share (0-1) of a measured batch's requests the checkpoint strategy made, over all
+    measured batches: the rest (data files, RocksDB's SST uploads) are the same whatever it is."""
+    total = len(run.requests)
+    return len(_select(run.requests, controlled=True)) / total if total else float("nan")
+
+
+def requests_by_op(run: Run) -> dict[str, float]:
+    """Mean requests per batch of each operation seen, most first."""
+    by_op = {op: requests_per_batch(run, ops=[op]) for op in run.requests.op.unique()}
+    return dict(sorted(by_op.items(), key=lambda kv: -kv[1]))
+
+
+def billable_requests_by_op(run: Run, controlled: bool | None = None) -> dict[str, float]:
+    """Mean requests per batch of each operation that AWS S3 would bill: all but 5xx answers (only
+    the strategy's with ``controlled`` True, only the others' with False)."""
+    requests = _select(run.requests, controlled=controlled)
+    billable = requests[~requests.status.between(500, 599)]
+    counts = billable.groupby(["batch_id", "op"]).size().unstack(fill_value=0)
+    counts = counts.reindex(run.batches.batch_id, fill_value=0)
+    return {op: float(counts[op].mean()) for op in counts.columns}
+
+
+def requests_outside_batches(run: Run) -> float:
+    """Requests that started between batches (state store maintenance, say), per measured batch."""
+    return len(run.outside) / len(run.batches) if len(run.batches) else float("nan")
+
+
+def per_put(run: Run, op: str, areas=MANAGED) -> float:
+    """Requests of ``op`` per PUT in ``areas``: a rename on S3 is a COPY and a DELETE per PUT."""
+    puts = len(_select(run.requests, ["PUT"], areas))
+    return len(_select(run.requests, [op], areas)) / puts if puts else float("nan")
+
+
+def store_ms_per_batch(run: Run, areas=None, ops=None) -> float:
+    """Median over the measured batches of the store's time (summed per-request latency, as the
+    metering proxy timed it) for the matching requests."""
+    return median(_per_batch(run, "ms", ops, areas))
+
+
+def kib_sent_per_batch(run: Run, areas=None, controlled: bool | None = None) -> float:
+    """Mean request payload per measured batch, in KiB (``controlled`` as in ``requests_per_batch``)."""
+    return mean(_per_batch(run, "bytes_in", areas=areas, controlled=controlled)) / 1024
+
+
+def mib_sent_per_batch_median(run: Run, areas) -> float:
+    """Median request payload per measured batch to ``areas``, in MiB: the state size a batch writes."""
+    return median(_per_batch(run, "bytes_in", areas=areas)) / 2**20
+
+
+def put_latency_percentile(run: Run, area: str, q: float) -> float:
+    """A percentile of the single PUTs' store-side latency in ``area``."""
+    return percentile(_select(run.requests, ["PUT"], [area]).ms, q)
+
+
+def largest_upload(run: Run, area: str) -> pd.Series:
+    """Per measured batch, the largest single upload to ``area`` in bytes (a PUT, or a multipart
+    upload's parts summed): the file a batch writes whole, such as an ``N.compact``."""
+    uploads = _select(run.requests, ["PUT", "MPU_PART"], [area]).groupby(["batch_id", "key"]).bytes_in.sum()
+    largest = uploads.groupby(level="batch_id").max() if len(uploads) else pd.Series(dtype=float)
+    return largest.reindex(run.batches.batch_id, fill_value=0).astype(float)
+
+
+# -- compaction -----------------------------------------------------------------------------
+
+def is_compaction_batch(batch_id: int, interval: int) -> bool:
+    """Spark's CompactibleFileStreamLog rule: batch N writes ``N.compact`` when (N+1) % interval == 0."""
+    return (batch_id + 1) % interval == 0
+
+
+def compaction_ratio(run: Run, interval: int) -> float:
+    """Median batch time (triggerExecution) of compaction batches over that of the others."""
+    batches = run.batches
+    compact = batches.batch_id.map(lambda b: is_compaction_batch(b, interval))
+    if not compact.any() or compact.all():
+        return float("nan")
+    return median(batches.triggerExecution[compact]) / median(batches.triggerExecution[~compact])
+
+
+def compacts(run: Run, log: str, interval: int) -> list[tuple[int, float]]:
+    """(batch id, bytes of its ``N.compact``) for the measured compaction batches of ``log``."""
+    largest = largest_upload(run, log)
+    return [(int(b), float(size)) for b, size in largest.items() if is_compaction_batch(int(b), interval)]
+
+
+# -- log histories (compaction against history length) -------------------------------------
+
+def history_compactions(results: Results, batches: int, log: str) -> pd.DataFrame:
+    frame = results.compactions
+    frame = frame[(frame.history == batches) & (frame.log == log)].sort_values("batch")
+    if frame.empty:
+        raise RuntimeError(f"{log}: no compaction in a history of {batches} batches")
+    return frame
+
+
+def history_tail_ms(results: Results, batches: int, log: str) -> float:
+    """Median store-side time of the last ``tail`` compactions: at the end of the history."""
+    tail = results.environment["plan"]["tail"]
+    return median(history_compactions(results, batches, log).ms.iloc[-tail:])
+
+
+def history_last(results: Results, batches: int, log: str, field: str) -> float:
+    """``field`` (``bytes``, ``entries``, ``garbage_staged``) of the history's last compaction."""
+    return float(history_compactions(results, batches, log)[field].iloc[-1])

@@ -1,0 +1,124 @@
+"""A record on disk: a directory holding ``environment.json`` (with ``schema_version``) and one
+Parquet file per non-empty table, or parts of one (``part-K-of-N``) written by processes that
+split a plan and merged on read. A reader refuses a schema version it does not know rather than
+guess at it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from ckptbench.config import Settings
+from ckptbench.record import results
+from ckptbench.record.results import Results
+from ckptbench.record.schema import READABLE, SCHEMA_VERSION, TABLES
+
+
+class SchemaMismatch(ValueError):
+    """A results directory written with another schema version."""
+
+
+#: A part of a record split in parts (``write_part``), under the record's directory.
+PART = re.compile(r"part-(\d+)-of-(\d+)")
+
+
+def write_part(record: Results, directory: Path, k: int, n: int) -> Path:
+    """Write ``record`` as part ``k`` of ``n`` of the record in ``directory`` (replacing that part,
+    the parts of a split into another number of parts, and a whole record there); ``read`` of
+    ``directory`` then merges its parts."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in [*directory.glob("*.parquet"), *directory.glob("environment.json")]:
+        stale.unlink()
+    for other in directory.glob("part-*-of-*"):
+        if (m := PART.fullmatch(other.name)) and int(m.group(2)) != n:
+            shutil.rmtree(other)
+    part = Results({**record.environment, "part": [k, n]}, record.tables)
+    return part.write(directory / f"part-{k}-of-{n}")
+
+
+def merge(parts: list[Results]) -> Results:
+    """One record of ``parts`` (of one experiment): their tables one after the other, series and
+    run numbers renumbered so that no two parts share one; the environment is the first part's,
+    with each part's ``part``, ``created``, ``commit``, ``seed`` and ``finished`` under ``parts``."""
+    tables: dict[str, list[pd.DataFrame]] = {}
+    offsets = {"series": 0, "run": 0}
+    for record in parts:
+        for name, table in record.tables.items():
+            frame = table.copy()
+            for column in offsets:
+                if column in frame:
+                    frame[column] += offsets[column]
+            tables.setdefault(name, []).append(frame)
+        for column in offsets:
+            numbers = [record.tables[name][column].max() for name in record.tables if column in record.tables[name]
+                       and len(record.tables[name])]
+            offsets[column] += int(max(numbers, default=-1)) + 1
+    kept = ("part", "created", "commit", "seed", "finished")
+    env = {**parts[0].environment, "parts": [{k: p.environment.get(k) for k in kept} for p in parts]}
+    env.pop("part", None)
+    return Results(env, {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items()})
+
+
+def parts_of(directory: Path) -> list[Path]:
+    """The part directories of a record split in parts, in part order (none for a whole record)."""
+    found = [(int(m.group(1)), p) for p in directory.glob("part-*-of-*") if (m := PART.fullmatch(p.name))]
+    return [p for _, p in sorted(found) if (p / "environment.json").exists()]
+
+
+def read(directory: Path) -> Results:
+    """The record written to ``directory`` by ``Results.write`` (or its parts' by
+    ``write_part``, merged)."""
+    if not (directory / "environment.json").exists() and (parts := parts_of(directory)):
+        return merge([read(part) for part in parts])
+    env = json.loads((directory / "environment.json").read_text())
+    version = env.get("schema_version")
+    if version not in READABLE:
+        raise SchemaMismatch(f"{directory} has results schema {env.get('schema_version')}, this ckptbench reads "
+                             f"{SCHEMA_VERSION}: rerun the benchmark, or read it with the commit that wrote it "
+                             f"({env.get('commit', 'unknown')[:8]})")
+    tables = {path.stem: pd.read_parquet(path) for path in directory.glob("*.parquet") if path.stem in TABLES}
+    if version == 1 and "requests" in tables:  # before requests.source, every request was the proxy's
+        tables["requests"]["source"] = "proxy"
+    for name, frame in tables.items():  # columns an older record (or a part of one) lacks
+        for column in TABLES[name]:
+            if column not in frame:
+                frame[column] = "{}" if (name, column) == ("runs", "settings") else pd.NA
+    env = {**env, "schema_version": SCHEMA_VERSION}
+    return Results(env, tables)
+
+
+def read_all(raw: Path) -> dict[str, dict[str, Results]]:
+    """``{store: {experiment: Results}}`` for every record under ``raw``; another schema's are skipped."""
+    out: dict[str, dict[str, Results]] = {}
+    for record_dir in record_dirs(raw):
+        try:
+            record = read(record_dir)
+        except SchemaMismatch:
+            continue
+        out.setdefault(record.environment["store"], {})[record.environment["experiment"]] = record
+    return out
+
+
+def record_dirs(raw: Path) -> list[Path]:
+    """The directories under ``raw`` holding a record, whole or in parts."""
+    return sorted(d for d in raw.glob("*") if (d / "environment.json").exists() or parts_of(d))
+
+
+def directory(raw: Path, store: str, experiment: str) -> Path:
+    """Where the latest record of ``experiment`` on ``store`` lives under ``raw``."""
+    return raw / f"{store}-{experiment}"
+
+
+def save(record: results.Results, settings: Settings, part: tuple[int, int] = (1, 1)) -> results.Results:
+    """Write ``record`` where ``settings`` keep raw results (the latest of its store and experiment),
+    as part K of N when ``part`` is (K, N) of a plan split over processes (``write_part``)."""
+    where = directory(settings.raw, settings.store, record.environment["experiment"])
+    if part == (1, 1):
+        record.write(where)
+    else:
+        write_part(record, where, *part)
+    return record

@@ -1,0 +1,394 @@
+"""The record of one experiment in memory: ``Results`` (its tables and environment), ``Run`` (one
+run's rows, warm-up and maintenance left out in one place), ``Recorder`` (how an experiment builds
+one), and which requests state store maintenance made (``maintenance_methods``). The tables and
+their columns are ``ckptbench.record.schema``'s."""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import datetime as dt
+import json
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+
+import ckpt_impls
+from ckpt_impls import manifest_format
+from ckptbench.config import ROOT
+from ckptbench.record.schema import DURATIONS, SCHEMA_VERSION, SOURCES, TABLES, _table
+
+
+class RunFailed(RuntimeError):
+    """The run asked for failed; str() is Spark's (or the harness's) reason."""
+
+
+def environment(store, experiment: str, size: str, plan: dict, spark=None, **extra) -> dict:
+    """What an experiment ran on: the store, the fault profile its metering proxy injected and that
+    profile's seed, the run size and plan, the commit and the versions of Spark, Hadoop and the S3A
+    connector that ran it (read from the jars that are loaded); where requests went (``where``) and,
+    given the running ``spark`` session, its master, executor count and the driver JVM's ``-X``
+    flags (a JIT or heap setting changes what is timed: ``SPARK_SUBMIT_OPTS`` reaches them)."""
+    from ckpt_impls import jars
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    env = {"schema_version": SCHEMA_VERSION, "experiment": experiment, "store": store.name,
+           "describe": store.describe(), "emulator": store.emulator,
+           "fault_profile": getattr(store, "fault_profile", "none"), "fault_seed": getattr(store, "seed", 0),
+           "size": size, "plan": plan,
+           "commit": commit, "host": socket.gethostname(),
+           "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+           "versions": jars.versions(), "where": where(store)}
+    if spark is not None:
+        env.update(spark_master=spark.sparkContext.master, executors=executors(spark), jvm_flags=jvm_flags(spark))
+    return {**env, **extra}
+
+
+def where(store) -> dict:
+    """Where a run's requests went: the store's endpoint ``scheme`` (http/https) and ``location``
+    (local: this machine's loopback; remote), and who counted them (``counted_by``: the metering
+    proxy and Spark's JVMs, or the JVMs alone on a store the proxy cannot front)."""
+    inner = getattr(store, "inner", store)  # the store itself, not its metering proxy's endpoint
+    proxied = getattr(store, "proxy", None) is not None
+    return {**inner.where, "counted_by": ["proxy", "jvm"] if proxied else ["jvm"]}
+
+
+def jvm_flags(spark) -> list[str]:
+    """The driver JVM's ``-X`` and ``-XX`` options (heap, JIT, GC), as it was started."""
+    arguments = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    return [a for a in arguments if a.startswith("-X")]
+
+
+def executors(spark) -> int:
+    """Executor JVMs beside the driver: 0 in local mode, where the driver runs the tasks itself."""
+    if spark.sparkContext.master.startswith("local"):
+        return 0
+    return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # the driver's block manager too
+
+
+@dataclasses.dataclass
+class Results:
+    """One experiment's record. Build it with ``Recorder``; read it with ``read``."""
+
+    environment: dict
+    tables: dict[str, pd.DataFrame]
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        if name in TABLES:
+            return self.tables.get(name, _table(name, []))
+        raise AttributeError(name)
+
+    def __getstate__(self):
+        # __getattr__ above must not answer pickle's probes; what is worked out from the tables
+        # (``_``-named: the splits by run, the maintenance's requests) is worked out again.
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def run(self, strategy: str, workload: str, keys: int | None = None, source: str | None = None) -> Run:
+        """The run of ``strategy`` x ``workload`` (with ``keys`` keys: by default the plan's first),
+        its requests as ``source`` counted them (by default the proxy where it did, else the JVM);
+        raises ``RunFailed`` with its reason if it failed, ``KeyError`` if there is none."""
+        keys = self.environment["plan"]["keys"][0] if keys is None else keys
+        runs = self.runs
+        match = runs[(runs.strategy == strategy) & (runs.workload == workload) & (runs["keys"] == keys)]
+        if match.empty:
+            raise KeyError(f"no run of {strategy} x {workload} x {keys} keys")
+        row = match.iloc[-1]
+        if isinstance(row.error, str):
+            raise RunFailed(f"{strategy} x {workload} failed: {row.error}")
+        return Run(self, int(row.run), source)
+
+    def rows_of(self, table: str, run: int) -> pd.DataFrame:
+        """``table``'s rows of ``run``. Each table is split by run once per record: filtering a
+        10,000-batch run's two million requests again for every figure of every window takes minutes
+        (measured: docs/findings/scale.md)."""
+        split = self._worked_out(f"_{table}_by_run", lambda: dict(tuple(getattr(self, table).groupby("run"))))
+        return split.get(run, getattr(self, table).iloc[0:0])
+
+    def _worked_out(self, name: str, work):
+        """``work()``, done once per record and kept as ``name`` (``_``-named: left out of a pickle)."""
+        if name not in self.__dict__:
+            self.__dict__[name] = work()
+        return self.__dict__[name]
+
+    def _requests_by_source(self) -> dict:
+        return self._worked_out("_requests_split", lambda: dict(tuple(self.requests.groupby(["run", "source"]))))
+
+    def requests_counted(self, run: int, source: str) -> pd.DataFrame:
+        """The requests of ``run`` that ``source`` counted, split as ``rows_of`` splits a table."""
+        return self._requests_by_source().get((run, source), self.requests.iloc[0:0])
+
+    def sources_of(self, run: int) -> list[str]:
+        """The sources that counted requests of ``run``, in ``SOURCES`` order."""
+        return [s for s in SOURCES if (run, s) in self._requests_by_source()]
+
+    def maintenance_methods(self) -> pd.Series:
+        """``maintenance_methods`` over the whole ``requests`` table, each run's requests against
+        its own calls; worked out once per record (a 10,000-batch run has a million requests)."""
+        def work():
+            methods = [maintenance_methods(rows, self.rows_of("maintenance", run))
+                       for run, rows in self.requests.groupby("run")]
+            return pd.concat(methods) if methods else pd.Series(None, index=self.requests.index, dtype=object)
+        return self._worked_out("_maintenance_methods", work)
+
+    def strategies(self) -> list[str]:
+        """The strategies of the runs, in the order they ran (the benchmark floor is none)."""
+        return [s for s in dict.fromkeys(self.runs.strategy) if s != ckpt_impls.FLOOR.name]
+
+    def write(self, directory: Path) -> Path:
+        """Write the record to ``directory`` (replacing what was there); returns it."""
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.parquet"):
+            stale.unlink()
+        for stale in directory.glob("part-*-of-*"):  # parts of an earlier run split in parts
+            shutil.rmtree(stale)
+        for name, frame in self.tables.items():
+            if not frame.empty:
+                frame.to_parquet(directory / f"{name}.parquet", index=False)
+        (directory / "environment.json").write_text(json.dumps(self.environment, indent=1) + "\n")
+        return directory
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One run's rows of each table. Warm-up is left out of ``batches`` and ``requests`` here, the
+    one place that decides it; ``warmup`` holds those batches.
+
+    Requests are one source's (``request_source``): ``source`` if given, else the first of
+    ``SOURCES`` that counted this run. Two sources counting the same requests never add up here,
+    so no figure can count a request twice."""
+
+    results: Results
+    run: int
+    source: str | None = None
+    #: Only the measured batches with ids in ``first..last`` (a window of a long run), when given.
+    window: tuple[int, int] | None = None
+    #: Only the measured batches no state store maintenance call (``maintenance``) overlapped: a
+    #: batch's own requests, whatever maintenance's schedule. The same as all of them where
+    #: maintenance was not logged.
+    clear_of_maintenance: bool = False
+    #: Only the requests no state store maintenance call made (``maintenance_methods``), in every
+    #: batch: a batch's own requests, told apart request by request where ``clear_of_maintenance``
+    #: leaves whole batches out (at the scale experiment's 2 s interval every batch meets a call).
+    own_requests_only: bool = False
+
+    @property
+    def sources(self) -> list[str]:
+        """The sources that counted this run's requests, in ``SOURCES`` order."""
+        return self.results.sources_of(self.run)
+
+    @property
+    def request_source(self) -> str:
+        if self.source is not None:
+            return self.source
+        return next(iter(self.sources), SOURCES[0])
+
+    def _counted(self) -> pd.DataFrame:
+        """Every request of the run that ``request_source`` counted."""
+        return self.results.requests_counted(self.run, self.request_source)
+
+    def _requests(self) -> pd.DataFrame:
+        requests = self._counted()
+        return requests[~self._made_by_maintenance(requests)] if self.own_requests_only else requests
+
+    def _made_by_maintenance(self, requests: pd.DataFrame) -> pd.Series:
+        return self.results.maintenance_methods().reindex(requests.index).notna()
+
+    @property
+    def maintenance_requests(self) -> pd.DataFrame:
+        """Every request of the run (one source's, warm-up and between batches too) that a state
+        store maintenance call made, with the ``method`` of the call (``maintenance_methods``)."""
+        requests = self._counted()
+        methods = self.results.maintenance_methods().reindex(requests.index)
+        return requests[methods.notna()].assign(call=methods[methods.notna()])
+
+    def _of(self, table: str) -> pd.DataFrame:
+        return self.results.rows_of(table, self.run)
+
+    @property
+    def all_batches(self) -> pd.DataFrame:
+        return self._of("batches").sort_values("batch_id")
+
+    @property
+    def batches(self) -> pd.DataFrame:
+        """The measured batches."""
+        batches = self.all_batches
+        batches = batches[batches.phase == "measured"]
+        if self.window is not None:
+            batches = batches[batches.batch_id.between(*self.window)]
+        return batches[~self.overlaps_maintenance(batches)] if self.clear_of_maintenance else batches
+
+    def overlaps_maintenance(self, batches: pd.DataFrame) -> pd.Series:
+        """For each of ``batches`` (rows of this run's), whether a maintenance call's span met the
+        batch's window (``batch_window``: its timestamp to the end of its triggerExecution, with the
+        slack ``WINDOW_SLACK_S``, as ``Recorder.add_requests`` gives a request)."""
+        calls = self._of("maintenance")
+        start = batches.timestamp - WINDOW_SLACK_S
+        end = batches.timestamp + batches.triggerExecution / 1000 + WINDOW_SLACK_S
+        return pd.Series([bool(((calls.start <= e) & (calls.end >= s)).any()) for s, e in zip(start, end, strict=True)],
+                         index=batches.index, dtype=bool)
+
+    @property
+    def warmup(self) -> pd.DataFrame:
+        batches = self.all_batches
+        return batches[batches.phase == "warmup"]
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """The requests of the measured batches (one source's)."""
+        requests = self._requests()
+        return requests[requests.batch_id.isin(self.batches.batch_id)]
+
+    @property
+    def outside(self) -> pd.DataFrame:
+        """The requests that started between batches (one source's)."""
+        requests = self._requests()
+        return requests[requests.batch_id.isna()]
+
+    @property
+    def info(self) -> pd.Series:
+        return self.results.runs.set_index("run").loc[self.run]
+
+
+class Recorder:
+    """Collects an experiment's rows as they are measured; ``results()`` makes the record."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[dict]] = {name: [] for name in TABLES}
+
+    def add_run(self, strategy: str, workload: str, keys: int, prefix: str, settings: dict | None = None) -> int:
+        """A new run; its outcome columns are filled in (``rows["runs"][run].update``) as it ends."""
+        run = len(self.rows["runs"])
+        self.rows["runs"].append({"run": run, "strategy": strategy, "workload": workload, "keys": keys,
+                                  "prefix": prefix, "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0,
+                                  "settings": json.dumps(settings or {}, sort_keys=True)})
+        return run
+
+    def fail_run(self, run: int, error: str) -> None:
+        self.rows["runs"][run]["error"] = " ".join(error.split())[:500]
+
+    def add_batches(self, run: int, phase: str, progresses: list[dict]) -> None:
+        for p in progresses:
+            durations = p["durationMs"]
+            operators = p.get("stateOperators") or []
+            self.rows["batches"].append({
+                "run": run, "batch_id": p["batchId"], "phase": phase, "timestamp": batch_window(p)[0],
+                **{name: float(durations.get(name, float("nan"))) for name in DURATIONS},
+                "state_commit_ms": float(sum(op["commitTimeMs"] for op in operators)) if operators else float("nan"),
+                "state_rows": float(sum(op["numRowsTotal"] for op in operators)) if operators else float("nan"),
+                "input_rows": p.get("numInputRows", 0)})
+
+    def add_requests(self, run: int, events, progresses: list[dict], source: str = "proxy") -> None:
+        """``events`` (requests, as the metering proxy records them, or as ``source`` did in the
+        proxy's ``Event`` form), each attributed to the batch of ``progresses`` whose window it
+        started in, or to none."""
+        if source not in SOURCES:
+            raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
+        # Back-to-back windows do not overlap, so with WINDOW_SLACK_S a request falls in at most
+        # two, and the earlier one takes it. Found by bisection: a 10,000-batch query's million
+        # requests tried against each window in turn would take many minutes.
+        windows = sorted(((start - WINDOW_SLACK_S, end + WINDOW_SLACK_S, p["batchId"]) for p in progresses
+                          for start, end in [batch_window(p)]), key=lambda w: w[0])
+        starts = [w[0] for w in windows]
+        for e in events:
+            last = bisect.bisect_right(starts, e.start) - 1  # the latest window begun by e.start
+            batch = next((b for _, end, b in windows[max(last - 1, 0):last + 1] if e.start <= end), None)
+            self.rows["requests"].append({
+                "run": run, "batch_id": batch, "start": e.start, "ms": e.duration * 1000, "method": e.method,
+                "op": e.op, "area": e.area, "bucket": e.bucket, "key": e.key, "status": e.status,
+                "bytes_in": e.bytes_in, "bytes_out": e.bytes_out, "source": source,
+                "origin": getattr(e, "origin", None)})
+
+    def add_samples(self, experiment: str, op: str, ms: list[float], route: str = "proxy", size: int = 1024) -> None:
+        self.rows["samples"] += [{"experiment": experiment, "op": op, "route": route, "size": size, "seq": i,
+                                  "ms": value} for i, value in enumerate(ms)]
+
+    def add_compaction(self, **row) -> None:
+        self.rows["compactions"].append(row)
+
+    def add_fault_run(self, run: int, **row) -> None:
+        self.rows["fault_runs"].append({"run": run, **row})
+
+    def add_scale(self, run: int, partitions: int, operators: int, kind: str) -> None:
+        self.rows["scale"].append({"run": run, "partitions": partitions, "operators": operators, "kind": kind})
+
+    def add_memory(self, run: int, **row) -> None:
+        self.rows["memory"].append({"run": run, **row})
+
+    def add_maintenance(self, run: int, calls: list[dict]) -> None:
+        """The state store maintenance's calls to the run's manager (``querylab.maintenance_calls``)."""
+        self.rows["maintenance"] += [{"run": run, **call} for call in calls]
+
+    def add_injections(self, run: int, injections) -> None:
+        """``injections`` (``infra.faults.Injection``s, as the metering proxy keeps them) of ``run``."""
+        self.rows["injections"] += [{"run": run, "start": i.start, "op": i.op, "key": i.key, "fault": i.fault}
+                                    for i in injections]
+
+    def add_capabilities(self, checks: dict[str, dict]) -> None:
+        """The probe's ``checks`` (``ckptbench.experiments.probe.run``'s: ``{capability: {"ok", "detail", ...}}``)."""
+        self.rows["capabilities"] += [{"capability": name, "ok": bool(check["ok"]), "detail": check["detail"],
+                                       "seconds": check["seconds"]} for name, check in checks.items()]
+
+    def results(self, environment: dict) -> Results:
+        return Results(environment, {name: _table(name, rows) for name, rows in self.rows.items()})
+
+
+#: Progress timestamps have millisecond resolution: a batch's window is widened by that much on each
+#: side when a request or a maintenance call is placed in it.
+WINDOW_SLACK_S = 0.001
+
+
+#: The operations a ``list`` call sends: S3A's LIST and its HEAD of the directory's key, a
+#: manifest's GETs of its records.
+LISTING_OPS = ("LIST", "HEAD", "GET")
+
+
+def _on_listed(key: str, directory: str) -> bool:
+    """Whether ``key`` is ``directory``, its prefix, or in it but not a temp file (``.<name>...``:
+    a task's write on the way to a rename, not a listing's)."""
+    return key in (directory, directory + "/") or (key.startswith(directory + "/")
+                                                    and not key[len(directory) + 1:].startswith("."))
+
+
+def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.Series:
+    """For each of ``requests``, the method of the one of ``calls`` (rows of the ``maintenance``
+    table) that made it, None where none did (a batch's own): it started within the call's span
+    (widened by ``WINDOW_SLACK_S``) on the call's object. A ``list`` call's object is the directory
+    it listed: a read (``LISTING_OPS``) of it or in it. Another call's is the file it names, under
+    any name the request gives it (``.<name>.<uuid>.tmp`` on the way to a rename, S3A's probe of
+    ``<name>/``), or its directory's manifest, where ``manifest`` writes and deletes a file.
+
+    By key and time, since no request says which thread sent it: a task's own read in a directory
+    during a listing of it (a few milliseconds) counts as maintenance's, and a request on a
+    partition's directory itself around a write (S3A's marker cleanup) stays the batch's, as a task
+    writing there at that moment sends the same. Attributes nothing where no call was logged (before
+    schema 6, or on a cluster)."""
+    made = pd.Series(None, index=requests.index, dtype=object)
+    if calls.empty or requests.empty:
+        return made
+    ordered = requests.sort_values("start")
+    starts, ops, keys = ordered.start.to_numpy(), ordered.op.to_numpy(), ordered.key.to_numpy()
+    for start, end, method, key in zip(calls.start, calls.end, calls.method, calls.key, strict=True):
+        first = starts.searchsorted(start - WINDOW_SLACK_S, side="left")
+        last = starts.searchsorted(end + WINDOW_SLACK_S, side="right")
+        if method == "list":
+            listed = key.rstrip("/")
+            hits = [i for i in range(first, last) if ops[i] in LISTING_OPS and _on_listed(keys[i], listed)]
+        else:
+            directory, _, name = key.rpartition("/")
+            log = manifest_format.prefix(directory)
+            hits = [i for i in range(first, last) if keys[i].startswith(log) or (
+                keys[i].startswith(directory + "/") and name in keys[i][len(directory) + 1:])]
+        made.loc[ordered.index[hits]] = method
+    return made
+
+
+def batch_window(progress: dict) -> tuple[float, float]:
+    """The wall-clock span (epoch seconds) of one batch, from its progress report."""
+    start = dt.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+    return start, start + progress["durationMs"]["triggerExecution"] / 1000.0

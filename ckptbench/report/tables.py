@@ -1,0 +1,364 @@
+"""Every table the report shows and the CLI prints, built from a record through
+``ckptbench.metrics`` alone: the page and the terminal show the same figures."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ckptbench import decide, metrics
+from ckptbench.metrics import cost
+from ckptbench.metrics.capabilities import can_run
+from ckptbench.record import results
+
+TRIGGER_S = 10.0  # the trigger interval money per month is shown at
+
+
+@dataclasses.dataclass
+class Table:
+    caption: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+
+    def markdown(self) -> str:
+        """The table as Markdown, for a terminal (``python -m ckptbench crashlab``)."""
+        def cells(row):
+            return "| " + " | ".join(str(c).replace("|", "/") for c in row) + " |"
+
+        lines = [cells(self.header), "|" + "---|" * len(self.header), *map(cells, self.rows)]
+        return "\n".join([f"{self.caption}:", "", *lines] + (["", self.note] if self.note else []))
+
+
+@dataclasses.dataclass
+class Figure:
+    path: Path
+    caption: str
+
+    @property
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.path.read_bytes()).decode()
+
+
+@dataclasses.dataclass
+class Section:
+    title: str
+    text: list[str] = dataclasses.field(default_factory=list)
+    tables: list[Table] = dataclasses.field(default_factory=list)
+    figures: list[Figure] = dataclasses.field(default_factory=list)
+    decisions: list[decide.Decision] = dataclasses.field(default_factory=list)
+
+
+def cell(value, spec: str = ".0f") -> str:
+    """A table cell of the report and of `measure`: a failed run's metric says so; NaN is n/a."""
+    if value is None:
+        return "failed"
+    return "n/a" if value != value else format(value, spec)
+
+
+def crash_tables(record: results.Results) -> list[Table]:
+    """The crash lab's failure table, one row per strategy x workload, and its two-writer table."""
+    rows = []
+    for strategy, workload in record.crash_series[["strategy", "workload"]].drop_duplicates().itertuples(index=False):
+        def m(metric, *args, spec=".0f", strategy=strategy, workload=workload):
+            return cell(metrics.or_none(metric, record, strategy, *args, workload), spec)
+
+        rows.append([strategy, workload, f"{m(metrics.crash_cycles)} ({m(metrics.kills_inside_a_batch)})",
+                     m(metrics.restart_failure_rate, spec=".0%"),
+                     m(metrics.duplicated_rows), m(metrics.lost_rows), m(metrics.cycles_not_exactly_once),
+                     f"{m(metrics.recovery_percentile, 50)} / {m(metrics.recovery_percentile, 95)}",
+                     m(metrics.recovery_requests), m(metrics.jvm_start_percentile, 50),
+                     " / ".join(m(metrics.leftover_objects, kind) for kind in metrics.LEFTOVER_KINDS)])
+    errors = record.crash_series.dropna(subset=["error"])
+    tables = [Table("Kill -9 and restart: exactly-once per strategy",
+                    ["strategy", "workload", "cycles (killed inside a batch)", "restart failures", "duplicated rows",
+                     "lost rows", "cycles not exactly-once", "recovery p50 / p95 (ms)", "recovery requests p50",
+                     "JVM start p50 (ms)", "left: temp / orphan data / pending MPU"], rows,
+                    " ".join(f"{row.strategy} x {row.workload} stopped early: {row.error}."
+                             for row in errors.itertuples()))]
+    if len(record.two_writers):
+        tables.append(Table("Two drivers on one checkpoint (a zombie after a failover)",
+                            ["strategy", "workload", "second started", "outcome", "first driver's error",
+                             "second driver's error", "duplicated / lost rows", "log files written twice"],
+                            [_two_writer_row(row) for row in record.two_writers.itertuples()]))
+    return tables
+
+
+def _two_writer_row(row) -> list[str]:
+    check = "unreadable" if isinstance(row.verify_error, str) else f"{row.duplicates} / {row.lost}"
+    if pd.isna(row.head_start):  # a record from before head starts were recorded
+        start = "n/a"
+    else:
+        start = "together" if row.head_start == 0 else f"after {row.head_start} batches"
+    twice = f"{row.overwritten_logs} ({row.overwritten_files})" if row.overwritten_logs else "0"
+    return [row.strategy, row.workload, start, row.outcome, _cell(row.first_error), _cell(row.second_error),
+            check, twice]
+
+
+def _cell(text) -> str:
+    return "-" if not isinstance(text, str) else text[:160]
+
+
+PROJECTED_PARTITIONS = 200  # the partitions the report's cost projection is shown at (Spark's default)
+
+
+def _maintenance_month(record: results.Results, strategy: str) -> str:
+    """The state store maintenance's requests a month at ``PROJECTED_PARTITIONS``: a projection of
+    ``metrics.maintenance_rates`` (its listings alone where the record has no long query)."""
+    listings, files = metrics.or_none(metrics.maintenance_rates, record, strategy) or (math.nan, math.nan)
+    if math.isnan(listings):
+        return cell(None)
+    month = cost.maintenance_per_month(listings, 0.0 if math.isnan(files) else files, PROJECTED_PARTITIONS, TRIGGER_S)
+    return f"{month:,.0f}" + (" (listings only)" if math.isnan(files) else "")
+
+
+def scale_tables(record: results.Results) -> list[Table]:
+    """The scale experiment's tables: every point of every axis, the fitted slopes (with a cost
+    projection), and memory over the long query."""
+    point_rows, slope_rows, memory_rows = [], [], []
+    ran = metrics.scale_axes_run(record)
+    for axis in ran:
+        for strategy in record.strategies():
+            for x, run in metrics.or_none(metrics.scale_points, record, axis, strategy) or []:
+                def f(figure, spec=".0f", run=run):
+                    return cell(metrics.or_none(metrics.SCALE_FIGURES[figure][0], run), spec)
+
+                point_rows.append([axis, f"{x:,.0f}", strategy, f("requests", ".1f"),
+                                   " / ".join(f(f"requests_{a}", ".1f") for a in metrics.STATEFUL_AREAS),
+                                   f("kib", ".1f"), f"{f('wal_commit_p50')} / {f('wal_commit_p95')}",
+                                   f"{f('commit_offsets_p50')} / {f('commit_offsets_p95')}",
+                                   f"{f('state_commit_p50')} / {f('state_commit_p95')}",
+                                   cell(metrics.or_none(metrics.maintenance_listings_per_partition_round, run),
+                                        ".2f"),
+                                   cell(metrics.or_none(metrics.maintenance_files_per_partition_batch, run), ".2f")])
+    for strategy in record.strategies():
+        def slope(axis, figure, strategy=strategy):
+            if axis not in ran:
+                return "not run"
+            fit = metrics.or_none(metrics.scale_fit, record, axis, strategy, figure)
+            return "failed" if fit is None else f"{fit[1]:.3g} (r² {fit[2]:.2f})"
+
+        by_op = metrics.or_none(metrics.projected_requests_by_op, record, strategy, PROJECTED_PARTITIONS)
+        slope_rows.append([strategy, slope("partitions", "requests"), slope("partitions", "state_commit_p50"),
+                           slope("operators", "requests"), slope("batches", "requests"),
+                           slope("batches", "state_commit_p50"), slope("batches", "wal_commit_p50"),
+                           "not run" if "partitions" not in ran else
+                           cell(by_op and cost.per_month(cost.dollars(by_op), TRIGGER_S), ",.2f"),
+                           "not run" if "partitions" not in ran else _maintenance_month(record, strategy)])
+        if "batches" not in ran:
+            continue
+
+        def m(metric, spec=".1f", strategy=strategy):
+            return cell(metrics.or_none(metric, record, strategy), spec)
+
+        long_run = metrics.or_none(metrics.scale_points, record, "batches", strategy)
+        rss = long_run[0][1].info.peak_rss_mib if long_run else None
+        memory_rows.append([strategy, cell(rss), m(metrics.heap_peak_mib), m(metrics.heap_growth_mib),
+                            m(metrics.manager_kib_peak), m(metrics.manager_objects_growth)])
+    plan, env = record.environment["plan"], record.environment
+    axes_said = {"partitions": f"partitions: one stateful operator, {plan['batches']} measured batches per point",
+                 "operators": f"operators: at {plan['operators_partitions']} partitions",
+                 "batches": f"batches: one query of {plan['long_batches']:,} measured batches at "
+                            f"{env['long_partitions']} partitions, purge keeping {plan['retain']}, cut into "
+                            f"{plan['windows']} windows (at: batches done at a window's middle)"}
+    unfinished = [p for p in env.get("parts", [env]) if p.get("finished") is False]
+    return [
+        Table("Per batch at each point of each scale axis",
+              ["axis", "at", "strategy", "requests", "offsets / commits / state requests", "KiB sent",
+               "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", "state commit p50 / p95 (ms)",
+               "maintenance listings per partition and round", "maintenance snapshots and deletes per "
+               "partition and batch"],
+              point_rows,
+              "; ".join(axes_said[axis] for axis in ran) + f". Requests by {counted_by(record)}, a mean per "
+              "batch of a batch's own: those the state store's maintenance made (every "
+              f"{env['maintenance_interval']} here; Spark's default is 60 s) are left out, whenever they came, and "
+              "shown in the last two columns over the whole query: its listings per state partition and round, "
+              "its snapshots and deletes per state partition and batch (deletes only past the retention, so in the "
+              "long query). Times are Spark's."
+              + (" The run stopped before its end: these are the strategies it finished." if unfinished else "")),
+        Table("Fitted slopes (least squares over the points above)",
+              ["strategy", "requests per partition", "state commit ms per partition", "requests per operator",
+               "requests per 1,000 batches", "state commit ms per 1,000 batches", "walCommit ms per 1,000 batches",
+               f"$ per month at {PROJECTED_PARTITIONS} partitions (projection)",
+               f"maintenance requests per month at {PROJECTED_PARTITIONS} partitions (projection)"], slope_rows,
+              f"The dollars: {cost.caption()}; each operation's requests fitted against partitions and evaluated at "
+              f"{PROJECTED_PARTITIONS}, one batch every {TRIGGER_S:g} s (`python -m ckptbench cost --partitions N` "
+              "for another scale). Maintenance, apart: its listings per partition and round over every scale run "
+              "every 60 s (Spark's default interval), its snapshots and deletes per partition and batch over the long "
+              "query with every batch."),
+        Table("Memory over the long query",
+              ["strategy", "driver peak RSS (MiB)", "driver heap after full GC, peak (MiB)",
+               "heap growth, second half (MiB per 1,000 batches)", "managers' objects, peak (KiB, shallow)",
+               "managers' objects growth, second half (per 1,000 batches)"], memory_rows,
+              "Heap read after a full GC every window; the managers' objects are the instances of the "
+              "ckptbench.checkpoint classes (jcmd GC.class_histogram; shallow sizes, a floor). Growth: the median "
+              "slope between readings of the query's second half, once what Spark keeps a fixed number of (SQL "
+              "executions, jobs, stages) has filled; bounded means near zero against the peak.")]
+
+
+def probe_table(data: dict) -> str:
+    """The probe's data as text: one table of the checks, then what each strategy can do here."""
+    checks = data["checks"]
+    width = max(map(len, checks))
+    lines = [f"store: {data['describe']}, bucket {data['bucket']}",
+             f"probed under {data['prefix']}: {data['cleanup']}", "",
+             f"{'check':<{width}}  result  detail"]
+    lines += [f"{name:<{width}}  {'ok' if c['ok'] else 'FAIL':<6}  {c['detail']}" for name, c in checks.items()]
+    lines += ["", "strategies this store can run:"]
+    sw = max(map(len, data["strategies"]))
+    for name, v in data["strategies"].items():
+        verdict = can_run(v)
+        lines.append(f"{name:<{sw}}  {verdict:<3}  depends on: {', '.join(v['depends_on'])}")
+        lines += [f"{'':<{sw}}       cannot run: {reason}" for reason in v["reasons"]]
+        lines += [f"{'':<{sw}}       {note}" for note in v["notes"]]
+    share = (data.get("copy") or {}).get("share_of_put")
+    if share is not None and share < 2 * metrics.COPY_MOVES_DATA:
+        lines += ["", "note: a COPY here does not move (all) the data, so a rename costs far less than on a store "
+                      "whose COPY does (AWS S3): rename timings from this store say little about those"]
+    return "\n".join(lines)
+
+
+def fault_summary(record: results.Results) -> list[dict]:
+    """One row per workload x profile x strategy of a failure-lab record, in the order they ran:
+    runs, deaths, stalls and the rates (``ckptbench.metrics``), and what the first run that did not
+    complete died of (its innermost cause, else Spark's error or why it stalled)."""
+
+    joined = record.runs.merge(record.fault_runs, on="run")
+    out = []
+    combinations = zip(joined.workload, joined.profile, joined.strategy, strict=True)
+    for workload, profile, strategy in dict.fromkeys(combinations):
+        runs_ = metrics.fault_runs(record, strategy, profile, workload)
+        deaths = runs_[runs_.outcome != "completed"]
+        causes = [cause or error for cause, error in zip(deaths.cause, deaths.error, strict=True) if cause or error]
+        out.append({
+            "workload": workload, "profile": profile, "strategy": strategy, "runs": len(runs_),
+            "died": int((runs_.outcome == "died").sum()), "stalled": int((runs_.outcome == "stalled").sum()),
+            "death_rate": metrics.death_rate(record, strategy, profile, workload),
+            "failed_batch_rate": metrics.failed_batch_rate(record, strategy, profile, workload),
+            "retried_per_run": metrics.retried_per_run(record, strategy, profile, workload),
+            "injected_per_run": metrics.injected_per_run(record, strategy, profile, workload),
+            "recovered": f"{int(runs_.recovered.sum())}/{int(runs_.recovered.notna().sum())}",
+            "exactly_once_violations": (metrics.exactly_once_violations(record, strategy, profile)
+                                        if workload == "file_sink" else None),
+            "cause": causes[0] if causes else ""})
+    return out
+
+
+def eventual_findings(record: results.Results) -> list[str]:
+    """What the ``eventual*`` profiles (pre-2020 S3 consistency, emulated) did in this record, in
+    words: per workload x profile, which strategies failed (died or stalled) and of what (``summary``'s
+    cause), which did not; then whether it reproduces the reference articles' failure, rename failing
+    where direct, conditional and manifest do not, and if not, what differs."""
+    rows = [r for r in fault_summary(record) if r["profile"].startswith("eventual")]
+    if not rows:
+        return []
+    out, failed = [], {}
+    for workload, profile in dict.fromkeys((r["workload"], r["profile"]) for r in rows):
+        group = [r for r in rows if (r["workload"], r["profile"]) == (workload, profile)]
+        bad = [r for r in group if r["died"] or r["stalled"]]
+        fine = [r["strategy"] for r in group if not (r["died"] or r["stalled"])]
+        for r in bad:
+            failed.setdefault(r["strategy"], []).append(f"{profile} x {workload}")
+        died = "; ".join(f"{r['strategy']} in {r['died'] + r['stalled']} of {r['runs']} runs "
+                         f"({r['cause'][:160] or 'no cause recorded'})" for r in bad)
+        out.append(f"{profile} x {workload}: " + (f"failed: {died}" if bad else "no strategy failed")
+                   + (f"; no failure: {', '.join(fine)}." if fine else "; every strategy failed."))
+    others = sorted(set(failed) - {"rename"})
+    if "rename" in failed and not others:
+        verdict = ("So this run reproduces the reference articles' failure: rename fails under pre-2020 "
+                   "consistency where direct, conditional and manifest do not.")
+    elif "rename" in failed:
+        where = "; ".join(f"{s}: " + ", ".join(failed[s]) for s in others)
+        verdict = (f"rename fails as the reference articles describe, but this run does not show the others "
+                   f"safe: {', '.join(others)} failed too ({where}), "
+                   "for the causes above; only a strategy that failed nowhere survives pre-2020 consistency here.")
+    else:
+        verdict = ("rename did not fail in this run, so it does not reproduce the reference articles' failure"
+                   + (f"; {', '.join(others)} failed (causes above)." if others else "."))
+    return [*out, verdict]
+
+
+FAULT_HEADER = ["workload", "profile", "strategy", "runs", "died", "stalled", "failed batches", "retried / run",
+          "injected / run", "recovered", "exactly-once violations", "first failure's root cause"]
+
+
+def fault_rows(record: results.Results) -> list[list[str]]:
+    """``summary`` as text cells, in ``FAULT_HEADER``'s order."""
+    def fmt(value: float, spec: str) -> str:
+        return "n/a" if value != value else format(value, spec)
+
+    return [[r["workload"], r["profile"], r["strategy"], str(r["runs"]), str(r["died"]), str(r["stalled"]),
+             f"{fmt(100 * r['failed_batch_rate'], '.0f')}%", fmt(r["retried_per_run"], ".1f"),
+             fmt(r["injected_per_run"], ".1f"), r["recovered"] if r["recovered"] != "0/0" else "-",
+             "-" if r["exactly_once_violations"] is None else str(r["exactly_once_violations"]),
+             r["cause"][:200]] for r in fault_summary(record)]
+
+
+def fault_table(record: results.Results) -> str:
+    """A failure-lab record as a Markdown table, then what the eventual profiles did (``eventual_findings``)."""
+    lines = ["| " + " | ".join(FAULT_HEADER) + " |", "|" + "---|" * len(FAULT_HEADER)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in fault_rows(record)]
+    findings = eventual_findings(record)
+    return "\n".join(lines + (["", "Pre-2020 consistency (eventual profiles):", *findings] if findings else []))
+
+
+def measure_rows(record: results.Results) -> list[dict]:
+    """The table's rows for one record: a dict per strategy."""
+    out = []
+    put, head = (metrics.floor_percentile(record, op, 50) for op in ("PUT", "HEAD"))
+    jvm_put = metrics.put_floor_ms(record)
+    for strategy in record.strategies():
+        run = record.run(strategy, "stateful")
+        out.append({
+            "store": record.environment["store"], "emulator": record.environment["emulator"], "strategy": strategy,
+            "wal_commit_p50": metrics.duration_percentile(run, "walCommit", 50),
+            "wal_commit_p95": metrics.duration_percentile(run, "walCommit", 95),
+            "commit_offsets_p50": metrics.duration_percentile(run, "commitOffsets", 50),
+            "commit_offsets_p95": metrics.duration_percentile(run, "commitOffsets", 95),
+            "requests_per_batch": metrics.requests_per_batch(run), "requests_by_op": metrics.requests_by_op(run),
+            "put_p50": put, "head_p50": head, "temp_objects": int(run.info.temp_objects),
+            "jvm_put_p50": jvm_put,
+            # None in a record made before the benchmark floor ran beside the strategies.
+            "spark_share_p50": metrics.or_none(metrics.spark_share_ms, record, "stateful"),
+            "overhead_ms": metrics.or_none(metrics.strategy_overhead_ms, record, run),
+            "overhead_of_put": metrics.or_none(metrics.strategy_overhead_of_put, record, run),
+            "checkpoint_files_per_batch": metrics.or_none(metrics.checkpoint_files_per_batch, record, "stateful"),
+            "requests_per_checkpoint_file": metrics.or_none(metrics.requests_per_checkpoint_file, record, run)})
+    return out
+
+
+def measure_table(records: list[results.Results]) -> str:
+    """The records as a Markdown table. Spark's share is walCommit p50 through the benchmark floor
+    (files in the JVM's memory, no store); the overhead is walCommit p50 minus that share minus a
+    PUT's p50 as Spark's own S3 client makes it (``metrics.put_floor_ms``; the store's own, timed at
+    the store, beside it)."""
+    head = ("| store | strategy | walCommit p50 / p95 (ms) | commitOffsets p50 / p95 (ms) | "
+            "walCommit / (HEAD+PUT) | Spark's share of walCommit p50 (ms) | overhead: ms / x PUT | "
+            "S3 requests per batch (mean) | checkpoint files per batch | "
+            "requests per checkpoint file (a batch's own) | PUT p50 in Spark's JVM (ms) | "
+            "store PUT / HEAD p50 (ms) | temp objects |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in (row for record in records for row in measure_rows(record)):
+        ops = ", ".join(f"{op} {n:.3g}" for op, n in r["requests_by_op"].items())
+        store = r["store"] + (" (emulator)" if r["emulator"] else "")
+        lines.append(
+            f"| {store} | {r['strategy']} | {r['wal_commit_p50']:.1f} / {r['wal_commit_p95']:.1f} | "
+            f"{r['commit_offsets_p50']:.1f} / {r['commit_offsets_p95']:.1f} | "
+            f"{r['wal_commit_p50'] / (r['put_p50'] + r['head_p50']):.1f}x | {cell(r['spark_share_p50'], '.1f')} | "
+            f"{cell(r['overhead_ms'], '.1f')} / {cell(r['overhead_of_put'], '.2f')} | "
+            f"{r['requests_per_batch']:.3g} ({ops}) | {cell(r['checkpoint_files_per_batch'], '.3g')} | "
+            f"{cell(r['requests_per_checkpoint_file'], '.2f')} | "
+            f"{cell(r['jvm_put_p50'], '.1f')} | {r['put_p50']:.1f} / {r['head_p50']:.1f} | {r['temp_objects']} |")
+    return "\n".join(lines)
+
+
+def counted_by(record: results.Results) -> str:
+    """Who counted the record's requests: the metering proxy (and every record before ``where``), or
+    Spark's JVMs alone where no proxy could front the store."""
+    where = record.environment.get("where")
+    return "Spark's JVMs (no proxy fronts an https store)" if where and "proxy" not in where["counted_by"] \
+        else "the metering proxy"
