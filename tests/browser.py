@@ -8,12 +8,13 @@ a ``file://`` URL or an ``http://127.0.0.1`` / ``localhost`` URL) and get back a
     assert page.problems() == [], page.problems()
 
 ``problems()`` is [] for a clean load, else every console error (``console.error``/``assert``,
-uncaught exceptions, Chromium's own error log lines), failed request (a network error or HTTP >= 400),
-broken image, broken local link, and a page wider than the window (a table a person would have to
-scroll sideways to read; the window is 1024 pixels wide unless ``Chromium(window=...)`` says otherwise). ``check_page`` waits for the load and until no request has run
-for 0.5 s, then until the JavaScript expression ``ready`` is true (one that throws counts as false;
-not true within ``timeout``: a console error), runs ``action`` (JavaScript statements; one that throws:
-a console error) and takes a screenshot of the window when asked.
+uncaught exceptions, Chromium's own error log lines), failed request (a network error or HTTP >=
+400), broken image, broken local link, and a page wider than the window (a table a person would have
+to scroll sideways to read; the window is 1024 pixels wide unless ``Chromium(window=...)`` says
+otherwise). ``check_page`` waits for the load and until no request has run for 0.5 s, then until the
+JavaScript expression ``ready`` is true (one that throws counts as false; not true within
+``timeout``: a console error), runs ``action`` (JavaScript statements; one that throws: a console
+error) and takes a screenshot of the window when asked.
 
 Driven by Playwright's sync API on Debian's Chromium (``/usr/bin/chromium``; ``python -m
 ckptbench.install`` installs it as root), not on a browser Playwright downloads. Each page gets a
