@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import pickle
 import re
 import subprocess
 import sys
@@ -421,3 +422,13 @@ def test_a_record_without_the_floor_says_not_available_not_failed():
     failed.fail_run(floor, "boom")
     with pytest.raises(results.RunFailed):
         metrics.spark_share_ms(failed.results({"plan": {"keys": [10]}}), "stateful")
+
+
+def test_what_a_record_works_out_is_kept_once_and_left_out_of_a_pickle():
+    record = disk.read(Path(__file__).resolve().parent.parent / "docs" / "sample-report" / "raw" / "ceph-streaming")
+    run = record.run("conditional", "stateful")
+    assert record.rows_of("requests", run.run) is record.rows_of("requests", run.run)
+    assert record.maintenance_methods() is record.maintenance_methods()
+    copy = pickle.loads(pickle.dumps(record))
+    assert sorted(copy.__dict__) == ["environment", "tables"]
+    assert copy.rows_of("requests", run.run).equals(record.rows_of("requests", run.run))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime as dt
+import functools
 import json
 import shutil
 import socket
@@ -19,7 +20,8 @@ import pandas as pd
 import ckpt_impls
 from ckpt_impls import manifest_format
 from ckptbench.config import ROOT
-from ckptbench.record.schema import DURATIONS, SCHEMA_VERSION, SOURCES, TABLES, _table
+from ckptbench.record import schema
+from ckptbench.record.schema import DURATIONS, SCHEMA_VERSION, SOURCES, TABLES
 
 
 class RunFailed(RuntimeError):
@@ -78,12 +80,11 @@ class Results:
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         if name in TABLES:
-            return self.tables.get(name, _table(name, []))
+            return self.tables.get(name, schema.frame(name, []))
         raise AttributeError(name)
 
     def __getstate__(self):
-        # __getattr__ above must not answer pickle's probes; what is worked out from the tables
-        # (``_``-named: the splits by run, the maintenance's requests) is worked out again.
+        # __getattr__ above must not answer pickle's probes; the cached properties below are left out.
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     def __setstate__(self, state):
@@ -103,38 +104,45 @@ class Results:
             raise RunFailed(f"{strategy} x {workload} failed: {row.error}")
         return Run(self, int(row.run), source)
 
+    # What is worked out from the tables is kept once per record as a ``_``-named cached property,
+    # which ``__getstate__`` leaves out of a pickle (asv's setup_cache): a reader works it out again.
+
+    @functools.cached_property
+    def _by_run(self) -> dict[str, dict[int, pd.DataFrame]]:
+        """Each table split by run, a table at a time, as ``rows_of`` first asks for it."""
+        return {}
+
     def rows_of(self, table: str, run: int) -> pd.DataFrame:
         """``table``'s rows of ``run``. Each table is split by run once per record: filtering a
         10,000-batch run's two million requests again for every figure of every window takes minutes
         (measured: docs/findings/scale.md)."""
-        split = self._worked_out(f"_{table}_by_run", lambda: dict(tuple(getattr(self, table).groupby("run"))))
+        split = self._by_run.get(table)
+        if split is None:
+            split = self._by_run[table] = dict(tuple(getattr(self, table).groupby("run")))
         return split.get(run, getattr(self, table).iloc[0:0])
 
-    def _worked_out(self, name: str, work):
-        """``work()``, done once per record and kept as ``name`` (``_``-named: left out of a pickle)."""
-        if name not in self.__dict__:
-            self.__dict__[name] = work()
-        return self.__dict__[name]
-
+    @functools.cached_property
     def _requests_by_source(self) -> dict:
-        return self._worked_out("_requests_split", lambda: dict(tuple(self.requests.groupby(["run", "source"]))))
+        return dict(tuple(self.requests.groupby(["run", "source"])))
 
     def requests_counted(self, run: int, source: str) -> pd.DataFrame:
         """The requests of ``run`` that ``source`` counted, split as ``rows_of`` splits a table."""
-        return self._requests_by_source().get((run, source), self.requests.iloc[0:0])
+        return self._requests_by_source.get((run, source), self.requests.iloc[0:0])
 
     def sources_of(self, run: int) -> list[str]:
         """The sources that counted requests of ``run``, in ``SOURCES`` order."""
-        return [s for s in SOURCES if (run, s) in self._requests_by_source()]
+        return [s for s in SOURCES if (run, s) in self._requests_by_source]
+
+    @functools.cached_property
+    def _maintenance_methods(self) -> pd.Series:
+        methods = [maintenance_methods(rows, self.rows_of("maintenance", run))
+                   for run, rows in self.requests.groupby("run")]
+        return pd.concat(methods) if methods else pd.Series(None, index=self.requests.index, dtype=object)
 
     def maintenance_methods(self) -> pd.Series:
         """``maintenance_methods`` over the whole ``requests`` table, each run's requests against
         its own calls; worked out once per record (a 10,000-batch run has a million requests)."""
-        def work():
-            methods = [maintenance_methods(rows, self.rows_of("maintenance", run))
-                       for run, rows in self.requests.groupby("run")]
-            return pd.concat(methods) if methods else pd.Series(None, index=self.requests.index, dtype=object)
-        return self._worked_out("_maintenance_methods", work)
+        return self._maintenance_methods
 
     def strategies(self) -> list[str]:
         """The strategies of the runs, in the order they ran (the benchmark floor is none)."""
@@ -335,7 +343,7 @@ class Recorder:
                                        "seconds": check["seconds"]} for name, check in checks.items()]
 
     def results(self, environment: dict) -> Results:
-        return Results(environment, {name: _table(name, rows) for name, rows in self.rows.items()})
+        return Results(environment, {name: schema.frame(name, rows) for name, rows in self.rows.items()})
 
 
 #: Progress timestamps have millisecond resolution: a batch's window is widened by that much on each

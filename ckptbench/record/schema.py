@@ -123,18 +123,21 @@ NULLABLE_INTS = {
 
 
 
-def _table(name: str, rows: list[dict]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=list(TABLES[name]))
+def frame(name: str, rows: list[dict]) -> pd.DataFrame:
+    """Table ``name`` of ``rows`` (dicts by column), with its columns in order and their types: an
+    integer column that may be missing is nullable (``NULLABLE_INTS``), a text column all None is
+    still text."""
+    out = pd.DataFrame(rows, columns=list(TABLES[name]))
     for column in NULLABLE_INTS.get(name, ()):
-        frame[column] = frame[column].astype("Int64")
+        out[column] = out[column].astype("Int64")
     if name in ("cycles", "crash_series", "two_writers"):
         for column in ("error", "first_error", "second_error", "verify_error", "overwritten_files"):
-            if column in frame:  # all None would be written as a null-typed column
-                frame[column] = frame[column].astype("string")
+            if column in out:  # all None would be written as a null-typed column
+                out[column] = out[column].astype("string")
     if name == "fault_runs":
         for column in ("recovered", "exactly_once"):
-            frame[column] = frame[column].astype("boolean")  # NA: not asked
-    return frame
+            out[column] = out[column].astype("boolean")  # NA: not asked
+    return out
 
 
 #: Who counted a request (``requests.source``), in the order ``Run`` prefers them. ``memory``: not a
