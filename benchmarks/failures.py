@@ -5,7 +5,9 @@ process group, the JVM included) at a crash point (a seeded random delay, just a
 is stored, during the state upload, just after the sink committed), restart it on the same
 checkpoint and output, check the output read through Spark against ``commits/``. Then a clean
 stop, a last check at rest and a count of what was left behind. Per strategy, a second driver
-started on a checkpoint the first still runs on (a zombie after failover).
+started on a checkpoint the first still runs on (a zombie after failover), and two started
+together, held at one file until both write it. Per strategy x file kind, the race of two
+managers creating one file (``Races``): the measure of whether a second writer is refused.
 
 - duplicated / lost rows: from the check at rest after each series' clean stop; any non-zero value
   is a broken exactly-once guarantee;
@@ -98,3 +100,46 @@ class TwoWriters:
 
     track_clean_error.unit = track_silent_damage.unit = "yes (1) / no (0)"
     track_overwritten_log_files.unit = "files"
+
+
+class TwoWritersRaced:
+    """Two drivers started together on one checkpoint and output, each held by the metering proxy
+    at its write of one file (``race``: its kind, of batch 0) until the other's came, so both
+    write it past every check: 1 when the run ended as named, else 0 (see ``TwoWriters``)."""
+
+    params = [common.STRATEGIES, list(common.CRASH_PLAN.two_writers), list(common.CRASH_PLAN.two_writer_races)]
+    param_names = ["strategy", "workload", "race"]
+    setup_cache = staticmethod(common.crashes)
+
+    def track_clean_error(self, results, strategy, workload, race):
+        return metrics.two_writer_outcome_is(results, strategy, "clean-error", workload, race=race)
+
+    def track_silent_damage(self, results, strategy, workload, race):
+        return metrics.two_writer_outcome_is(results, strategy, "silent-damage", workload, race=race)
+
+    track_clean_error.unit = track_silent_damage.unit = "yes (1) / no (0)"
+
+
+class Races:
+    """Two managers of the strategy creating one new file of a kind (offsets, commits, a state
+    delta, _spark_metadata) with overwrite off, closed at once while the proxy holds the first
+    write until the second's comes (``ckptbench.experiments.race``). Two-winner rounds: both
+    writers told the file is theirs, a second writer let through; 0 is right. What decides
+    whether the recommendation counts a strategy as refusing a second writer."""
+
+    params = [common.STRATEGIES, list(common.CRASH_PLAN.race_kinds)]
+    param_names = ["strategy", "kind"]
+    setup_cache = staticmethod(common.crashes)
+
+    def track_two_winner_rounds(self, results, strategy, kind):
+        return metrics.race_two_winners(results, strategy, kind)
+
+    def track_one_winner_rounds(self, results, strategy, kind):
+        """Rounds whose writes met at the store and exactly one writer won."""
+        return metrics.race_one_winner(results, strategy, kind)
+
+    def track_unmet_rounds(self, results, strategy, kind):
+        """Rounds whose writes never met at the store: they tested nothing."""
+        return metrics.race_unmet(results, strategy, kind)
+
+    track_two_winner_rounds.unit = track_one_winner_rounds.unit = track_unmet_rounds.unit = "rounds"

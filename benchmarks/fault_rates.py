@@ -7,11 +7,11 @@ measurement of it.
 """
 
 from ckptbench import metrics
-from ckptbench.experiments import faultlab
+from ckptbench.experiments import faultlab, outages
 
 from . import common
 
-PROFILES = list(faultlab.PLANS[common.SETTINGS.size].profiles)
+PROFILES = [p for p in faultlab.PLANS[common.SETTINGS.size].profiles if outages.can_run(p, common.SETTINGS.store)]
 
 
 class FaultRates:

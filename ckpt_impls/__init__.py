@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
-from . import jars
+from . import foreign, jars
 
 MANAGER_CLASS_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 #: The Spark plugin that counts S3 requests inside Spark's JVMs, driver and executors
@@ -118,6 +119,8 @@ class Strategy:
     requires: tuple[Need, ...] = ()
     #: Its manager's settings, with their defaults.
     options: tuple[Option, ...] = ()
+    #: A strategy from outside (``ckpt_impls.foreign``): the jars its manager comes in; () for ours.
+    jars: tuple[foreign.Jar, ...] = ()
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -177,6 +180,29 @@ MAINTENANCE_WATCH = "ckptbench.checkpoint.MaintenanceWatchCheckpointFileManager"
 MAINTENANCE_WATCHED_CONF = "spark.ckptbench.maintenanceWatch.managerClass"
 
 
+def register(name: str, manager_class: str, paths: list, check: bool = True) -> Strategy:
+    """Add the foreign strategy ``name`` (``manager_class`` in the jars ``paths``) to ``STRATEGIES``,
+    checked first (``foreign.check``: ForeignStrategyError in one line if it cannot run) unless a
+    parent process did (``foreign.exported``), and hand it on to this process's children."""
+    paths = [Path(p) for p in paths]
+    found = (foreign.check(name, manager_class, paths, {*STRATEGIES, FLOOR.name}) if check
+             else [foreign.Jar.of(p) for p in paths])
+    STRATEGIES[name] = Strategy(name, manager_class, f"from outside: {manager_class} in "
+                                + ", ".join(p.name for p in paths), jars=tuple(found))
+    foreign.export([[s.name, s.manager_class, [j.path for j in s.jars]] for s in STRATEGIES.values() if s.jars])
+    return STRATEGIES[name]
+
+
+def foreign_jar(path: str):
+    """(the foreign strategy, its ``foreign.Jar``) whose jar is at ``path``, or None."""
+    return next(((s, j) for s in STRATEGIES.values() for j in s.jars if j.path == str(path)), None)
+
+
+def foreign_jars() -> list[str]:
+    """The jars of every foreign strategy registered, for a session's ``spark.jars``."""
+    return [j.path for s in STRATEGIES.values() for j in s.jars]
+
+
 class UnknownStrategy(ValueError):
     def __init__(self, name: str) -> None:
         super().__init__(f"unknown checkpoint strategy '{name}'; valid strategies: {', '.join(STRATEGIES)}")
@@ -214,7 +240,7 @@ def session_conf(strategy: str, store, bucket: str) -> dict[str, str]:
     certificate only its own truststore vouches for, that truststore for the driver's and the
     executors' JVMs (a path: the JKS file needs no password). No secrets."""
     chosen = get(strategy)
-    conf = {"spark.jars": ",".join(map(str, jars.spark_jars()))}
+    conf = {"spark.jars": ",".join([*map(str, jars.spark_jars()), *foreign_jars()])}
     if chosen.manager_class:
         conf[MANAGER_CLASS_CONF] = chosen.manager_class
     for key, value in {**_S3A_ON_HADOOP_35, **store_conf(store, bucket)}.items():
@@ -317,3 +343,8 @@ def jvm_class(spark, name: str):
 def use(spark, strategy: str, watch_maintenance: bool = False) -> None:
     """Switch a running session to ``strategy`` for the queries it starts from now on (see ``select``)."""
     select(spark.conf, strategy, watch_maintenance)
+
+
+for _name, _class, _paths in foreign.exported():  # checked by the process that started this one
+    if _name not in STRATEGIES:
+        register(_name, _class, _paths, check=False)

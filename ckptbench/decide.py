@@ -6,10 +6,15 @@ The rule, in order, so a reader can check every verdict by hand:
 
 1. A strategy is out if the store cannot run it (the probe says why), if its run failed, or if
    the crash lab saw it lose or duplicate a row (exactly-once broken).
-2. Among the rest, a strategy whose store refuses a second writer (two drivers on one
-   checkpoint end with a clean error, not silent damage) comes before one that cannot tell.
-   Where the two-writer test was not run, the strategy's own promise (``exclusive_create``) is
-   used and the reasons say so.
+2. Among the rest, a strategy measured to refuse a second writer comes before the others. The
+   measure is the race (``ckptbench.experiments.race``): two writers create one checkpoint
+   file at once, held by the proxy until both writes meet, round after round, per file kind;
+   a strategy refuses a second writer when exactly one writer won every round and every round
+   met (``metrics.refuses_second_writer``). Nothing else counts as refusing: a strategy's
+   promise (``exclusive_create``) is shown beside it as a promise, never preferred on; where
+   the race was not run on a store no strategy is preferred and the reasons say so. The
+   crash lab's zombie driver (a second query started on a running checkpoint) is shown, not
+   used: Spark's own checks usually stop it before two writes meet, whatever the strategy.
 3. Then the lowest commit latency (Spark's walCommit + commitOffsets, p50 over measured batches);
    within ``TIE`` of the fastest, the cheapest in requests (dollars per month at the trigger
    interval, a projection at AWS list prices) wins. Only the requests the strategy makes count
@@ -40,8 +45,9 @@ class Candidate:
     requests_per_batch: float = float("nan")  # billable, made by the strategy
     other_requests_per_batch: float = float("nan")  # billable, made whatever the strategy
     dollars_per_month: float = float("nan")  # a projection of requests_per_batch: see ckptbench.metrics.cost
-    refuses_second_writer: bool | None = None
-    second_writer_source: str = ""  # "measured" or "promised"
+    refuses_second_writer: bool | None = None  # by the race; None: not measured
+    second_writer_source: str = ""  # "measured", "promised" (not measured) or "" (neither)
+    second_writer: str = "not measured"  # what the report shows
     out: str | None = None  # why it cannot be recommended
     note: str = ""  # why it was not chosen, when it could have been
 
@@ -62,7 +68,11 @@ class Safety:
     cycles: int = 0
     duplicated: int = 0
     lost: int = 0
-    two_writer: str | None = None  # "clean-error", "silent-damage", "both-ran-no-damage-seen"
+    two_writer: str | None = None  # the zombie run's outcome: shown, never taken as refusing
+    race_rounds: int = 0  # the race's rounds (0: not run)
+    race_two_winners: int = 0  # rounds both writers won
+    race_one_winner: int = 0  # rounds that met with exactly one winner
+    refuses: bool | None = None  # metrics.refuses_second_writer; None: the race was not run
 
 
 def _candidate(record: results.Results, strategy: str, workload: str, trigger_s: float) -> Candidate:
@@ -81,6 +91,23 @@ def _candidate(record: results.Results, strategy: str, workload: str, trigger_s:
     c.other_requests_per_batch = sum(metrics.billable_requests_by_op(run, controlled=False).values())
     c.dollars_per_month = cost.per_month(cost.dollars(billable), trigger_s)
     return c
+
+
+def _second_writer(c: Candidate, found: Safety | None) -> None:
+    """Fill ``c``'s second-writer fields from the race alone (see the module's rule 2)."""
+    if found and found.refuses is not None:
+        c.refuses_second_writer, c.second_writer_source = found.refuses, "measured"
+        if found.refuses:
+            c.second_writer = f"refused (race: 1 winner in {found.race_one_winner}/{found.race_rounds} rounds)"
+        elif found.race_two_winners:
+            c.second_writer = f"NOT refused (race: 2 winners in {found.race_two_winners}/{found.race_rounds})"
+        else:
+            c.second_writer = (f"NOT refused (race: 1 winner in only {found.race_one_winner}/{found.race_rounds} "
+                               "rounds that met)")
+    elif ckpt_impls.get(c.strategy).exclusive_create:
+        c.second_writer_source, c.second_writer = "promised", "promised, not measured (no race run)"
+    else:
+        c.second_writer = "not measured (no race run; promises nothing)"
 
 
 def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
@@ -102,11 +129,7 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
         elif found and (found.duplicated or found.lost):
             c.out = (f"it broke exactly-once in the crash lab: {found.duplicated} rows duplicated, "
                      f"{found.lost} lost in {found.cycles} crash cycles")
-        if found and found.two_writer:
-            c.refuses_second_writer, c.second_writer_source = found.two_writer == "clean-error", "measured"
-        else:
-            c.refuses_second_writer = ckpt_impls.get(c.strategy).exclusive_create
-            c.second_writer_source = "promised"
+        _second_writer(c, found)
     eligible = [c for c in candidates if c.out is None]
     reasons = []
     if not eligible:
@@ -116,7 +139,8 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
     pool = guarded or eligible
     for c in eligible:
         if c not in pool:
-            c.note = "a second writer on its checkpoint goes undetected"
+            c.note = ("the race let a second writer through" if c.refuses_second_writer is False
+                      else "not measured to refuse a second writer")
     fastest = min(c.commit_p50_ms for c in pool)
     tied = [c for c in pool if c.commit_p50_ms <= fastest * (1 + TIE)]
     chosen = min(tied, key=lambda c: c.dollars_per_month)
@@ -140,12 +164,17 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
         reasons.append(f"exactly-once held through {found.cycles} crash cycles (0 rows lost or duplicated)")
     else:
         reasons.append("exactly-once under crashes was not measured on this store")
+    raced = [c for c in candidates if c.refuses_second_writer is not None]
     if chosen.refuses_second_writer:
-        how = "measured: a second driver got a clean error" if chosen.second_writer_source == "measured" \
-            else "promised by its design (If-None-Match: * creates); not measured on this store"
-        reasons.append(f"a second writer is refused ({how})")
+        reasons.append(f"a second writer is refused (measured: {chosen.second_writer})")
+    elif raced:
+        reasons.append("no strategy here was measured to refuse a second writer (the race): make sure only "
+                       "one query runs per checkpoint")
     else:
-        reasons.append("no strategy here refuses a second writer: make sure only one query runs per checkpoint")
+        promise = (" (its design promises to: If-None-Match: * creates)"
+                   if ckpt_impls.get(chosen.strategy).exclusive_create else "")
+        reasons.append("whether a second writer is refused was not measured on this store (the race was not "
+                       f"run), so no strategy was preferred for it{promise}")
     if runnable:
         reasons.append("the store probe found everything it needs")
     else:

@@ -67,8 +67,10 @@ def plan(strategy: str, store, bucket: str) -> dict:
     chosen = ckpt_impls.get(strategy)
     conf = ckpt_impls.session_conf(strategy, store, bucket)
     paths = conf.pop("spark.jars").split(",")
-    if chosen.manager_class is None:  # Spark's own manager: ours is not used
+    if chosen.manager_class is None or chosen.jars:  # Spark's own manager, or one from outside: ours is not used
         paths = [p for p in paths if p != str(jars.MANAGERS_JAR)]
+    mine = {j.path for j in chosen.jars}
+    paths = [p for p in paths if p in mine or not ckpt_impls.foreign_jar(p)]  # no other outside strategy's
     for option in chosen.options:
         conf[SPARK_HADOOP + option.name] = option.default
     submit = ["spark-submit", "--jars", ",".join(paths)]
@@ -93,6 +95,10 @@ def _command(argv: list[str]) -> str:
 def _jar_what(path: str) -> str:
     if path == str(jars.MANAGERS_JAR):
         return "ckptbench's checkpoint managers (built from ckpt_impls/java)"
+    if found := ckpt_impls.foreign_jar(path):
+        strategy, jar = found
+        return (f"{strategy.name}'s manager, from outside ({strategy.manager_class}; sha256 {jar.sha256[:12]}"
+                + (f", version {jar.implementation_version}" if jar.implementation_version else "") + ")")
     source = f"yours, from {jars.USER_JARS_ENV}" if os.environ.get(jars.USER_JARS_ENV, "").strip() else "bundled"
     name = os.path.basename(path)
     if name.startswith("hadoop-aws"):

@@ -182,6 +182,34 @@ class CephStore(ObjectStore):
         self._wait("an S3 request to radosgw to succeed", self._s3_ok, "ceph-client.rgw.log")
         state_path.write_text(json.dumps(state))
 
+    def kill_gateway(self) -> None:
+        """SIGKILL the RADOS Gateway (radosgw), as a crash would, and reap it. The mon and the OSD,
+        which hold every object (memstore in the OSD's memory, bluestore in its file), keep running;
+        the endpoint refuses connections until ``start_gateway``."""
+        gateway = self._gateway()
+        if gateway is None:
+            raise RuntimeError("ceph: no gateway is running")
+        gateway.kill()
+        gateway.wait()
+        self._procs.remove(gateway)
+
+    def start_gateway(self, timeout: float = _START_TIMEOUT) -> None:
+        """Start radosgw again after ``kill_gateway``, from the same ceph.conf, so on the same port
+        (clients, and a metering proxy in front, reconnect to the endpoint they had) with the same
+        user and keys; returns once an S3 request succeeds (``StoreUnavailable`` if none does
+        within ``timeout`` seconds). radosgw keeps no state of its own: the objects are the OSD's."""
+        if not self._procs or self._gateway() is not None:
+            raise RuntimeError("ceph: start_gateway needs a running cluster whose gateway was killed")
+        self._deadline = time.monotonic() + timeout
+        self._spawn("rgw", "radosgw", "-f", "-n", "client.rgw")
+        port = int(self.endpoint.rsplit(":", 1)[1])
+        if not wait_for_port(port, self._remaining(), alive=self._all_alive):
+            raise self._failure(f"radosgw did not open port {port} again", "ceph-client.rgw.log")
+        self._wait("an S3 request to the restarted radosgw to succeed", self._s3_ok, "ceph-client.rgw.log")
+
+    def _gateway(self) -> subprocess.Popen | None:
+        return next((p for p in self._procs if "radosgw" in p.args), None)
+
     def _stop(self) -> None:
         self._halt()
         if self._root is not None and self.data_dir is None:

@@ -13,7 +13,10 @@ class MeteredStore(ObjectStore):
     ``fault_profile`` and ``seed`` choose the faults it injects (``infra.faults.PROFILES``)."""
 
     def __init__(self, inner: ObjectStore, fault_profile: str = "none", seed: int = 0) -> None:
-        profile(fault_profile)  # an unknown name fails here, before anything starts
+        outage = profile(fault_profile).outage  # an unknown name fails here, before anything starts
+        if outage is not None and outage.restart:
+            raise ValueError(f"fault profile {fault_profile} restarts the store's gateway: only the fault lab "
+                             "(python -m ckptbench faultlab --store ceph) runs it")
         self.inner = inner
         self.fault_profile, self.seed = fault_profile, seed
         self.name = inner.name

@@ -17,16 +17,15 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
-from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 import infra
+from ckptbench.experiments import contract
 from ckptbench.harness.spark import session
 from infra.metered import MeteredStore
 from infra.net import live_processes
@@ -99,109 +98,12 @@ def bucket_of(store) -> str:
 
 
 
-def java_class(error: Py4JJavaError) -> str:
-    return error.java_exception.getClass().getName()
-
-
-class CheckpointFiles:
-    """A strategy's JVM CheckpointFileManager for ``s3a://bucket/prefix``, with byte-level helpers.
-
-    Built by Spark's own factory (``CheckpointFileManager.create``) from the strategy's class
-    setting, exactly as a streaming query builds it; ``settings`` are added to the Hadoop conf.
-    """
+class CheckpointFiles(contract.CheckpointFiles):
+    """``contract.CheckpointFiles`` in the test store's own bucket (``bucket_of``) unless told another."""
 
     def __init__(self, spark, strategy: str, store, prefix: str, bucket: str | None = None,
                  settings: dict | None = None) -> None:
-        jvm = spark._jvm
-        self.jvm, self.strategy, self.store, self.prefix = jvm, strategy, store, prefix
-        self.bucket = bucket or bucket_of(store)
-        self.fm = ckpt_impls.manager(spark, f"s3a://{self.bucket}/{prefix}", strategy, settings)
-
-    def path(self, rel: str):
-        return self.jvm.org.apache.hadoop.fs.Path(f"s3a://{self.bucket}/{self.prefix}/{rel}".rstrip("/"))
-
-    def create(self, rel: str, overwrite: bool, data: bytes):
-        out = self.fm.createAtomic(self.path(rel), overwrite)
-        out.write(bytearray(data))
-        return out
-
-    def write(self, rel: str, data: bytes, overwrite: bool = False) -> None:
-        """Write as HDFSMetadataLog.write does: close, or cancel if that fails."""
-        out = self.create(rel, overwrite, data)
-        try:
-            out.close()
-        except Py4JJavaError:
-            out.cancel()
-            raise
-
-    def read(self, rel: str) -> bytes:
-        stream = self.fm.open(self.path(rel))
-        try:
-            return bytes(stream.readAllBytes())
-        finally:
-            stream.close()
-
-    def exists(self, rel: str) -> bool:
-        return self.fm.exists(self.path(rel))
-
-    def mkdirs(self, rel: str) -> None:
-        self.fm.mkdirs(self.path(rel))
-
-    def delete(self, rel: str) -> None:
-        self.fm.delete(self.path(rel))
-
-    def statuses(self, rel: str, glob: str = "*"):
-        return list(self.fm.list(self.path(rel), self.jvm.org.apache.hadoop.fs.GlobFilter(glob)))
-
-    def names(self, rel: str, glob: str = "*") -> set[str]:
-        return {s.getPath().getName() + ("/" if s.isDirectory() else "") for s in self.statuses(rel, glob)}
-
-    def visible(self, rel: str = "") -> set[str]:
-        """Every file the manager shows under ``rel``, recursively, relative to the prefix."""
-        found = set()
-        for status in self.statuses(rel):
-            child = f"{rel}/{status.getPath().getName()}".lstrip("/")
-            found |= self.visible(child) if status.isDirectory() else {child}
-        return found
-
-    def objects(self) -> set[str]:
-        """Every object stored under the prefix except directory markers, relative to the prefix."""
-        keys = self.store.list_keys(self.bucket, self.prefix + "/")
-        return {k[len(self.prefix) + 1:] for k in keys if not k.endswith("/")}
-
-    def assert_files(self, expected: set[str]) -> None:
-        """The manager shows exactly ``expected``, and so does the bucket where keys mirror paths,
-        besides the temp files a strategy is known to leave (Spark's batch filter skips them)."""
-        chosen = ckpt_impls.get(self.strategy)
-        visible = self.visible()
-        stored = self.objects() if chosen.keys_mirror_paths else visible
-        temps = {k for k in visible | stored if ckpt_impls.TEMP_FILE.search(k)}
-        assert visible - temps == expected
-        assert stored - temps == expected
-        if not chosen.leaves_temp_files:
-            assert not temps, f"{self.strategy} left temp objects: {temps}"
-
-
-def race(files: CheckpointFiles, rel: str) -> dict[int, str]:
-    """Two writers close a create of ``rel`` (overwrite=false) at once: writer -> "won" or the
-    Java exception class it failed with."""
-    streams = [files.create(rel, False, f"writer-{w}".encode()) for w in (0, 1)]
-    barrier, outcome = threading.Barrier(2), {}
-
-    def close(w: int) -> None:
-        barrier.wait()
-        try:
-            streams[w].close()
-            outcome[w] = "won"
-        except Py4JJavaError as e:
-            outcome[w] = java_class(e)
-
-    threads = [threading.Thread(target=close, args=(w,)) for w in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return outcome
+        super().__init__(spark, strategy, store, prefix, bucket or bucket_of(store), settings)
 
 
 class Lab:

@@ -205,6 +205,20 @@ def test_two_writers_on_a_conditional_checkpoint_end_in_a_clean_error(spark, lab
     assert row["outcome"] == "clean-error"
 
 
+def test_two_drivers_held_at_offsets_both_write_it_through_direct(spark, lab):
+    """Started together, each driver's write of offsets/0 held by the proxy until the other's came:
+    through ``direct`` (check, then write) both pass their checks and both store it, damage the
+    zombie run never shows; the rendezvous met, so the run tested the window."""
+    with crash_lab(spark, lab.get("embedded")) as (crash, _):
+        seen = len(crash.store.proxy.injections())
+        row = crash.two_writers("direct", head_start=0)
+        met = [i for i in crash.store.proxy.injections()[seen:] if i.fault.startswith("rendezvous")]
+    assert row["race"] == "offsets"
+    assert [(i.key.rsplit("/", 3)[-3:], i.fault) for i in met] == [(["checkpoint", "offsets", "0"], "rendezvous")]
+    assert row["outcome"] == "silent-damage", row
+    assert "checkpoint/offsets/0" in row["overwritten_files"].split(",")
+
+
 def test_the_outcome_classes():
     base = {"first_error": None, "second_error": None, "verify_error": None, "overwritten_logs": 0,
             "duplicates": 0, "lost": 0, "partial": 0, "unexpected": 0}

@@ -32,15 +32,78 @@ BASE = {"rename": 120.0, "direct": 34.0, "conditional": 12.0, "manifest": 16.0}
 PUTS = {"rename": 25, "direct": 5, "conditional": 2, "manifest": 3}
 
 
+def raced(**refuses: bool | None) -> dict[str, decide.Safety]:
+    """The crash lab's findings with a race of 10 rounds per strategy named: True, one winner in
+    every round; False, two winners in 9 of them."""
+    return {s: decide.Safety(cycles=10, race_rounds=10, race_two_winners=0 if r else 9,
+                             race_one_winner=10 if r else 1, refuses=r) for s, r in refuses.items()}
+
+
+RACED = raced(rename=False, direct=False, conditional=True, manifest=True)
+
+
 def test_the_fastest_that_refuses_a_second_writer():
-    d = decide.decide(record(BASE, PUTS), "stateful")
+    d = decide.decide(record(BASE, PUTS), "stateful", safety=RACED)
     assert d.recommended == "conditional"
     # p95 19: three walCommits of 12 ms read as 12 +- 0.5 (metrics.whole_ms_percentile), p95 12.4, and 6.4 more.
     assert d.reasons[0].startswith("commits a batch in 18 ms (p50; p95 19 ms), the fastest of the strategies that "
                                    "refuse a second writer")
     notes = {c.strategy: c.note for c in d.candidates}
     assert notes["manifest"] == "slower: 24 ms against 18 ms per batch's commits"
-    assert notes["direct"] == notes["rename"] == "a second writer on its checkpoint goes undetected"
+    assert notes["direct"] == notes["rename"] == "the race let a second writer through"
+    assert "a second writer is refused (measured: refused (race: 1 winner in 10/10 rounds))" in d.reasons
+    shown = {c.strategy: c.second_writer for c in d.candidates}
+    assert shown["conditional"] == "refused (race: 1 winner in 10/10 rounds)"
+    assert shown["direct"] == "NOT refused (race: 2 winners in 9/10)"
+
+
+def test_rename_and_direct_are_never_refusing_unless_the_race_says_so():
+    fast_direct = {**BASE, "direct": 10.0}
+    # The zombie run ended in a clean error for every strategy (Spark's own checks caught it): no refusal.
+    zombie = {s: decide.Safety(cycles=10, two_writer="clean-error") for s in BASE}
+    for safety in (None, zombie):
+        d = decide.decide(record(fast_direct, PUTS), "stateful", safety=safety)
+        assert {c.strategy: c.refuses_second_writer for c in d.candidates} == dict.fromkeys(BASE)
+        shown = {c.strategy: c.second_writer for c in d.candidates}
+        assert shown["rename"] == shown["direct"] == "not measured (no race run; promises nothing)"
+        assert shown["conditional"] == shown["manifest"] == "promised, not measured (no race run)"
+        # Nothing measured to refuse: no strategy is preferred for it, the fastest wins, and the reasons say why.
+        assert d.recommended == "direct"
+        assert d.reasons[-2] == ("whether a second writer is refused was not measured on this store (the race was "
+                                 "not run), so no strategy was preferred for it")
+    # The race measured conditional refusing: it goes first although direct is faster.
+    d = decide.decide(record(fast_direct, PUTS), "stateful", safety={**zombie, **raced(conditional=True)})
+    assert d.recommended == "conditional"
+    assert {c.strategy: c.note for c in d.candidates}["direct"] == "not measured to refuse a second writer"
+    # Only a race can make direct refusing.
+    d = decide.decide(record(fast_direct, PUTS), "stateful", safety=raced(direct=True, conditional=True))
+    assert d.recommended == "direct"
+    assert {c.strategy: c.second_writer for c in d.candidates}["direct"] == "refused (race: 1 winner in 10/10 rounds)"
+
+
+def test_the_race_in_a_record_decides_refusal(tmp_path):
+    """``page.safety`` on a crash lab record built here, written and read back: a strategy refuses
+    only when every round met with one winner; a race not run is None, whatever the zombie said."""
+    recorder = results.Recorder()
+    rounds = {"direct": [(2, True)] * 3, "conditional": [(1, True)] * 3, "manifest": [(1, True), (1, False), (1, True)]}
+    for strategy, played in rounds.items():
+        for n, (winners, paired) in enumerate(played):
+            recorder.rows["races"].append({
+                "strategy": strategy, "kind": "offsets", "round": n, "winners": winners, "outcome_0": "won",
+                "outcome_1": "won" if winners == 2 else "org.apache.hadoop.fs.FileAlreadyExistsException",
+                "content": "writer-0", "paired": paired, "seconds": 0.2})
+    recorder.rows["two_writers"].append({"strategy": "rename", "workload": "stateless", "head_start": 3, "seed": 1,
+                                         "outcome": "clean-error", "overwritten_logs": 0, "race": None})
+    env = {"schema_version": schema.SCHEMA_VERSION, "store": "ceph", "experiment": "crashes"}
+    found = page.safety(disk.read(recorder.results(env).write(tmp_path / "ceph-crashes")))
+    assert {s: f.refuses for s, f in found.items()} == {"direct": False, "conditional": True, "manifest": False}
+    assert (found["direct"].race_rounds, found["direct"].race_two_winners) == (3, 3)
+    assert found["manifest"].race_one_winner == 2  # the round that did not meet proves nothing
+    d = decide.decide(record(BASE, PUTS), "stateful", safety=found)
+    assert d.recommended == "conditional"
+    shown = {c.strategy: c.second_writer for c in d.candidates}
+    assert shown["manifest"] == "NOT refused (race: 1 winner in only 2/3 rounds that met)"
+    assert shown["rename"] == "not measured (no race run; promises nothing)"
 
 
 def test_within_the_tie_the_cheaper_wins():
@@ -63,16 +126,15 @@ def test_a_strategy_that_broke_exactly_once_is_out():
 def test_what_the_store_cannot_run_is_never_recommended():
     refused = "it ignores If-None-Match: * (a second PUT of a key got 200)"
     runnable = {"rename": None, "direct": None, "conditional": refused, "manifest": refused}
-    d = decide.decide(record(BASE, PUTS), "stateful", runnable=runnable)
+    d = decide.decide(record(BASE, PUTS), "stateful", runnable=runnable, safety=RACED)
     assert d.recommended == "direct"
-    assert "no strategy here refuses a second writer" in " ".join(d.reasons)
+    assert "no strategy here was measured to refuse a second writer" in " ".join(d.reasons)
     assert {c.strategy: c.out for c in d.candidates}["manifest"] == f"the store cannot run it: {refused}"
 
 
-def test_a_measured_silent_damage_outranks_the_promise():
-    safety = {"conditional": decide.Safety(two_writer="silent-damage"),
-              "manifest": decide.Safety(two_writer="clean-error")}
-    assert decide.decide(record(BASE, PUTS), "stateful", safety=safety).recommended == "manifest"
+def test_a_race_lost_outranks_the_promise():
+    assert decide.decide(record(BASE, PUTS), "stateful",
+                         safety=raced(conditional=False, manifest=True)).recommended == "manifest"
 
 
 def test_no_candidate_left():

@@ -118,6 +118,51 @@ def test_the_eventual_verdict_says_when_the_reference_failure_is_reproduced_and_
                                                       "the reference articles' failure.")
 
 
+def outage_record() -> results.Results:
+    """Under outage-5s: rename rode it out (its first batch after the store was back ended 6 s after
+    the outage's start), conditional died 2 s in and resumed on restart, direct's file sink died and
+    lost rows; under eventual, a run with no outage."""
+    recorder = results.Recorder()
+    rows = [("rename", "stateful", "outage-5s", "completed", math.nan, 6.0, None, None),
+            ("conditional", "stateful", "outage-5s", "died", 2.0, math.nan, True, None),
+            ("direct", "file_sink", "outage-5s", "died", 3.0, math.nan, True, False),
+            ("rename", "stateful", "eventual", "completed", math.nan, math.nan, None, None)]
+    for strategy, workload, profile, outcome, died, resumed, recovered, exactly_once in rows:
+        run = recorder.add_run(strategy, workload, 100, f"faults/{strategy}-{profile}")
+        recorder.add_fault_run(run, profile=profile, seed=0, batches=4, batches_done=4 if outcome == "completed" else 1,
+                               outcome=outcome, cause="" if outcome == "completed" else "java.net.SocketException",
+                               recovered=recovered, exactly_once=exactly_once, seconds=9.0,
+                               outage_s=5.0 if profile == "outage-5s" else None, died_after_s=died,
+                               resumed_after_s=resumed)
+    env = {"schema_version": schema.SCHEMA_VERSION, "experiment": "faults", "store": "ceph", "describe": "ceph",
+           "emulator": False, "size": "quick", "commit": "0" * 40, "created": "2026-11-24T00:00:00+00:00",
+           "versions": {"spark": "4.3.0"}, "plan": {"batches": 4, "seeds": [0], "recovery_batches": 2},
+           "profiles": {"outage-5s": "the store unreachable for 5 s", "eventual": "pre-2020 S3 consistency"}}
+    return recorder.results(env)
+
+
+def test_outage_times_and_table_on_a_fixed_record(tmp_path):
+    record = disk.read(outage_record().write(tmp_path / "faults"))
+    assert metrics.rode_out_rate(record, "rename", "outage-5s") == 1.0
+    assert metrics.rode_out_rate(record, "conditional", "outage-5s") == 0.0
+    assert metrics.time_to_death(record, "conditional", "outage-5s") == 2.0
+    assert math.isnan(metrics.time_to_death(record, "rename", "outage-5s"))
+    assert metrics.time_to_resume(record, "rename", "outage-5s") == 6.0
+    assert metrics.time_to_outcome(record, "conditional", "outage-5s") == 2.0
+    assert metrics.time_to_outcome(record, "rename", "outage-5s") == 6.0
+    assert math.isnan(metrics.rode_out_rate(record, "rename", "eventual"))  # no outage began
+    rows = tables.outage_rows(record)
+    assert rows == [["stateful", "outage-5s", "rename", "1", "5.0", "1", "0", "0", "-", "6.0", "-", "-"],
+                    ["stateful", "outage-5s", "conditional", "1", "5.0", "0", "1", "0", "2.0", "-", "1/1", "-"],
+                    ["file_sink", "outage-5s", "direct", "1", "5.0", "0", "1", "0", "3.0", "-", "1/1", "1"]]
+    table = tables.fault_table(record)
+    assert "Store outages" in table and "| stateful | outage-5s | conditional | 1 | 5.0 | 0 | 1 | 0 | 2.0 |" in table
+    section = page._faults("ceph", record)
+    assert [t.caption for t in section.tables][1] == "Store outages" and section.tables[1].rows == rows
+    assert "Store outages" not in tables.fault_table(fixed_record())  # a record without outages: no such table
+    assert len(page._faults("embedded", fixed_record()).tables) == 1
+
+
 @pytest.mark.parametrize("args", [
     ("bench", "--fault-profile", "bogus"),
     ("measure", "--fault-profile", "bogus"),
@@ -174,3 +219,28 @@ def test_runs_under_profiles_are_recorded(spark, metered_stores, lab_store):
                                                 "MPU_COMPLETE", "MPU_ABORT"}
     assert metrics.retried(record.requests).sum() >= len(lost) / 2  # the SDK retries what it lost
     assert not math.isnan(metrics.failed_batch_rate(record, "rename", "lost-response"))
+
+
+@pytest.mark.slow
+def test_a_short_outage_on_ceph_is_ridden_out_or_kills_with_its_time_recorded(spark, metered_stores, lab):
+    """The file sink under outage-5s on Ceph RGW, rename (S3A's retries) and conditional (its own SDK
+    calls): the store goes away after the first batch; each run either rode it out (a batch after
+    the store was back, its time recorded) or died (its time recorded, and a restart resumed); the
+    sink's output holds every row once either way."""
+    store, bucket = metered_stores(lab.get("ceph"))
+    plan = faultlab.FaultPlan(("outage-5s",), ("file_sink",), 3, (0,), 100, outage_after=1)
+    labs = querylab.Lab(spark, store, bucket, config.PLANS["smallest"])
+    recorder = results.Recorder()
+    for strategy in ("rename", "conditional"):
+        faultlab.run_one(labs, recorder, strategy, "file_sink", "outage-5s", 0, plan)
+    record = recorder.results({"plan": {"keys": [100]}})
+    runs = record.runs.merge(record.fault_runs, on="run")
+    assert list(runs.outage_s) == [pytest.approx(5.0), pytest.approx(5.0)]
+    for run in runs.itertuples():
+        assert run.outcome in ("completed", "died"), run.error
+        if run.outcome == "completed":
+            assert run.resumed_after_s > 0 and math.isnan(run.died_after_s)
+        else:
+            assert run.died_after_s >= 0 and math.isnan(run.resumed_after_s) and run.recovered
+        assert run.exactly_once
+    assert set(record.injections.fault) == {"outage"}

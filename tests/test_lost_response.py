@@ -23,7 +23,8 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
-from conftest import CheckpointFiles, java_class, race
+from ckptbench.experiments.contract import java_class, race
+from conftest import CheckpointFiles
 
 WRITE_ID = "ckptbench-write-id"
 _HEAD_END = b"\r\n\r\n"

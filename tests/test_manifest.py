@@ -21,8 +21,9 @@ from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 from ckpt_impls import build, jars, manifest_format
+from ckptbench.experiments.contract import java_class
 from ckptbench.harness.spark import settings_set
-from conftest import CheckpointFiles, bucket_of, java_class
+from conftest import CheckpointFiles, bucket_of
 
 MANAGER = "ckptbench.checkpoint.ManifestCheckpointFileManager"
 HALT_STATUS = 86  # ManifestCheckpointFileManager.HALT_STATUS

@@ -23,9 +23,10 @@ from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 from ckptbench import config, metrics
+from ckptbench.experiments.contract import java_class
 from ckptbench.harness import querylab, workloads
 from ckptbench.record import results
-from conftest import CheckpointFiles, java_class
+from conftest import CheckpointFiles
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
 FILE_AREAS = ("offsets", "commits", "state")

@@ -217,7 +217,8 @@ def scale_experiment(workdir: Path) -> subprocess.Popen:
     their own beside the suite (conftest ``beside_the_suite``): the experiment stops its
     SparkSession when done, which in this process would be the suite's shared one (every later
     test using the `spark` fixture failed so)."""
-    part = ("import sys; from pathlib import Path; from ckptbench import runs, scale; "
+    part = ("import sys; from pathlib import Path; from ckptbench import config; "
+            "from ckptbench.experiments import scale; "
             "scale.scale(config.Settings('embedded', 'smallest', None, Path(sys.argv[1])), None, "
             f"scale.{AXES!r}, part=(int(sys.argv[2]), 2))")
     # A process per part, as `scale --part` runs: a second session in one Python process would get

@@ -14,11 +14,12 @@ import sys
 
 import ckpt_impls
 import infra
-from ckpt_impls import jars
+from ckpt_impls import foreign, jars
 from ckpt_impls.jars import JarsMissing
 from ckptbench.cli.commands import (
     cmd_bench,
     cmd_clean,
+    cmd_contract,
     cmd_cost,
     cmd_counting,
     cmd_crashlab,
@@ -32,7 +33,7 @@ from ckptbench.cli.commands import (
     cmd_scale,
     cmd_strategies,
 )
-from ckptbench.cli.common import SPARK_VENVS, Parser, UsageError, _under_spark
+from ckptbench.cli.common import SPARK_VENVS, ContractFailed, Parser, UsageError, _under_spark
 from ckptbench.config import CLUSTER, DEFAULT_MASTER, PLANS, Settings
 from ckptbench.experiments.crashlab import DEFAULT_POINTS
 from ckptbench.experiments.crashlab import PLANS as CRASH_PLANS
@@ -56,8 +57,40 @@ def _fault_options(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--fault-seed", type=int, default=0, help="seed of the fault profile's randomness (default 0)")
 
 
+#: Options before the command that add strategies from outside (``ckpt_impls.foreign``).
+FOREIGN_HELP = ("a strategy from outside, measured like ours: NAME=CLASS@JAR[,JAR...] (any Spark "
+                "CheckpointFileManager; checked before anything runs); repeat for several")
+
+
+def _foreign_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strategy", action="append", default=[], metavar="NAME=CLASS@JAR[,JAR...]", help=FOREIGN_HELP)
+    p.add_argument("--strategies-file", metavar="FILE", help="strategies from outside, one NAME=CLASS@JAR[,JAR...] "
+                                                              "a line (# comments)")
+
+
+def register_foreign(argv: list[str]) -> None:
+    """Register the strategies from outside that ``argv`` names before its command (``--strategy``,
+    ``--strategies-file``), so that every command and its default strategy lists know them."""
+    commands = set(parser_commands())
+    head = next((i for i, arg in enumerate(argv) if arg in commands), len(argv))
+    pre = argparse.ArgumentParser(add_help=False)
+    _foreign_options(pre)
+    known, _ = pre.parse_known_args(argv[:head])
+    try:
+        specs = [*known.strategy, *(foreign.read_file(known.strategies_file) if known.strategies_file else [])]
+        for spec in specs:
+            ckpt_impls.register(*foreign.parse(spec))
+    except foreign.ForeignStrategyError as e:
+        raise UsageError(str(e)) from None
+
+
+def parser_commands() -> list[str]:
+    return list(parser()._subparsers._group_actions[0].choices)
+
+
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="ckptbench", description=__doc__.splitlines()[0])
+    _foreign_options(p)
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("strategies", help="list the checkpoint strategies").set_defaults(run=cmd_strategies)
     sub.add_parser("faults", help="list the fault profiles the metering proxy can inject").set_defaults(run=cmd_faults)
@@ -197,6 +230,13 @@ def parser() -> argparse.ArgumentParser:
     de.add_argument("--no-check", action="store_true",
                     help="do not contact the store (by default the bucket is checked with the default credentials)")
     de.set_defaults(run=cmd_deploy)
+    ct = sub.add_parser("contract", help="Spark's checkpoint contract, checked on each strategy against a store "
+                                         "(PASS/FAIL per check; status 1 when one fails)")
+    ct.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: ceph where it can start here, "
+                                    "else embedded)")
+    ct.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    ct.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    ct.set_defaults(run=cmd_contract)
     return p
 
 
@@ -207,6 +247,11 @@ def _stop_on_sigterm(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        register_foreign(argv)
+    except UsageError as e:
+        print(f"ckptbench: error: {e}", file=sys.stderr)
+        return 2
     args = parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
@@ -217,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, infra.StoreUnavailable, ckpt_impls.UnknownStrategy, JarsMissing) as e:
         print(f"ckptbench: error: {e}", file=sys.stderr)
         return 2
+    except ContractFailed as e:  # contract: the input was fine, a strategy broke a check
+        print(f"ckptbench: contract broken by: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("ckptbench: interrupted", file=sys.stderr)
         return 130

@@ -17,7 +17,17 @@ from pathlib import Path
 import ckpt_impls
 import infra
 from ckpt_impls import jars
-from ckptbench.cli.common import PROXY_BENCHMARKS, RESULTS, UsageError, _master, _names, _part, results_root
+from ckptbench.cli.common import (
+    PROXY_BENCHMARKS,
+    RESULTS,
+    ContractFailed,
+    UsageError,
+    _master,
+    _names,
+    _part,
+    _proxy_profile,
+    results_root,
+)
 from ckptbench.config import ROOT
 from ckptbench.harness.stores import RUNS_ROOT
 from infra.faults import PROFILES, describe_profiles
@@ -45,7 +55,7 @@ def cmd_measure(args) -> None:
         return
     stores = _names(args.stores, infra.STORES, "store")
     strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
-    [fault_profile] = _names(args.fault_profile, PROFILES, "fault profile")
+    fault_profile = _proxy_profile(args.fault_profile)
     if args.batches < 20 and not args.allow_few_batches:
         raise UsageError("--batches below 20 gives unstable percentiles; pass --allow-few-batches to insist")
     master = _master(args.master)
@@ -86,7 +96,7 @@ def cmd_bench(args) -> None:
     store = args.store or os.environ.get(config.Settings.ENV["store"]) or config.default_store()
     _names(store, infra.STORES, "store")
     _names(args.size, config.PLANS, "size")
-    [fault_profile] = _names(args.fault_profile, PROFILES, "fault profile")
+    fault_profile = _proxy_profile(args.fault_profile)
     master = _master(args.master)
     # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
     # wrong keys, a missing bucket), not after asv has spent minutes on it.
@@ -105,24 +115,24 @@ def cmd_bench(args) -> None:
     else:
         print(f"store: {store}, a real store")
     results = Path(args.results).resolve() if args.results else results_root()
-    config = _asv_config(results)
     # asv keys results by machine: one per store and Spark version keeps each a series of its own.
     machine = f"{socket.gethostname()}-{store}-spark{jars.spark_version()}"
     settings = config.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed, master)
+    if fault_profile != "none":
+        print(f"fault profile: {fault_profile} (seed {args.fault_seed}), injected by the metering proxy")
+    asv_conf = _asv_config(results)
     # asv drops PYTHONPATH from its benchmark processes, which would then import whichever checkout
     # the venv points at (a worktree's runs would bench main's code): this checkout's, always.
     env = {**os.environ, **settings.env(), "ASV_PYTHONPATH": str(ROOT)}
-    if fault_profile != "none":
-        print(f"fault profile: {fault_profile} (seed {args.fault_seed}), injected by the metering proxy")
     asv = [sys.executable, "-m", "asv"]
     print(f"running the {args.size} suite", flush=True)
-    subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(config)],
+    subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(asv_conf)],
                    check=True, env=env, stdout=subprocess.DEVNULL)
     with progress.shown_for(env):
-        run = subprocess.run([*asv, "run", "--config", str(config), "--python=same", "--set-commit-hash", "HEAD",
+        run = subprocess.run([*asv, "run", "--config", str(asv_conf), "--python=same", "--set-commit-hash", "HEAD",
                               "--machine", machine, "--show-stderr", *(["--bench", bench] if bench else [])],
                              env=env)
-    subprocess.run([*asv, "publish", "--config", str(config)], check=True, env=env)
+    subprocess.run([*asv, "publish", "--config", str(asv_conf)], check=True, env=env)
     try:  # asv's pages load their scripts from CDNs: local copies, so that they open offline
         publish.offline(results / "html")
         offline_error = None
@@ -407,6 +417,29 @@ def cmd_deploy(args) -> None:
     if not args.no_check:
         store.check_bucket(args.bucket)
     print(deploy.text(deploy.plan(args.strategy, store, args.bucket)))
+
+
+def cmd_contract(args) -> None:
+    """Spark's checkpoint contract on each strategy, against the store; status 1 when a check fails."""
+    from ckptbench import config
+    from ckptbench.experiments import contract
+    from ckptbench.harness import stores
+    from ckptbench.harness.spark import session
+    from ckptbench.report import tables
+
+    name = args.store or os.environ.get(config.Settings.ENV["store"]) or config.default_store()
+    _names(name, infra.STORES, "store")
+    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    settings = config.Settings(name, "smallest", args.bucket, results_root() / "raw")
+    with stores.started_store(settings) as (store, bucket):
+        spark = session(strategies[0], {bucket: store})
+        try:
+            found = {s: contract.run(spark, s, store, bucket, store.run_prefix) for s in strategies}
+        finally:
+            spark.stop()
+    print(tables.contract_table(found))
+    if not all(ok for checks in found.values() for _, ok, _ in checks):
+        raise ContractFailed(", ".join(s for s, checks in found.items() if not all(ok for _, ok, _ in checks)))
 
 
 def cmd_crashlab(args) -> None:

@@ -18,7 +18,7 @@ SPARK_VENVS = {"4.3": (ROOT / ".venv", "setup"), "3.5": (ROOT / ".venv-spark35",
 #: The asv benchmarks (name prefixes) that need the metering proxy: the crash and failure labs, the
 #: log histories (``stores.started_store(needs_proxy=...)``), the proxy's own overhead and the COPY
 #: projected through its ``aws-projection`` profile. ``bench`` leaves them out on a store it cannot front.
-PROXY_BENCHMARKS = ("failures.", "fault_rates.", "manifest_compaction.", "floor.ProxyOverhead",
+PROXY_BENCHMARKS = ("failures.", "fault_rates.", "outages.", "manifest_compaction.", "floor.ProxyOverhead",
                     "rename_cost.ProjectedCopy")
 #: Set in a command that re-ran itself under another venv, so that it never does so twice.
 _REEXEC_ENV = "CKPT_SPARK_REEXEC"
@@ -26,6 +26,10 @@ _REEXEC_ENV = "CKPT_SPARK_REEXEC"
 
 class UsageError(Exception):
     """Bad input found by ckptbench itself."""
+
+
+class ContractFailed(Exception):
+    """``contract``: a strategy broke a check (the input was fine): exit status 1; str() names them."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -42,6 +46,18 @@ def _names(text: str, valid, kind: str) -> list[str]:
         plural = kind.removesuffix("y") + "ies" if kind.endswith("y") else kind + "s"
         raise UsageError(f"unknown {kind} '{','.join(unknown) or text}'; valid {plural}: {', '.join(valid)}")
     return names
+
+
+def _proxy_profile(text: str) -> str:
+    """One fault profile the metering proxy can inject for a whole run: not one that restarts the
+    store's gateway, which only the fault lab can do."""
+    from infra.faults import PROFILES
+
+    [name] = _names(text, PROFILES, "fault profile")
+    outage = PROFILES[name].outage
+    if outage is not None and outage.restart:
+        raise UsageError(f"fault profile {name} restarts the store's gateway: only faultlab --store ceph runs it")
+    return name
 
 
 def results_root() -> Path:

@@ -11,8 +11,16 @@ died or stalled is restarted from its checkpoint with the faults off, for
 output is then read back through Spark (which trusts ``_spark_metadata``): ``exactly_once``
 says whether it holds every row of whole batches once, none twice and no batch in part.
 
+Under an outage profile (``outage-*``: every request reset by the proxy for some seconds;
+``gateway-restart``: Ceph's radosgw SIGKILLed and started again, on ``ceph`` only, skipped
+elsewhere, saying so) the query starts with no faults and the store goes away once it has done
+``FaultPlan.outage_after`` batches (``ckptbench.experiments.outages``); the run also records how
+long the store was away and the seconds from then to the query's death or to its first batch
+after the store was back.
+
 Recorded (``ckptbench.record``): a ``runs`` row per query (its ``error``), its ``fault_runs``
-row (profile, seed, batches asked and done, outcome, cause, recovered, exactly_once, seconds), its
+row (profile, seed, batches asked and done, outcome, cause, recovered, exactly_once, seconds, and
+under an outage outage_s, died_after_s, resumed_after_s), its
 progress reports (``batches``), every request under its prefix (``requests``, while the faults
 were in force and during the recovery) and every fault injected into them (``injections``).
 ``ckptbench.metrics`` derives the rates: query deaths per run, failed batches per batch
@@ -38,6 +46,8 @@ from ckptbench.harness import querylab, stores, workloads
 from ckptbench.record import disk, results
 from infra.faults import PROFILES
 
+from . import outages
+
 
 @dataclasses.dataclass(frozen=True)
 class FaultPlan:
@@ -47,13 +57,23 @@ class FaultPlan:
     seeds: tuple[int, ...]  # one run of each strategy x workload x profile per seed
     keys: int  # state keys of the stateful workload (each batch updates all of them)
     recovery_batches: int = 2  # asked of a query restarted, faults off, after it died or stalled
+    outage_after: int = 2  # batches a query does before an outage profile takes the store away
+
+    def lead(self) -> int:
+        """Batches done before an outage begins: ``outage_after``, leaving at least one after it."""
+        return max(0, min(self.outage_after, self.batches - 1))
 
 
 #: ``quick`` is what ``make bench`` runs: the profiles that a strategy's commit protocol could
-#: notice (the others are retried away by the AWS SDK below S3A, as ``full`` measures).
+#: notice (the others are retried away by the AWS SDK below S3A, as ``full`` measures), and the
+#: short store outages.
+#: The outages: ``smallest`` has the shortest only; ``quick`` the shortest and the gateway restart
+#: (seconds a run); the one inside S3A's retry budget and the one beyond it only ``full``: a query
+#: that rides an outage out spends it, and the retries' back-off after it, in every such run.
 PLANS = {
-    "smallest": FaultPlan(("none", "eventual"), ("stateful",), 3, (0,), 100),
-    "quick": FaultPlan(("lost-response", "eventual"), ("stateful", "file_sink"), 8, (0,), 1_000),
+    "smallest": FaultPlan(("none", "eventual", "outage-5s"), ("stateful",), 3, (0,), 100, outage_after=1),
+    "quick": FaultPlan(("lost-response", "eventual", "outage-5s", "gateway-restart"),
+                       ("stateful", "file_sink"), 8, (0,), 1_000),
     "full": FaultPlan(tuple(PROFILES), ("stateful", "file_sink"), 10, (0, 1), 1_000),
 }
 OUTCOMES = ("completed", "died", "stalled")
@@ -81,16 +101,21 @@ def run_one(lab: querylab.Lab, recorder: results.Recorder, strategy: str, worklo
     ckpt_impls.use(spark, strategy)
     proxy.reset()  # the run's injections alone; marks stay valid
     mark, began = proxy.mark(), time.time()
-    proxy.use_profile(profile, seed)
-    try:
-        done, outcome, error, cause = _drive(lab, workload, base, plan.keys, plan.batches, bar)
+    outage = outages.of(profile)
+    if outage is None:
+        proxy.use_profile(profile, seed)
+    try:  # an outage profile goes in force after the lead batches (outages.take_away)
+        done, outcome, error, cause, died_at, window = _drive(lab, workload, base, plan.keys, plan.batches, bar,
+                                                              (profile, seed, plan.lead()) if outage else None)
     finally:
         proxy.use_profile("none")
     seconds = time.time() - began
-    injections = [i for i in proxy.injections() if i.start >= began and i.key.startswith(prefix + "/")]
+    every = [i for i in proxy.injections() if i.start >= began]
+    times = outages.times(window, every, done, died_at)
+    injections = [i for i in every if i.key.startswith(prefix + "/")]
     recovered = None
     if outcome != "completed":
-        _, recovery, _, _ = _drive(lab, workload, base, plan.keys, plan.recovery_batches)
+        _, recovery, *_ = _drive(lab, workload, base, plan.keys, plan.recovery_batches)
         recovered = recovery == "completed"
     exactly_once = _exactly_once(spark, f"{base}/output") if workload == "file_sink" else None
     events = [e for e in proxy.events_since(mark) if e.key.startswith(prefix + "/")]
@@ -99,18 +124,20 @@ def run_one(lab: querylab.Lab, recorder: results.Recorder, strategy: str, worklo
         recorder.fail_run(run, error)
     recorder.add_fault_run(run, profile=profile, seed=seed, batches=plan.batches, batches_done=len(done),
                            outcome=outcome, cause=cause, recovered=recovered, exactly_once=exactly_once,
-                           seconds=seconds)
+                           seconds=seconds, **times)
     recorder.add_batches(run, "measured", done)
     recorder.add_requests(run, events, done)
     recorder.add_injections(run, injections)
     return run
 
 
-def _drive(lab: querylab.Lab, workload: str, base: str, keys: int, batches: int,
-           bar=None) -> tuple[list[dict], str, str, str]:
+def _drive(lab: querylab.Lab, workload: str, base: str, keys: int, batches: int, bar=None,
+           outage: tuple[str, int, int] | None = None) -> tuple[list[dict], str, str, str, float | None, object]:
     """Start ``workload`` on ``base`` and wait for ``batches`` batches: (the progress of the batches
-    done, outcome, error: Spark's first line, or why it stalled, or "", and the innermost cause of a
-    death)."""
+    done, outcome, error: Spark's first line, or why it stalled, or "", the innermost cause of a
+    death, when the death was seen (``time.time()``, None: no death) and the outage's
+    ``outages.Window``, None if none began). ``outage``: (profile, seed, lead): take the store away
+    under that outage profile once ``lead`` batches are done."""
     on_batch = bar.update if bar else None
     try:
         query = lab.start(workload, base, keys)
@@ -118,12 +145,20 @@ def _drive(lab: querylab.Lab, workload: str, base: str, keys: int, batches: int,
         if bar:
             bar.update(batches)
         java = getattr(e, "java_exception", None)
-        return [], "died", first_line(e), innermost(java) if java is not None else first_line(e)
-    outcome, error, cause = "completed", "", ""
+        return [], "died", first_line(e), innermost(java) if java is not None else first_line(e), time.time(), None
+    outcome, error, cause, died_at, window = "completed", "", "", None, None
     try:
-        workloads.await_batches(query, batches, batch_limit(batches), on_batch)
+        if outage is None:
+            workloads.await_batches(query, batches, batch_limit(batches), on_batch)
+        else:
+            profile, seed, lead = outage
+            workloads.await_batches(query, lead, batch_limit(lead), on_batch)
+            window = outages.take_away(lab, profile, seed, query)
+            workloads.await_batches(query, batches - lead, batch_limit(batches - lead) + window.outage.seconds,
+                                    on_batch)
     except workloads.QueryFailed as e:
         outcome, error = ("died" if query.exception() is not None else "stalled"), str(e)
+        died_at = time.time() if outcome == "died" else None
         if outcome == "died":
             # PySpark's copy of the exception has lost its causes; the JVM's has them.
             cause = innermost(query._jsq.exception().get())
@@ -136,7 +171,7 @@ def _drive(lab: querylab.Lab, workload: str, base: str, keys: int, batches: int,
                 outcome, error = "stalled", f"could not stop: {first_line(e)}"
     if bar and len(done) < batches:
         bar.update(batches - len(done))  # the bar counts batches asked, done or not
-    return done, outcome, error, cause
+    return done, outcome, error, cause, died_at, window
 
 
 def innermost(throwable) -> str:
@@ -180,8 +215,11 @@ def faultlab(settings: config.Settings, plan: FaultPlan | None = None,
     recorder = results.Recorder()
     with stores.started_store(settings, needs_proxy="the failure lab") as (store, bucket), \
             querylab.lab(store, bucket, config.PLANS[settings.size], strategies[0], conf=SPARK_CONF) as lab:
+        skipped = [p for p in plan.profiles if not outages.can_run(p, settings.store)]
+        if skipped:
+            print(f"failure lab: {', '.join(skipped)} skipped: {store.name} cannot restart its gateway (ceph can)")
         order = [(strategy, workload, profile, seed) for seed in plan.seeds for workload in plan.workloads
-                 for profile in plan.profiles for strategy in strategies]
+                 for profile in plan.profiles if profile not in skipped for strategy in strategies]
         bar = progress.Recorder("failure lab", len(order) * plan.batches, "batch")
         for strategy, workload, profile, seed in order:
             run_one(lab, recorder, strategy, workload, profile, seed, plan, bar)

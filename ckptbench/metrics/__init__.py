@@ -1,5 +1,5 @@
 """Every number derived from a record (``ckptbench.record``), each defined once, by topic: statistics,
-requests, the store alone, Spark's share and a strategy's overhead, crashes, faults, scale, what a store
+requests, the store alone, Spark's share and a strategy's overhead, crashes, races, faults, scale, what a store
 can run; ``cost`` (a projection at list prices) and ``drift`` (two runs compared) beside them. The
 asv suite, the report, the CLI and the recommendation all read figures through here, so a record
 shows the same figures everywhere. Nothing here runs Spark or a store."""
@@ -33,8 +33,13 @@ from .faults import (  # noqa: F401
     failed_batch_rate,
     fault_runs,
     injected_per_run,
+    outage_runs,
     retried,
     retried_per_run,
+    rode_out_rate,
+    time_to_death,
+    time_to_outcome,
+    time_to_resume,
 )
 from .overhead import (  # noqa: F401
     checkpoint_files_per_batch,
@@ -45,6 +50,15 @@ from .overhead import (  # noqa: F401
     spark_share_ms,
     strategy_overhead_ms,
     strategy_overhead_of_put,
+)
+from .races import (  # noqa: F401
+    race_kinds,
+    race_one_winner,
+    race_rounds,
+    race_rows,
+    race_two_winners,
+    race_unmet,
+    refuses_second_writer,
 )
 from .requests import (  # noqa: F401
     MANAGED,

@@ -94,18 +94,23 @@ def leftover_objects(results: Results, strategy: str, kind: str, workload: str |
 
 
 def two_writer_run(results: Results, strategy: str, workload: str = "stateless",
-                   head_start: int | None = None) -> pd.Series:
+                   head_start: int | None = None, race: str | None = None) -> pd.Series:
     """The (last) two-writer run of ``strategy`` x ``workload`` (with the second driver started
-    after ``head_start`` batches, if given): its errors, checks and ``outcome``."""
+    after ``head_start`` batches, if given): its errors, checks and ``outcome``. ``race``: the
+    run whose drivers were held at that file kind until both wrote it; None: a run without
+    (the zombie)."""
     runs = _of(results.two_writers, strategy, workload)
+    races = runs.race if "race" in runs else pd.Series(pd.NA, index=runs.index)
+    runs = runs[races.isna()] if race is None else runs[races.eq(race).fillna(False).astype(bool)]
     if head_start is not None:
         runs = runs[runs.head_start == head_start]
     if runs.empty:
-        raise KeyError(f"no two-writer run of {strategy} x {workload} (head start {head_start})")
+        raced = f", raced at {race}" if race else ""
+        raise KeyError(f"no two-writer run of {strategy} x {workload} (head start {head_start}{raced})")
     return runs.iloc[-1]
 
 
 def two_writer_outcome_is(results: Results, strategy: str, outcome: str, workload: str = "stateless",
-                          head_start: int | None = None) -> float:
+                          head_start: int | None = None, race: str | None = None) -> float:
     """1.0 when the two-writer run's outcome is ``outcome`` (``crashlab.OUTCOMES``), else 0.0."""
-    return float(two_writer_run(results, strategy, workload, head_start).outcome == outcome)
+    return float(two_writer_run(results, strategy, workload, head_start, race).outcome == outcome)

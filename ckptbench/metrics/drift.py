@@ -56,16 +56,20 @@ def values(path: Path) -> dict[str, float]:
 def provenance(path: Path) -> dict[str, str]:
     """What a result file was run on: the asv machine (``<host>-<store>-spark<version>``, or
     ``<host>-<store>`` before Spark versions were named), the commit and, where the raw measurements
-    lie beside it (``bench --results DIR``), the run's size."""
+    lie beside it (``bench --results DIR``), the run's size and the builds of the strategies from outside
+    it measured (their jars' SHA-256: two builds of one manager under one name are not one series)."""
     data = json.loads(path.read_text())
     machine = data["params"]["machine"]
     store = re.sub(r"-spark[\d.]+$", "", machine).rsplit("-", 1)[-1]
     raw = disk.directory(path.parent.parent.parent / "raw", store, "streaming")
     try:
-        size = json.loads((raw / "environment.json").read_text())["size"]
-    except (OSError, ValueError, KeyError):
-        size = "unknown"
-    return {"machine": machine, "commit": data["commit_hash"][:8], "size": size}
+        env = json.loads((raw / "environment.json").read_text())
+    except (OSError, ValueError):
+        env = {}
+    builds = ", ".join(f"{name} {'+'.join(j['sha256'][:12] for j in found['jars'])}"
+                       for name, found in sorted((env.get("foreign_strategies") or {}).items()))
+    return {"machine": machine, "commit": data["commit_hash"][:8], "size": env.get("size", "unknown"),
+            "strategies from outside": builds or "none"}
 
 
 def move(a: float, b: float) -> float:
@@ -92,7 +96,7 @@ def compare(a: Path, b: Path, worst: int = 10) -> str:
     runs = [provenance(f) for f in files]
     lines = [f"{label}: {f} ({', '.join(f'{k} {v}' for k, v in run.items())})"
              for label, f, run in zip("AB", files, runs, strict=True)]
-    differ = [k for k in ("machine", "size", "commit") if runs[0][k] != runs[1][k]]
+    differ = [k for k in runs[0] if runs[0][k] != runs[1][k]]
     if differ:
         lines.append(f"A and B differ in {', '.join(differ)}: what moved below is not run-to-run noise alone")
     lines.append(line("all", list(moves.values())))

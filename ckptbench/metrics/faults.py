@@ -64,3 +64,45 @@ def exactly_once_violations(results: Results, strategy: str, profile: str) -> in
     """File-sink runs whose output did not hold every row of whole batches exactly once."""
     runs = fault_runs(results, strategy, profile, "file_sink")
     return int((runs.exactly_once == False).sum())  # noqa: E712 (NA, not asked, is neither)
+
+
+# -- store outages (the fault lab's outage profiles, ckptbench.experiments.outages) ------------
+
+def outage_runs(results: Results, strategy: str, profile: str, workload: str | None = None) -> pd.DataFrame:
+    """``fault_runs`` of an outage profile whose outage began (``outage_s`` recorded)."""
+    runs = fault_runs(results, strategy, profile, workload)
+    return runs[pd.to_numeric(runs.outage_s, errors="coerce").notna()]
+
+
+def rode_out_rate(results: Results, strategy: str, profile: str, workload: str | None = None) -> float:
+    """Runs whose query completed every batch asked through the outage, per run that met one
+    (NaN: none did)."""
+    runs = outage_runs(results, strategy, profile, workload)
+    return float((runs.outcome == "completed").mean()) if len(runs) else float("nan")
+
+
+def _median(values: pd.Series) -> float:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return float(values.median()) if len(values) else float("nan")
+
+
+def time_to_death(results: Results, strategy: str, profile: str, workload: str | None = None) -> float:
+    """Seconds from the outage's start to the query's death, the median over the runs whose query
+    died (NaN: none died)."""
+    runs = outage_runs(results, strategy, profile, workload)
+    return _median(runs[runs.outcome == "died"].died_after_s)
+
+
+def time_to_resume(results: Results, strategy: str, profile: str, workload: str | None = None) -> float:
+    """Seconds from the outage's start to the end of the query's first batch after the store was
+    back, the median over the runs whose query rode it out (NaN: none did)."""
+    return _median(outage_runs(results, strategy, profile, workload).resumed_after_s)
+
+
+def time_to_outcome(results: Results, strategy: str, profile: str, workload: str | None = None) -> float:
+    """Seconds from the outage's start to the query's death or, if it rode the outage out, to the
+    end of its first batch after the store was back: the median over the runs that did either
+    (NaN: every run stalled)."""
+    runs = outage_runs(results, strategy, profile, workload)
+    died = pd.to_numeric(runs.died_after_s, errors="coerce")
+    return _median(died.fillna(pd.to_numeric(runs.resumed_after_s, errors="coerce")))

@@ -43,10 +43,18 @@ def environment(store, experiment: str, size: str, plan: dict, spark=None, **ext
            "size": size, "plan": plan,
            "commit": commit, "host": socket.gethostname(),
            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "versions": jars.versions(), "where": where(store)}
+           "versions": jars.versions(), "where": where(store), "foreign_strategies": foreign_strategies()}
     if spark is not None:
         env.update(spark_master=spark.sparkContext.master, executors=executors(spark), jvm_flags=jvm_flags(spark))
     return {**env, **extra}
+
+
+def foreign_strategies() -> dict:
+    """The strategies from outside this process knows (``ckpt_impls.foreign``), each named fully: its
+    class, and each jar's path, SHA-256, size and ``Implementation-Version``, so that records of two
+    builds of one manager are never taken for one."""
+    return {s.name: {"class": s.manager_class, "jars": [dataclasses.asdict(j) for j in s.jars]}
+            for s in ckpt_impls.STRATEGIES.values() if s.jars}
 
 
 def where(store) -> dict:

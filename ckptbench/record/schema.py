@@ -38,13 +38,27 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
   sink's log does not list (-1: a sink with no log), ``pending_uploads``, all ``objects``).
 - ``two_writers``: one row per run of two drivers on one checkpoint, the second started after
   ``head_start`` batches of the first (0: together): each one's error (first line), the check at
-  rest, log files written twice (``overwritten_logs``, ``overwritten_files``) and the ``outcome``.
+  rest, log files written twice (``overwritten_logs``, ``overwritten_files``) and the ``outcome``;
+  ``race``: the file kind both drivers were held at until both wrote it (a ``Rendezvous``,
+  started together), None for a zombie run; ``race_met``: whether the two writes of that file met
+  (false: one driver stopped before it, Spark's own check or an error, so the run raced nothing;
+  NA: not raced) (before schema 7, neither recorded).
+- ``races``: one row per round of the race (``ckptbench.experiments.race``): two managers of a
+  ``strategy`` creating one fresh file of a ``kind`` (offsets, commits, state, _spark_metadata)
+  at once, held by the proxy until both writes met (``paired``; false: the round tested
+  nothing): the closes that succeeded (``winners``: 0, 1 or 2), each writer's outcome
+  (``outcome_0``, ``outcome_1``: "won" or the Java exception class), whose ``content`` the file
+  held afterwards ("writer-0", "writer-1", "none"...), ``seconds``. Before schema 7, not recorded.
 - ``fault_runs``: one row per run of the failure lab (``ckptbench.experiments.faultlab``): the fault
   ``profile`` and ``seed`` in force, ``batches`` asked and ``batches_done``, ``outcome``
   (completed, died, stalled), the ``cause`` of a death (the first line of the innermost JVM
   exception; ``runs.error`` has Spark's own), whether a restart without faults ``recovered``
   (None: not needed),
-  whether the file sink's output held every row ``exactly_once`` (None: no file sink), seconds.
+  whether the file sink's output held every row ``exactly_once`` (None: no file sink), seconds;
+  under an outage profile (the store taken away, ``ckptbench.experiments.outages``), in seconds:
+  ``outage_s`` how long the store was away, ``died_after_s`` from the outage's start to the query's
+  death, ``resumed_after_s`` from the outage's start to the end of its first batch after the store
+  was back (NaN where they do not apply; before schema 7, not recorded).
 - ``scale``: one row per run of the scale experiment (``ckptbench.experiments.scale``): its shuffle
   ``partitions``, stateful ``operators`` and ``kind`` (``point``: a few batches at one point of the
   partitions and operators axes; ``long``: one long query, the batch-count axis).
@@ -76,10 +90,11 @@ import pandas as pd
 #: crash_series.seconds, two_writers.head_start, overwritten_files and seconds (an older record's
 #: are read as missing, its settings as none recorded); 4: the capabilities table (the store probe's);
 #: 5: requests.origin (the JVM that sent a request; missing before); 6: the maintenance table (the
-#: state store maintenance's calls), and the floor's ``memory`` rows include the files it deleted.
-SCHEMA_VERSION = 6
+#: state store maintenance's calls), and the floor's ``memory`` rows include the files it deleted;
+#: 7: the races table, two_writers.race, and the fault lab's outage columns.
+SCHEMA_VERSION = 7
 #: Versions this reader reads: an older record lacks the tables and columns added since.
-READABLE = (1, 2, 3, 4, 5, SCHEMA_VERSION)
+READABLE = (1, 2, 3, 4, 5, 6, SCHEMA_VERSION)
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
@@ -103,9 +118,11 @@ TABLES: dict[str, tuple[str, ...]] = {
                      "pending_uploads", "objects", "seconds"),
     "two_writers": ("strategy", "workload", "head_start", "seed", "first_error", "second_error", "second_started",
                     "first_batches", "second_batches", "verify_error", "overwritten_logs", "overwritten_files",
-                    "duplicates", "lost", "partial", "unexpected", "last_batch", "outcome", "seconds"),
+                    "duplicates", "lost", "partial", "unexpected", "last_batch", "outcome", "seconds", "race",
+                    "race_met"),
+    "races": ("strategy", "kind", "round", "winners", "outcome_0", "outcome_1", "content", "paired", "seconds"),
     "fault_runs": ("run", "profile", "seed", "batches", "batches_done", "outcome", "cause", "recovered",
-                   "exactly_once", "seconds"),
+                   "exactly_once", "seconds", "outage_s", "died_after_s", "resumed_after_s"),
     "injections": ("run", "start", "op", "key", "fault"),
     "scale": ("run", "partitions", "operators", "kind"),
     "memory": ("run", "batch", "heap_mib", "manager_objects", "manager_kib"),
@@ -131,12 +148,19 @@ def frame(name: str, rows: list[dict]) -> pd.DataFrame:
     for column in NULLABLE_INTS.get(name, ()):
         out[column] = out[column].astype("Int64")
     if name in ("cycles", "crash_series", "two_writers"):
-        for column in ("error", "first_error", "second_error", "verify_error", "overwritten_files"):
+        for column in ("error", "first_error", "second_error", "verify_error", "overwritten_files", "race"):
             if column in out:  # all None would be written as a null-typed column
                 out[column] = out[column].astype("string")
+    if name == "two_writers":
+        out["race_met"] = out["race_met"].astype("boolean")  # NA: not raced
+    if name == "races":
+        out["winners"] = out["winners"].astype("int64")
+        out["paired"] = out["paired"].astype(bool)
     if name == "fault_runs":
         for column in ("recovered", "exactly_once"):
             out[column] = out[column].astype("boolean")  # NA: not asked
+        for column in ("outage_s", "died_after_s", "resumed_after_s"):
+            out[column] = out[column].astype("float64")  # NaN: no outage, or it does not apply
     return out
 
 

@@ -35,7 +35,7 @@ def _where(record: results.Results) -> str:
     env = record.environment
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
     return (f"{env['describe']}; {_endpoint(env)}; size {env['size']}, commit {env['commit'][:8] or 'unknown'}, "
-            f"{env['created']}; {versions}")
+            f"{env['created']}; {versions}{tables.foreign_said(env)}")
 
 
 
@@ -62,17 +62,29 @@ def _endpoint(env: dict) -> str:
     return "; ".join(said)
 
 
+def _count(value: float) -> int:
+    return 0 if value != value else int(value)  # NaN: none measured
+
+
 def safety(record: results.Results) -> dict[str, decide.Safety]:
-    """What the crash lab found per strategy, for the recommendation."""
+    """What the crash lab found per strategy, for the recommendation: exactly-once under crashes,
+    the zombie two-writer runs' outcome (shown only) and the race, which alone says whether a
+    second writer is refused (``metrics.refuses_second_writer``)."""
     out = {}
-    for strategy in dict.fromkeys(record.crash_series.strategy):
+    for strategy in dict.fromkeys([*record.crash_series.strategy, *record.races.strategy]):
         two = record.two_writers[record.two_writers.strategy == strategy]
+        if "race" in two:
+            two = two[two.race.isna()]
         outcomes = set(two.outcome)
         verdict = ("silent-damage" if "silent-damage" in outcomes else
                    "clean-error" if outcomes == {"clean-error"} else next(iter(outcomes), None))
         out[strategy] = decide.Safety(cycles=int(metrics.crash_cycles(record, strategy)),
-                                      duplicated=int(metrics.duplicated_rows(record, strategy) or 0),
-                                      lost=int(metrics.lost_rows(record, strategy) or 0), two_writer=verdict)
+                                      duplicated=_count(metrics.duplicated_rows(record, strategy)),
+                                      lost=_count(metrics.lost_rows(record, strategy)), two_writer=verdict,
+                                      race_rounds=int(metrics.race_rounds(record, strategy)),
+                                      race_two_winners=int(metrics.race_two_winners(record, strategy)),
+                                      race_one_winner=int(metrics.race_one_winner(record, strategy)),
+                                      refuses=metrics.refuses_second_writer(record, strategy))
     return out
 
 
@@ -84,7 +96,9 @@ def _crashes(name: str, record: results.Results) -> Section:
         f"({', '.join(env['points'])}, in turn; seed {env['seed']}), restarts it on the same checkpoint and "
         "output and checks the output read through Spark against commits/ after the restart's first commit; "
         "duplicated and lost rows are from the check at rest after each series' clean stop. Recovery runs from "
-        "the restarted query's start (its SparkSession already up) to its first stored commits/N."],
+        "the restarted query's start (its SparkSession already up) to its first stored commits/N.",
+        "Whether a strategy refuses a second writer is the race's to say (its table, last): a zombie driver meets "
+        "Spark's own checks first, so its clean error is no evidence about the strategy."],
         crash_tables(record))
 
 
@@ -287,7 +301,20 @@ def _faults(name: str, record: results.Results) -> Section:
         "died: the query stopped with an exception (its first line is the error); stalled: its batches did not come "
         "in time; failed batches: asked and not done; retried: requests repeating one answered with nothing or a "
         "5xx; recovered: restarts (faults off) that resumed; exactly-once: the file sink's output, read through "
-        "_spark_metadata, holds whole batches once.")])
+        "_spark_metadata, holds whole batches once."), *_outage_tables(record)])
+
+
+def _outage_tables(record: results.Results) -> list[Table]:
+    rows = tables.outage_rows(record)
+    if not rows:
+        return []
+    return [Table("Store outages", tables.OUTAGE_HEADER, rows,
+                  "The store taken away after the query's first batches: every request reset by the proxy for the "
+                  "profile's seconds (outage-*), or the gateway process killed and started again (gateway-restart). "
+                  "store away: from the outage's start until the store was back; rode it out: runs that completed "
+                  "every batch; died after: seconds from the outage's start to the query's death; resumed after: to "
+                  "the end of its first batch after the store was back (medians over the runs); recovered: "
+                  "restarts without faults that resumed.")]
 
 
 def write(out: Path) -> list[Path]:

@@ -81,11 +81,44 @@ def crash_tables(record: results.Results) -> list[Table]:
                     " ".join(f"{row.strategy} x {row.workload} stopped early: {row.error}."
                              for row in errors.itertuples()))]
     if len(record.two_writers):
-        tables.append(Table("Two drivers on one checkpoint (a zombie after a failover)",
+        tables.append(Table("Two drivers on one checkpoint (a zombie after a failover, or two started together)",
                             ["strategy", "workload", "second started", "outcome", "first driver's error",
                              "second driver's error", "duplicated / lost rows", "log files written twice"],
-                            [_two_writer_row(row) for row in record.two_writers.itertuples()]))
+                            [_two_writer_row(row) for row in record.two_writers.itertuples()],
+                            "A zombie started after the first's batches usually meets Spark's own checks before "
+                            "two writes meet, whatever the strategy: it says nothing of whether the strategy "
+                            "refuses a second writer (the race below does). \"held at\": both drivers started "
+                            "together and the proxy held each one's write of that file until the other's came."))
+    if len(record.races):
+        tables.append(race_table(record))
     return tables
+
+
+def race_table(record: results.Results) -> Table:
+    """The race (``ckptbench.experiments.race``), one row per strategy x file kind: rounds, how
+    many let both writers win, how many had exactly one winner, how many never met."""
+    rows = []
+    for strategy in dict.fromkeys(record.races.strategy):
+        for kind in metrics.race_kinds(record, strategy):
+            rounds = metrics.race_rows(record, strategy, kind)
+            losers = sorted({o for o in [*rounds.outcome_0, *rounds.outcome_1] if o != "won"})
+            rows.append([strategy, kind, f"{metrics.race_rounds(record, strategy, kind):.0f}",
+                         f"{metrics.race_two_winners(record, strategy, kind):.0f}",
+                         f"{metrics.race_one_winner(record, strategy, kind):.0f}",
+                         f"{metrics.race_unmet(record, strategy, kind):.0f}",
+                         ", ".join(c.rsplit(".", 1)[-1] for c in losers) or "-"])
+    verdicts = []
+    for strategy in dict.fromkeys(record.races.strategy):
+        refuses = metrics.refuses_second_writer(record, strategy)
+        verdicts.append(f"{strategy}: {'refuses' if refuses else 'does NOT refuse'} a second writer")
+    return Table("Two writers racing to create one file (the race: what decides whether a second writer is refused)",
+                 ["strategy", "file", "rounds", "two winners", "one winner", "unmet", "the loser's error"], rows,
+                 "Per round two managers of the strategy (Spark's own factory, in one driver JVM) create the same "
+                 "new file with overwrite off and close at once; the metering proxy holds the first write of the "
+                 "file's key (for manifest, of its directory's next record) until the other's arrives, so both have "
+                 "passed any existence check. Two winners: both were told the file is theirs (a second writer let "
+                 "through); one winner: the strategy refused the other; unmet: a round whose writes never met at "
+                 "the store (it tested nothing). " + "; ".join(verdicts) + ".")
 
 
 def _two_writer_row(row) -> list[str]:
@@ -94,6 +127,11 @@ def _two_writer_row(row) -> list[str]:
         start = "n/a"
     else:
         start = "together" if row.head_start == 0 else f"after {row.head_start} batches"
+    race = getattr(row, "race", None)
+    if isinstance(race, str):
+        met = getattr(row, "race_met", None)
+        start += f", held at {race}" + ("" if pd.isna(met) else " (met)" if met else
+                                         " (did not meet: one driver stopped first)")
     twice = f"{row.overwritten_logs} ({row.overwritten_files})" if row.overwritten_logs else "0"
     return [row.strategy, row.workload, start, row.outcome, _cell(row.first_error), _cell(row.second_error),
             check, twice]
@@ -298,10 +336,45 @@ def fault_rows(record: results.Results) -> list[list[str]]:
              r["cause"][:200]] for r in fault_summary(record)]
 
 
+OUTAGE_HEADER = ["workload", "profile", "strategy", "runs", "store away (s)", "rode it out", "died", "stalled",
+                 "died after (s)", "resumed after (s)", "recovered", "exactly-once violations"]
+
+
+def outage_rows(record: results.Results) -> list[list[str]]:
+    """Store outages: per workload x outage profile x strategy (the runs whose outage began), the
+    outage's length, how many runs rode it out, died or stalled, the medians of the seconds from the
+    outage's start to the query's death and to its first batch after the store was back
+    (``ckptbench.metrics``), restarts that resumed and the file sink's exactly-once violations."""
+    def sec(value: float) -> str:
+        return "-" if value != value else f"{value:.1f}"
+
+    out = []
+    for r in fault_summary(record):
+        runs_ = metrics.outage_runs(record, r["strategy"], r["profile"], r["workload"])
+        if runs_.empty:
+            continue
+        args = (record, r["strategy"], r["profile"], r["workload"])
+        out.append([r["workload"], r["profile"], r["strategy"], str(len(runs_)),
+                    sec(float(pd.to_numeric(runs_.outage_s).median())),
+                    str(int((runs_.outcome == "completed").sum())), str(int((runs_.outcome == "died").sum())),
+                    str(int((runs_.outcome == "stalled").sum())), sec(metrics.time_to_death(*args)),
+                    sec(metrics.time_to_resume(*args)), r["recovered"] if r["recovered"] != "0/0" else "-",
+                    "-" if r["exactly_once_violations"] is None else str(r["exactly_once_violations"])])
+    return out
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows)]
+
+
 def fault_table(record: results.Results) -> str:
-    """A failure-lab record as a Markdown table, then what the eventual profiles did (``eventual_findings``)."""
-    lines = ["| " + " | ".join(FAULT_HEADER) + " |", "|" + "---|" * len(FAULT_HEADER)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in fault_rows(record)]
+    """A failure-lab record as a Markdown table, then its store outages (``outage_rows``, if it ran
+    any), then what the eventual profiles did (``eventual_findings``)."""
+    lines = _markdown(FAULT_HEADER, fault_rows(record))
+    outages = outage_rows(record)
+    if outages:
+        lines += ["", "Store outages (seconds from the outage's start; medians):", *_markdown(OUTAGE_HEADER, outages)]
     findings = eventual_findings(record)
     return "\n".join(lines + (["", "Pre-2020 consistency (eventual profiles):", *findings] if findings else []))
 
@@ -362,3 +435,25 @@ def counted_by(record: results.Results) -> str:
     where = record.environment.get("where")
     return "Spark's JVMs (no proxy fronts an https store)" if where and "proxy" not in where["counted_by"] \
         else "the metering proxy"
+
+
+def foreign_said(environment: dict) -> str:
+    """The strategies from outside a record measured, each named fully (class; each jar's file name,
+    SHA-256 prefix, size and version), as a clause to append to where it was measured; "" for none."""
+    said = []
+    for name, found in (environment.get("foreign_strategies") or {}).items():
+        jars = ", ".join(f"{Path(j['path']).name} sha256 {j['sha256'][:12]}, {j['size']:,} bytes"
+                         + (f", version {j['implementation_version']}" if j["implementation_version"] else "")
+                         for j in found["jars"])
+        said.append(f"{name} = {found['class']} ({jars})")
+    return f"; strategies from outside: {'; '.join(said)}" if said else ""
+
+
+def contract_table(found: dict[str, list[tuple[str, bool, str]]]) -> str:
+    """``contract``'s checks per strategy as text: strategy, check, PASS or FAIL, what it saw."""
+    rows = [(strategy, check, "PASS" if ok else "FAIL", seen)
+            for strategy, checks in found.items() for check, ok, seen in checks]
+    widths = [max(len(r[i]) for r in [("strategy", "check", "result", ""), *rows]) for i in range(3)]
+    lines = [f"{'strategy':<{widths[0]}}  {'check':<{widths[1]}}  {'result':<{widths[2]}}  what was seen"]
+    lines += [f"{s:<{widths[0]}}  {c:<{widths[1]}}  {r:<{widths[2]}}  {seen}" for s, c, r, seen in rows]
+    return "\n".join(lines)

@@ -21,6 +21,8 @@ head has arrived and been classified, before anything of it is forwarded, it cal
   read, a 404 the store would no longer give).
 * ``Delay(seconds, then)``: sleep in the request's own thread (other connections are not
   slowed), then do ``then``.
+* ``Hold(wait, then)``: wait in the request's own thread until ``wait()`` returns (the label
+  of the injection to record, or None), then do ``then``.
 * ``Reset()``: SO_LINGER 0 on the client socket and close it, before anything is forwarded:
   the client sees ECONNRESET, the store nothing.
 * ``LoseResponse()``: forward as usual, read the store's whole response (the store has
@@ -53,6 +55,12 @@ everything else. The rules:
 * ``CopyThroughput(bytes_per_second)``: a server-side COPY answers no sooner than its
   source's size at that rate, as on AWS S3 where a COPY moves the bytes.
 * ``Kill(pid, after_applied, op, key)``: SIGKILL a process group at one request.
+* ``Rendezvous(pattern, timeout_s, ops)``: two writers of one key made to meet: the first
+  write of a matching key is held until a second write of that key comes, then both go on
+  together (or it goes on alone after ``timeout_s``); a race that meets every time.
+* ``Outage(seconds, after)``: the store unreachable for a window of ``seconds``: every request
+  in it reset, on every connection (see ``outage`` for when the window opens, and for the other
+  kind of outage, the store's gateway killed and restarted, which ``StoreOutage`` describes).
 
 Randomness is reproducible: every rule that draws has its own ``random.Random(seed)``, so
 a sequence of requests (one client, one at a time) meets the same faults for the same seed;
@@ -68,7 +76,8 @@ without taking its lock, so the hooks cost a request nothing beyond the proxy's 
 (measured: see docs/findings/proxy-overhead.md).
 
 The code: ``actions`` (what a request gets, and what a rule sees), ``rules`` (the rules and
-``FaultRules``), ``eventual`` (the consistency emulation), ``profiles`` (the named sets).
+``FaultRules``), ``eventual`` (the consistency emulation), ``outage`` (the store taken away), ``profiles`` (the named
+sets).
 """
 
 from __future__ import annotations
@@ -79,6 +88,7 @@ from .actions import (
     Answer,
     Delay,
     Forward,
+    Hold,
     Injection,
     KillGroup,
     LoseResponse,
@@ -88,11 +98,14 @@ from .actions import (
     Reset,
 )
 from .eventual import Eventual, decode_aws_chunked
+from .outage import Outage, StoreOutage
 from .profiles import (
     AWS_COPY_BYTES_PER_SECOND,
     AWS_LATENCY_P50,
     AWS_LATENCY_P99,
     EVENTUAL_WINDOW,
+    GATEWAY_PAUSE,
+    OUTAGE_SECONDS,
     PROFILES,
     THROTTLE_DEPTH,
     THROTTLE_READS,
@@ -111,14 +124,17 @@ from .rules import (
     FaultRules,
     Kill,
     Latency,
+    Rendezvous,
     Throttle,
     copy_source,
 )
 
 __all__ = [
-    "AWS_COPY_BYTES_PER_SECOND", "AWS_LATENCY_P50", "AWS_LATENCY_P99", "EVENTUAL_WINDOW", "FORWARD", "PROFILES",
-    "READ_OPS", "THROTTLE_DEPTH", "THROTTLE_READS", "THROTTLE_WRITES", "WRITE_OPS", "Action", "Answer", "Chance",
-    "CopyThroughput", "Delay", "Eventual", "Fault", "FaultRules", "Forward", "Injection", "Kill", "KillGroup",
-    "Latency", "LoseResponse", "Observed", "Profile", "Replay", "RequestInfo", "Reset", "Throttle", "UnknownProfile",
+    "AWS_COPY_BYTES_PER_SECOND", "AWS_LATENCY_P50", "AWS_LATENCY_P99", "EVENTUAL_WINDOW", "FORWARD", "GATEWAY_PAUSE",
+    "OUTAGE_SECONDS", "PROFILES", "READ_OPS", "THROTTLE_DEPTH", "THROTTLE_READS", "THROTTLE_WRITES", "WRITE_OPS",
+    "Action", "Answer", "Chance",
+    "CopyThroughput", "Delay", "Eventual", "Fault", "FaultRules", "Forward", "Hold", "Injection", "Kill", "KillGroup",
+    "Latency", "LoseResponse", "Observed", "Outage", "Profile", "Rendezvous", "Replay", "RequestInfo", "Reset",
+    "StoreOutage", "Throttle", "UnknownProfile",
     "copy_source", "decode_aws_chunked", "describe_profiles", "profile",
 ]

@@ -129,6 +129,16 @@ class Delay:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Hold:
+    """Wait in the request's own thread until ``wait()`` returns, then do ``then``. ``wait``
+    returns the label of the injection to record (how the wait ended), or None to record none.
+    Like ``Delay``, a rule's ``Hold`` without ``then`` lets the later rules decide what follows."""
+
+    wait: Callable[[], str | None]
+    then: Action | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Reset:
     """Reset the client connection before anything is forwarded."""
 
@@ -155,7 +165,7 @@ class KillGroup:
         return "kill-after-applied" if self.after_applied else "kill-before-forwarding"
 
 
-Action = Forward | Answer | Replay | Delay | Reset | LoseResponse | KillGroup
+Action = Forward | Answer | Replay | Delay | Hold | Reset | LoseResponse | KillGroup
 FORWARD = Forward()
 
 

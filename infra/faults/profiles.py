@@ -7,15 +7,18 @@ from collections.abc import Callable
 
 from .actions import Answer, LoseResponse, Reset
 from .eventual import Eventual
+from .outage import Outage, StoreOutage
 from .rules import READ_OPS, WRITE_OPS, Chance, CopyThroughput, Latency, Throttle
 
 
 @dataclasses.dataclass(frozen=True)
 class Profile:
-    """A named set of rules: ``profile(seed)`` builds them afresh (their randomness seeded)."""
+    """A named set of rules: ``profile(seed)`` builds them afresh (their randomness seeded).
+    ``outage``: what an outage profile takes away, for its runner (None: not an outage)."""
 
     description: str
     build: Callable[[int], list]
+    outage: StoreOutage | None = None
 
     def __call__(self, seed: int) -> list:
         return self.build(seed)
@@ -34,6 +37,23 @@ EVENTUAL_WINDOW = 5.0
 #: ~350x, so that a single query's checkpoint directories (prefix: 4 path segments,
 #: e.g. ``bench/<run>/checkpoint/offsets``) meet it.
 THROTTLE_WRITES, THROTTLE_READS, THROTTLE_DEPTH = 10.0, 16.0, 4
+#: The ``outage-*`` windows, in seconds, chosen against S3A's retry budget for an operation its
+#: invoker retries (hadoop-aws 3.3.1 with the Hadoop defaults pyspark 4.3 ships: the SDK's 5 attempts
+#: (``fs.s3a.attempts.maximum``, full-jitter back-off from 100 ms, at most ~3 s) inside each of S3A's
+#: 8 (``fs.s3a.retry.limit`` 7, ``fs.s3a.retry.interval`` 500 ms doubling, jitter x0.5-1.5): about
+#: 32 s to 2 min in all). 5 s outlasts the SDK's retries alone, which is all a strategy's own SDK
+#: calls get; 30 s lies inside S3A's whole budget; 150 s lies beyond it. On pyspark 3.5 (Hadoop 3.3.4:
+#: 20 SDK attempts, back-off capped at 20 s) every S3A budget is far longer. What a query does is
+#: measured by the fault lab, not promised here.
+OUTAGE_SECONDS = (5.0, 30.0, 150.0)
+#: ``gateway-restart``: the pause between SIGKILL and the gateway's new start (its start-up comes on top).
+GATEWAY_PAUSE = 5.0
+
+
+def _outage(seconds: float) -> Profile:
+    return Profile(f"the store unreachable for {seconds:g} s: every request's connection reset, from the first "
+                   "request after the profile is put in force; then the store is back",
+                   lambda seed: [Outage(seconds)], StoreOutage(seconds))
 
 
 PROFILES: dict[str, Profile] = {
@@ -76,6 +96,11 @@ PROFILES: dict[str, Profile] = {
         f"COPY at {AWS_COPY_BYTES_PER_SECOND / 1e6:g} MB/s",
         lambda seed: [Latency(AWS_LATENCY_P50, AWS_LATENCY_P99, seed=seed),
                       CopyThroughput(AWS_COPY_BYTES_PER_SECOND)]),
+    **{f"outage-{seconds:g}s": _outage(seconds) for seconds in OUTAGE_SECONDS},
+    "gateway-restart": Profile(
+        f"the store's gateway process (Ceph's radosgw) SIGKILLed, started again {GATEWAY_PAUSE:g} s later on the "
+        "same port, its objects kept; only the fault lab on ceph runs it (the proxy injects nothing)",
+        lambda seed: [], StoreOutage(GATEWAY_PAUSE, restart=True)),
 }
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import random
@@ -13,7 +14,19 @@ import time
 from statistics import NormalDist
 
 from ..s3ops import OPS, split_path
-from .actions import FORWARD, Action, Answer, Delay, Forward, KillGroup, LoseResponse, Observed, RequestInfo, Reset
+from .actions import (
+    FORWARD,
+    Action,
+    Answer,
+    Delay,
+    Forward,
+    Hold,
+    KillGroup,
+    LoseResponse,
+    Observed,
+    RequestInfo,
+    Reset,
+)
 
 #: The S3 error code an ``Answer`` carries by default for a status.
 _S3_CODES = {
@@ -296,6 +309,72 @@ class CopyThroughput(_Locked):
         observed.note("copy-throughput")
 
 
+#: The operations that store an object at a key (a COPY's key is its destination).
+RENDEZVOUS_OPS = ("PUT", "COPY", "MPU_COMPLETE")
+
+
+class Rendezvous(_Locked):
+    """Two writers of one key made to meet: the first write request (of ``ops``) whose key fully
+    matches the regular expression ``pattern`` is held, in its own request thread, until a second
+    write request for the same bucket and key arrives; then both go to the store together (the
+    second is not held at all). After ``timeout_s`` the held request goes on alone.
+
+    Why: a create-only write that checks first and writes after (a HEAD and LIST, then a PUT or
+    a rename's COPY) lets two writers both pass the check only when both checks come before
+    either write, a window too narrow to meet by chance every time; held at its write, each
+    writer has passed its check before the other writes, so every round tests the window.
+
+    Each key meets once: a later write of a key already paired or timed out passes unheld (a
+    retry, a late third writer). An injection is recorded on the held request: ``rendezvous``
+    when its pair came, ``rendezvous-timeout`` when it went on alone, so a run can tell whether
+    the race met. The pattern must not match keys the two writers never share (rename's temp
+    files ``.N.<uuid>.tmp``, the manifest's staged ``_manifest/s/<uuid>``): such a write would
+    wait out the timeout alone. No randomness: the same requests meet the same way."""
+
+    def __init__(self, pattern: str, timeout_s: float, ops: tuple[str, ...] = RENDEZVOUS_OPS) -> None:
+        chosen = _ops(ops, "Rendezvous")
+        if not chosen <= set(RENDEZVOUS_OPS):
+            raise ValueError(f"Rendezvous: ops must be writes among {', '.join(RENDEZVOUS_OPS)}, not "
+                             f"{sorted(chosen - set(RENDEZVOUS_OPS))}")
+        if not timeout_s > 0:
+            raise ValueError(f"Rendezvous: timeout_s must be > 0, not {timeout_s}")
+        self.pattern, self.timeout_s, self.ops = pattern, timeout_s, tuple(ops)
+        self._ops, self._regex = chosen, re.compile(pattern)
+        self._held: dict[tuple[str, str], threading.Event] = {}  # a key -> its held request's wake-up
+        self._done: set[tuple[str, str]] = set()  # keys that met, or timed out
+        self._init_lock()
+
+    def __repr__(self) -> str:
+        return f"Rendezvous(pattern={self.pattern!r}, timeout_s={self.timeout_s}, ops={self.ops})"
+
+    def __getstate__(self):
+        return {**super().__getstate__(), "_held": {}}  # a held request stays in its own process
+
+    def decide(self, request: RequestInfo) -> Action | None:
+        if request.op not in self._ops or not self._regex.fullmatch(request.key):
+            return None
+        where = (request.bucket, request.key)
+        with self._lock:
+            if where in self._done:
+                return None
+            waiting = self._held.pop(where, None)
+            if waiting is not None:  # the second: wake the first, and go on with it
+                self._done.add(where)
+                waiting.set()
+                return None
+            waiting = self._held[where] = threading.Event()
+        return Hold(functools.partial(self._wait, where, waiting))
+
+    def _wait(self, where: tuple[str, str], waiting: threading.Event) -> str:
+        if waiting.wait(self.timeout_s):
+            return "rendezvous"
+        with self._lock:
+            if self._held.get(where) is not waiting:  # its pair came as the wait ran out
+                return "rendezvous"
+            del self._held[where]
+            self._done.add(where)
+        return "rendezvous-timeout"
+
 
 # -- the rules in force ------------------------------------------------------------------------
 
@@ -315,16 +394,16 @@ class FaultRules:
             self._rules = []
 
     def decide(self, request: RequestInfo) -> Action:
-        """The action for ``request``: the first opinion of a rule (a rule's ``Delay`` without
-        ``then`` goes before whatever the later rules decide), else ``FORWARD``."""
+        """The action for ``request``: the first opinion of a rule (a rule's ``Delay`` or ``Hold``
+        without ``then`` goes before whatever the later rules decide), else ``FORWARD``."""
         if not self._rules:  # the common case: no lock, no work
             return FORWARD
-        delays: list[Delay] = []
+        delays: list[Delay | Hold] = []
         action: Action = FORWARD
         with self._lock:
             for rule in self._rules:
                 opinion = rule.decide(request)
-                if isinstance(opinion, Delay) and opinion.then is None:
+                if isinstance(opinion, Delay | Hold) and opinion.then is None:
                     delays.append(opinion)
                 elif opinion is not None:
                     action = opinion

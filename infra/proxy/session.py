@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import httptools
 
-from ..faults import Answer, Delay, Forward, KillGroup, LoseResponse, Observed, Replay, RequestInfo, Reset
+from ..faults import Answer, Delay, Forward, Hold, KillGroup, LoseResponse, Observed, Replay, RequestInfo, Reset
 from ..s3ops import BULK_DELETE_CAPTURE, Event, area_of, describe, first_deleted_key
 from .framing import _BUF, _body, _Framed, _head, _Headers, _NotHttp, _without_header
 
@@ -117,9 +117,14 @@ class _Session:
         try:
             info = RequestInfo(method, op, bucket, key, _Headers(request), target)
             action = self.proxy._faults.decide(info)
-            while type(action) is Delay:  # in this request's own thread: other connections go on
-                self.proxy._injected(ex, action.fault)
-                time.sleep(action.seconds)
+            while type(action) in (Delay, Hold):  # in this request's own thread: other connections go on
+                if type(action) is Hold:
+                    fault = action.wait()
+                    if fault is not None:
+                        self.proxy._injected(ex, fault)
+                else:
+                    self.proxy._injected(ex, action.fault)
+                    time.sleep(action.seconds)
                 action = action.then
             if type(action) is Reset or (type(action) is KillGroup and not action.after_applied):
                 if type(action) is KillGroup:

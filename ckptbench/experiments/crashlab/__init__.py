@@ -3,7 +3,8 @@
 A driver runs a streaming query in a process of its own; the lab kills it with SIGKILL at named
 crash points (some inside a request: the metering proxy kills it as the request arrives),
 restarts it, and checks the sink's output holds every row exactly once. It also runs two drivers
-on one checkpoint. Needs the metering proxy (a plain http:// store)."""
+on one checkpoint, and races two managers of a strategy to create one file
+(``ckptbench.experiments.race``). Needs the metering proxy (a plain http:// store)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from .driver import (  # noqa: F401
 from .lab import (  # noqa: F401
     CYCLE_S,
     PLANS,
+    RACE_ROUND_S,
+    RACE_WAIT_S,
     SERIES_OVERHEAD_S,
     TWO_WRITERS_S,
     CrashPlan,

@@ -1,5 +1,7 @@
-"""The crash lab's plans and runs: series of kill -9 cycles per strategy x workload, and two
-drivers on one checkpoint; written as one record (``cycles``, ``crash_series``, ``two_writers``)."""
+"""The crash lab's plans and runs: series of kill -9 cycles per strategy x workload, two drivers
+on one checkpoint (a zombie, or two started together and held at one file until both write it),
+and the managers' race (``ckptbench.experiments.race``); written as one record (``cycles``,
+``crash_series``, ``two_writers``, ``races``)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import ckpt_impls
 from ckptbench import metrics, progress
+from ckptbench.experiments import race as race_experiment
 from ckptbench.experiments.crashlab.driver import Driver, DriverGone
 from ckptbench.experiments.crashlab.points import (
     CRASH_POINTS,
@@ -40,7 +43,7 @@ from ckptbench.experiments.crashlab.verify import (
 from ckptbench.harness import stores
 from ckptbench.harness.driver import Config, StoreSpec
 from ckptbench.record import disk, results
-from infra.faults import Kill
+from infra.faults import Kill, Rendezvous
 from infra.s3ops import Event
 
 # -- the lab ------------------------------------------------------------------------------------
@@ -56,9 +59,17 @@ class CrashPlan:
     two_writer_starts: tuple[int, ...] = (3,)
     rows_per_batch: int = 100
     multipart_cycles: int = 0  # cycles of the ``wide`` workload (the multipart-upload point) per strategy
-    #: (K, N): this run is part K of N of the plan: its share of each series' cycles and of the
-    #: two-writer runs (``part``); the parts' records merge on reading (``disk.read``).
+    #: (K, N): this run is part K of N of the plan: its share of each series' cycles, of the
+    #: two-writer runs and of the race's rounds (``part``); the parts' records merge on reading
+    #: (``disk.read``).
     part: tuple[int, int] = (1, 1)
+    #: File kinds (``race.KINDS``) of the raced two-writer runs: both drivers started together,
+    #: each held by the proxy at its write of that file until the other's came; one run per
+    #: kind x ``two_writers`` workload x strategy (every one).
+    two_writer_races: tuple[str, ...] = ()
+    #: Rounds per strategy x file kind of the managers' race (``race.race``) and its kinds.
+    race_rounds: int = 10
+    race_kinds: tuple[str, ...] = tuple(race_experiment.KINDS)
 
     def series_cycles(self) -> list[tuple[str, int]]:
         """(workload, cycles) of each strategy's series in this part."""
@@ -74,6 +85,19 @@ class CrashPlan:
         k, n = self.part
         return every[k - 1::n]
 
+    def race_runs(self, strategies: list[str]) -> list[tuple[str, str, str]]:
+        """(strategy, workload, file kind) of this part's raced two-writer runs."""
+        every = [(strategy, workload, kind) for kind in self.two_writer_races for workload in self.two_writers
+                 for strategy in strategies]
+        k, n = self.part
+        return every[k - 1::n]
+
+    def race_round_range(self) -> range:
+        """The race's round numbers in this part (its share of ``race_rounds``)."""
+        k, n = self.part
+        shares = [self.race_rounds // n + (j <= self.race_rounds % n) for j in range(1, n + 1)]
+        return range(sum(shares[:k - 1]), sum(shares[:k]))
+
     def in_part(self, k: int, n: int) -> CrashPlan:
         if not 1 <= k <= n:
             raise ValueError(f"a part is K/N with 1 <= K <= N, not {k}/{n}")
@@ -81,10 +105,13 @@ class CrashPlan:
 
 
 PLANS = {
-    # CI: every benchmark once. One two-writer run: each costs two JVM starts.
-    "smallest": CrashPlan(1, ("stateless",), ("stateless",), ("conditional",)),
-    "quick": CrashPlan(2, ("stateless",), ("stateless",)),
-    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS, two_writer_starts=(3, 0), multipart_cycles=3),
+    # CI: every benchmark once. Few two-writer runs: each costs two JVM starts; one raced run per
+    # strategy (the race of managers, in the lab's own JVM, costs a second or so a round).
+    "smallest": CrashPlan(1, ("stateless",), ("stateless",), ("conditional",), two_writer_races=("offsets",),
+                          race_rounds=3),
+    "quick": CrashPlan(2, ("stateless",), ("stateless",), two_writer_races=("offsets",), race_rounds=10),
+    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS, two_writer_races=("offsets",), multipart_cycles=3,
+                      race_rounds=30),
 }
 #: Wall time per crash cycle, per series beyond its cycles (the first driver's start, the clean
 #: stop, the checks at rest) and per two-writer run, in seconds: medians of a quick-size run on Ceph
@@ -93,6 +120,12 @@ PLANS = {
 CYCLE_S = 46.0
 SERIES_OVERHEAD_S = 60.0
 TWO_WRITERS_S = 70.0
+#: Per round of the managers' race, an estimate (both writes meet at once; a round that does not
+#: meet waits out ``race.RENDEZVOUS_S``).
+RACE_ROUND_S = 2.0
+#: How long a raced two-writer run holds one driver's write for the other's: both start
+#: together, but each plans its first batch in a JVM of its own on shared cores.
+RACE_WAIT_S = 60.0
 
 
 def measured_times(previous: results.Results | None) -> tuple[float, float, float, str]:
@@ -112,7 +145,9 @@ def measured_times(previous: results.Results | None) -> tuple[float, float, floa
 def expected_seconds(plan: CrashPlan, strategies: list[str], previous: results.Results | None = None) -> float:
     cycle, overhead, two, _ = measured_times(previous)
     per_strategy = sum(cycles * cycle + overhead for _, cycles in plan.series_cycles())
-    return len(strategies) * per_strategy + len(plan.two_writer_runs(strategies)) * two
+    races = len(strategies) * len(plan.race_kinds) * len(plan.race_round_range()) * RACE_ROUND_S
+    return (len(strategies) * per_strategy + (len(plan.two_writer_runs(strategies)) + len(plan.race_runs(strategies)))
+            * two + races)
 
 
 class Lab:
@@ -287,23 +322,35 @@ class Lab:
         return number
 
     def two_writers(self, strategy: str, workload: str = "stateless", head_start: int = 3,
-                    overlap_s: float = 5.0, bar=None) -> dict:
+                    overlap_s: float = 5.0, bar=None, race: str | None = None) -> dict:
         """A second driver on the checkpoint and output a first is still running on (a zombie
         after failover), started after the first's ``head_start`` batches (0: both queries start
         together, a job submitted twice, so that both race for the same files from the first);
         both run until the second has committed a batch or failed, and ``overlap_s`` seconds more,
-        then stop. A row of ``two_writers``, also returned."""
+        then stop. A row of ``two_writers``, also returned.
+
+        ``race`` (a ``race.KINDS`` file kind; ``offsets`` when both start together and none is
+        given): the proxy holds each driver's write of that kind's batch-0 file until the
+        other's comes (``Rendezvous``), so that both write it past Spark's and the strategy's
+        checks, not only when their timing happens to line up."""
         chosen = WORKLOADS[workload]
+        if race is None and head_start == 0:
+            race = "offsets"
         prefix = f"{self.store.run_prefix}crash/two-{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
         base = f"s3a://{self.bucket}/{prefix}"
         if bar:
-            bar.set_postfix_str(f"two writers: {strategy} x {workload}, head start {head_start}")
-        began, mark = time.monotonic(), self.store.proxy.mark()
+            bar.set_postfix_str(f"two writers: {strategy} x {workload}, head start {head_start}"
+                                + (f", held at {race}" if race else ""))
+        if race is not None:
+            batch_zero = f"{prefix}/{race_experiment.file_of(race, 1 if race == 'state' else 0)}"
+            self.store.proxy.inject(Rendezvous(race_experiment.key_pattern(
+                batch_zero, ckpt_impls.get(strategy).keys_mirror_paths), RACE_WAIT_S))
+        began, mark, seen = time.monotonic(), self.store.proxy.mark(), len(self.store.proxy.injections())
         first = self.driver(strategy, workload, prefix, hold=head_start == 0)
         # The second JVM starts alongside the first; its query waits for "go".
         second = self.driver(strategy, workload, prefix, hold=True)
         row = {"strategy": strategy, "workload": workload, "head_start": head_start, "seed": self.seed,
-               "first_error": None,
+               "race": race, "first_error": None,
                "second_error": None, "second_started": False, "first_batches": 0, "second_batches": 0,
                "verify_error": None}
         try:
@@ -337,6 +384,10 @@ class Lab:
                 driver.ask_to_stop()
             for driver in drivers:
                 driver.stop()
+            if race is not None:
+                self.store.proxy.clear_faults()
+                row["race_met"] = any(i.fault == "rendezvous" and i.key.startswith(prefix + "/")
+                                      for i in self.store.proxy.injections()[seen:])
         row["first_error"] = row["first_error"] or _one_line(first.failure())
         went = second.first("ready") is not None and first.first("failed") is None
         row["second_error"] = _one_line(second.failure()) or (
@@ -363,16 +414,26 @@ class Lab:
             self.store.inner.empty_bucket(self.bucket, prefix + "/")
         return row
 
+    def race(self, strategy: str, kinds=tuple(race_experiment.KINDS), rounds: range = range(10)) -> list[dict]:
+        """The managers' race (``race.race``) of ``strategy``: ``rounds`` of each file kind in
+        ``kinds`` on a fresh prefix, through the proxy; rows added to ``races``, also returned."""
+        prefix = f"{self.store.run_prefix}crash/race-{strategy}-{uuid.uuid4().hex[:8]}"
+        rows = race_experiment.race(self.spark, self.store, self.bucket, prefix, strategy, kinds, rounds)
+        self.recorder.rows["races"].extend(rows)
+        if not self.keep:
+            self.store.inner.empty_bucket(self.bucket, prefix + "/")
+        return rows
+
 
 # -- the experiment -----------------------------------------------------------------------------
 
 
 def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | None = None,
             points=DEFAULT_POINTS, seed: int = 1, spark=None, say=print) -> results.Results:
-    """Crash cycles (strategy x workload) and two-writer runs (per strategy), as ``plan`` (default:
-    the settings' size) says, on the settings' store; written to ``settings.raw`` as the
-    experiment ``crashes`` and returned. ``spark``: a session that reaches the store's bucket (one
-    is started, and stopped, otherwise)."""
+    """Crash cycles (strategy x workload), two-writer runs (per strategy, zombie and raced) and the
+    managers' race (strategy x file kind), as ``plan`` (default: the settings' size) says, on the
+    settings' store; written to ``settings.raw`` as the experiment ``crashes`` and returned.
+    ``spark``: a session that reaches the store's bucket (one is started, and stopped, otherwise)."""
     from ckptbench.harness.spark import session
 
     plan = plan or PLANS[settings.size]
@@ -386,10 +447,12 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
         seed = seed * 100 + plan.part[0]
     total_cycles = len(strategies) * sum(cycles for _, cycles in plan.series_cycles())
     pairs = plan.two_writer_runs(strategies)
+    raced = plan.race_runs(strategies)
+    rounds = plan.race_round_range()
     cycle, overhead, two, source = measured_times(previous)
     part = f" part {plan.part[0]} of {plan.part[1]}" if plan.part != (1, 1) else ""
-    say(f"crash lab{part}: {total_cycles} crash cycles "
-        f"and {len(pairs)} two-writer runs; expected about "
+    say(f"crash lab{part}: {total_cycles} crash cycles, {len(pairs) + len(raced)} two-writer runs "
+        f"({len(raced)} raced) and {len(rounds)} race rounds per strategy x file kind; expected about "
         f"{expected_seconds(plan, strategies, previous) / 60:.0f} min ({cycle:.0f} s per cycle, {overhead:.0f} s "
         f"more per strategy x workload, {two:.0f} s per two-writer run, {source})")
     sys.stdout.flush()
@@ -409,7 +472,7 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
             of time) keeps its finished series; ``finished`` says whether the plan was done."""
             return disk.save(recorder.results({**env, "finished": finished}), settings, plan.part)
 
-        bar = progress.Recorder("crash lab", total_cycles + len(pairs), "cycle")
+        bar = progress.Recorder("crash lab", total_cycles + len(pairs) + len(raced), "cycle")
         with Lab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
             for workload, cycles in plan.series_cycles():
                 for strategy in strategies:
@@ -417,6 +480,13 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
                     save(finished=False)
             for strategy, workload, start in pairs:
                 lab.two_writers(strategy, workload, head_start=start, bar=bar)
+                save(finished=False)
+            for strategy, workload, kind in raced:
+                lab.two_writers(strategy, workload, head_start=0, bar=bar, race=kind)
+                save(finished=False)
+            if len(rounds):
+                for strategy in strategies:
+                    lab.race(strategy, plan.race_kinds, rounds)
         return save(finished=True)
 
 

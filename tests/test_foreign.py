@@ -1,0 +1,137 @@
+"""A strategy from outside (``--strategy NAME=CLASS@JAR``): a third party's manager, built here from
+source in a package and jar of its own (``tests/java/thirdparty``), checked before anything runs,
+named fully in the record, measured like ours, and broken on purpose in the ways published managers
+break, each caught by the contract (``python -m ckptbench contract``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_bad_input import ckptbench, one_error_line
+
+from ckpt_impls import jars
+
+ROOT = Path(__file__).resolve().parent.parent
+JAVA = ROOT / "tests" / "java"
+PACKAGE = "org.example.thirdparty"
+PLAIN = f"{PACKAGE}.PlainCheckpointFileManager"
+#: Each broken manager (a nested class of PLAIN) and the contract check that must fail on it.
+BROKEN = {
+    "exists-only-for-files": ("ExistsOnlyForFiles", "nested mkdirs are idempotent"),
+    "mkdirs-does-nothing": ("MkdirsDoesNothing", "nested mkdirs are idempotent"),
+    "list-ignores-filter": ("ListIgnoresItsFilter", "list honours its filter"),
+    "lists-a-prefix": ("ListsAPrefix", "a listing holds its directory alone"),
+    "missing-is-io-error": ("MissingIsAnIoError", "a missing file is not found"),
+    "create-overwrites": ("CreateOverwrites", "create refuses an existing file"),
+}
+VERSION = "1.2.3"
+
+
+def javac(sources: Path, out: Path) -> Path:
+    classes = out / "classes"
+    classpath = [f"{jars.pyspark_jars_dir()}/*", *map(str, jars.s3a_jars())]
+    subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", ":".join(classpath), "-d", str(classes),
+                    *map(str, sorted(sources.rglob("*.java")))], check=True, capture_output=True)
+    return classes
+
+
+@pytest.fixture(scope="module")
+def thirdparty(tmp_path_factory) -> dict[str, Path]:
+    """{"jar": the third party's jar (with an Implementation-Version), "other": a manager built
+    against the other Spark version's CheckpointFileManager, in a jar without that trait}."""
+    out = tmp_path_factory.mktemp("thirdparty")
+    classes = javac(JAVA / "thirdparty", out / "plain")
+    (out / "MANIFEST.MF").write_text(f"Implementation-Title: thirdparty\nImplementation-Version: {VERSION}\n")
+    subprocess.run(["jar", "cfm", str(out / "thirdparty.jar"), str(out / "MANIFEST.MF"), "-C", str(classes), "."],
+                   check=True)
+    other = javac(JAVA / "otherspark", out / "other")
+    subprocess.run(["jar", "cf", str(out / "otherspark.jar"), "-C", str(other),
+                    "org/example/thirdparty/ForOtherSpark.class"], check=True)
+    return {"jar": out / "thirdparty.jar", "other": out / "otherspark.jar"}
+
+
+def spec(name: str, cls: str, jar: Path) -> str:
+    return f"{name}={cls}@{jar}"
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    (lambda t: "mine", "--strategy takes NAME=CLASS@JAR"),
+    (lambda t: spec("mine", PLAIN, t["jar"].with_name("missing.jar")), "missing.jar does not exist"),
+    (lambda t: spec("mine", PLAIN, t["jar"].with_name("MANIFEST.MF")), "is not a jar"),
+    (lambda t: spec("mine", f"{PACKAGE}.Nope", t["jar"]), f"class {PACKAGE}.Nope is not in the jars given"),
+    (lambda t: spec("mine", f"{PACKAGE}.NotAManager", t["jar"]), "is not a CheckpointFileManager"),
+    (lambda t: spec("mine", f"{PACKAGE}.ForOtherSpark", t["other"]), "was built for the other Spark version"),
+    (lambda t: spec("mine", f"{PLAIN}$NoConstructor", t["jar"]), "has no public constructor (org.apache.hadoop"),
+    (lambda t: spec("conditional", PLAIN, t["jar"]), "'conditional' is taken"),
+    (lambda t: spec("Mine!", PLAIN, t["jar"]), "use a lower-case word"),
+])
+def test_a_strategy_that_cannot_run_is_one_line_and_nothing_runs(thirdparty, tmp_path, given, said):
+    raw = tmp_path / "raw"
+    done = ckptbench("--strategy", given(thirdparty), "measure", "--stores", "embedded",
+                     env={"CKPT_BENCH_RAW": str(raw)})
+    assert said in one_error_line(done)
+    assert done.stdout == "" and not raw.exists()
+
+
+def test_a_strategies_file_names_them_too(thirdparty, tmp_path):
+    listed = tmp_path / "strategies.txt"
+    listed.write_text(f"# ours\n{spec('plain', PLAIN, thirdparty['jar'])}  # the third party's\n\n")
+    done = ckptbench("--strategies-file", str(listed), "strategies")
+    assert done.returncode == 0, done.stderr
+    assert f"plain        from outside: {PLAIN} in thirdparty.jar" in done.stdout
+    missing = one_error_line(ckptbench("--strategies-file", str(tmp_path / "none.txt"), "strategies"))
+    assert "cannot read the strategies file" in missing
+
+
+def run(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ckptbench", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.slow
+def test_the_contract_catches_each_broken_manager(thirdparty):
+    specs = [spec("plain", PLAIN, thirdparty["jar"])]
+    specs += [spec(name, f"{PLAIN}${cls}", thirdparty["jar"]) for name, (cls, _) in BROKEN.items()]
+    args = [a for s in specs for a in ("--strategy", s)]
+    done = run(*args, "contract", "--store", "ceph", "--strategies", ",".join(["plain", *BROKEN]))
+    assert done.returncode == 1, done.stderr
+    failed = {(line.split()[0], line.split("  FAIL  ")[0].split(None, 1)[1].strip())
+              for line in done.stdout.splitlines() if "  FAIL  " in line}
+    # Plain writes then closes with the FileSystem's own existence check first: two racing creators
+    # both win, and that is all it breaks.
+    assert {check for name, check in failed if name == "plain"} == {"one of two racing creators wins"}
+    for name, (_, check) in BROKEN.items():
+        assert (name, check) in failed, (name, done.stdout)
+
+
+@pytest.mark.slow
+def test_a_strategy_from_outside_is_measured_and_named_in_the_record(thirdparty):
+    done = run("--strategy", spec("plain", PLAIN, thirdparty["jar"]), "measure", "--stores", "ceph",
+               "--strategies", "plain,conditional", "--batches", "3", "--warmup", "1", "--allow-few-batches")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert any(line.split("|")[2].strip() == "plain" for line in done.stdout.splitlines() if line.count("|") > 3)
+    [record] = re.findall(r"records: (\S+)", done.stdout)
+    env = json.loads((ROOT / record / "environment.json").read_text())
+    [jar] = env["foreign_strategies"]["plain"]["jars"]
+    assert env["foreign_strategies"]["plain"]["class"] == PLAIN
+    assert jar["sha256"] == hashlib.sha256(thirdparty["jar"].read_bytes()).hexdigest()
+    assert jar["size"] == thirdparty["jar"].stat().st_size and jar["implementation_version"] == VERSION
+
+
+def test_deploy_ships_its_jar_and_not_ours(thirdparty):
+    done = ckptbench("--strategy", spec("plain", PLAIN, thirdparty["jar"]), "deploy", "plain", "--store", "s3",
+                     "--bucket", "b", "--no-check")
+    assert done.returncode == 0, done.stderr
+    digest = hashlib.sha256(thirdparty["jar"].read_bytes()).hexdigest()[:12]
+    assert f"{thirdparty['jar']}  # plain's manager, from outside ({PLAIN}; sha256 {digest}, version {VERSION})" \
+        in done.stdout
+    assert str(jars.managers_jar()) not in done.stdout
+    assert f"spark.sql.streaming.checkpointFileManagerClass={PLAIN}" in done.stdout

@@ -1,0 +1,168 @@
+"""The store taken away: the ``Outage`` rule seen by boto3 through the metering proxy in front of moto
+and Ceph RGW (every request in its window reset, on old and new connections, none after it), Ceph's
+gateway killed and started again on the same port with its objects, and the fault lab's outage
+times on a fixed record. A real fault-lab run under an outage is in ``test_faultlab.py``.
+
+Timing bounds are loose and one-sided (a window lasts at least its seconds); the assertions are on
+what was reset, in which order, and what the store holds."""
+
+from __future__ import annotations
+
+import math
+import socket
+import uuid
+
+import botocore.exceptions
+import pytest
+
+from conftest import skip_unless_ci
+from infra.ceph import CephStore
+from infra.faults import PROFILES, Injection, Outage
+from infra.metered import MeteredStore
+
+STORES = ("embedded", "ceph")
+BUCKET = "outages"
+NO_RETRIES = {"total_max_attempts": 1, "mode": "standard"}
+CUT = (botocore.exceptions.ConnectionError, botocore.exceptions.ConnectionClosedError)
+
+
+@pytest.fixture(scope="module", params=STORES)
+def store(request, lab):
+    s = lab.get(request.param)
+    s.create_bucket(BUCKET)
+    return s
+
+
+@pytest.fixture(scope="module")
+def metered(store):
+    with MeteredStore(store) as m:
+        yield m
+
+
+@pytest.fixture
+def proxy(metered):
+    metered.proxy.clear_faults()
+    metered.proxy.reset()
+    yield metered.proxy
+    metered.proxy.clear_faults()
+
+
+def _passes(call) -> bool:
+    try:
+        call()
+        return True
+    except CUT:
+        return False
+
+
+def test_outage_resets_every_request_in_its_window_then_lets_them_pass(store, metered, proxy):
+    prefix = f"t-{uuid.uuid4().hex[:8]}"
+    s3 = metered.client(retries=NO_RETRIES)
+    seconds = 1.5
+    proxy.inject(Outage(seconds, after=2))
+    assert _passes(lambda: s3.head_bucket(Bucket=BUCKET)) and _passes(lambda: s3.head_bucket(Bucket=BUCKET))
+    # The third request opens the window: it and a PUT on a new connection are reset.
+    assert not _passes(lambda: s3.head_bucket(Bucket=BUCKET))
+    fresh = metered.client(retries=NO_RETRIES)
+    assert not _passes(lambda: fresh.put_object(Bucket=BUCKET, Key=f"{prefix}/in-window", Body=b"x"))
+    while not _passes(lambda: s3.head_bucket(Bucket=BUCKET)):
+        pass  # reset until the window closes
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/after", Body=b"y")
+    assert _passes(lambda: fresh.head_bucket(Bucket=BUCKET))
+    assert store.list_keys(BUCKET, prefix + "/") == [f"{prefix}/after"]  # the store never saw the reset PUT
+
+    statuses = [e.status for e in proxy.events()]
+    resets = statuses.index(200, 2) - 2  # the run of resets after the first two requests
+    assert statuses[:2] == [200, 200] and resets >= 2 and set(statuses[2:2 + resets]) == {0}
+    assert set(statuses[2 + resets:]) == {200}
+    injections = proxy.injections()
+    assert [i.fault for i in injections] == ["outage"] * resets
+    events = proxy.events()
+    # At least its seconds, one-sided (slack: a head arrives a moment before its decision).
+    assert events[2 + resets].start - events[2].start >= seconds - 0.25
+
+
+def test_outage_refuses_a_window_without_length():
+    with pytest.raises(ValueError, match="seconds > 0"):
+        Outage(0)
+    with pytest.raises(ValueError, match="after >= 0"):
+        Outage(5, after=-1)
+
+
+def test_outage_profiles_say_what_they_take_away():
+    outages = {name: p.outage for name, p in PROFILES.items() if p.outage is not None}
+    assert {"outage-5s", "outage-30s", "outage-150s", "gateway-restart"} <= set(outages)
+    assert outages["outage-5s"].seconds == 5 and not outages["outage-5s"].restart
+    [rule] = PROFILES["outage-30s"](0)
+    assert isinstance(rule, Outage) and rule.seconds == 30 and rule.after == 0
+    assert outages["gateway-restart"].restart and PROFILES["gateway-restart"](0) == []
+
+
+def test_a_gateway_restart_is_the_fault_labs_alone(store):
+    """No proxy can restart a gateway: a whole run under gateway-restart is refused, in one line."""
+    from test_bad_input import ckptbench, one_error_line
+
+    with pytest.raises(ValueError, match="only the fault lab"):
+        MeteredStore(store, "gateway-restart")
+    line = one_error_line(ckptbench("measure", "--fault-profile", "gateway-restart"))
+    assert "fault profile gateway-restart restarts the store's gateway" in line
+
+
+# -- Ceph's gateway killed and started again ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def persistent_ceph():
+    reason = CephStore.unavailable_reason()
+    if reason is not None:
+        skip_unless_ci(reason)
+    with CephStore("bluestore") as ceph:  # its own cluster: the shared one's gateway stays up
+        yield ceph
+
+
+def test_a_killed_gateway_comes_back_on_its_port_with_its_objects(persistent_ceph):
+    ceph = persistent_ceph
+    ceph.create_bucket(BUCKET)
+    ceph.client().put_object(Bucket=BUCKET, Key="before", Body=b"kept")
+    endpoint, port = ceph.endpoint, int(ceph.endpoint.rsplit(":", 1)[1])
+    with MeteredStore(ceph) as metered:
+        s3 = metered.client(retries=NO_RETRIES)
+        ceph.kill_gateway()
+        assert not any("radosgw" in p.args for p in ceph.processes)
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        with pytest.raises(botocore.exceptions.ClientError) as raised:  # the proxy cannot reach it: 502
+            s3.head_object(Bucket=BUCKET, Key="before")
+        assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 502
+        ceph.start_gateway()
+        assert ceph.endpoint == endpoint
+        # Through the same proxy, which reconnects, and directly: the object written before.
+        assert s3.get_object(Bucket=BUCKET, Key="before")["Body"].read() == b"kept"
+    assert ceph.client().get_object(Bucket=BUCKET, Key="before")["Body"].read() == b"kept"
+    with pytest.raises(RuntimeError, match="was killed"):
+        ceph.start_gateway()  # one gateway at a time
+
+
+# -- the times a run records ----------------------------------------------------------------------
+
+def _progress(batch: int, at: float, ms: float = 100.0) -> dict:
+    from datetime import datetime, timezone
+    stamp = datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {"batchId": batch, "timestamp": stamp, "durationMs": {"triggerExecution": ms}}
+
+
+def test_outage_times_from_the_rule_and_the_batches():
+    from ckptbench.experiments import outages
+
+    window = outages.Window(PROFILES["outage-5s"].outage)
+    t0 = 1_800_000_000.0
+    opened = [Injection(t0 + 0.5, "PUT", "b", "k", "outage"), Injection(t0 + 1.0, "GET", "b", "k", "outage"),
+              Injection(t0 + 0.2, "PUT", "b", "k", "lost-response")]
+    # Batches ending before the window's end (t0 + 5.5) do not count; the first one ending after does.
+    done = [_progress(0, t0 - 1), _progress(1, t0 + 3.0, ms=2600), _progress(2, t0 + 6.0), _progress(3, t0 + 9.0)]
+    rode = outages.times(window, opened, done, died_at=None)
+    assert rode["outage_s"] == 5 and math.isnan(rode["died_after_s"])
+    assert rode["resumed_after_s"] == pytest.approx(5.1, abs=0.01)  # batch 1: t0 + 5.6, from t0 + 0.5
+    died = outages.times(window, opened, done[:1], died_at=t0 + 2.5)
+    assert died["died_after_s"] == pytest.approx(2.0) and math.isnan(died["resumed_after_s"])
+    assert all(math.isnan(v) for v in outages.times(window, [], done, None).values())  # no outage began
+    assert all(math.isnan(v) for v in outages.times(None, opened, done, None).values())
