@@ -34,6 +34,7 @@ from ckptbench.cli.commands import (
     cmd_strategies,
 )
 from ckptbench.cli.common import SPARK_VENVS, ContractFailed, Parser, UsageError, _under_spark
+from ckptbench.cli.continuous import DEFAULT_FACTOR, Regression
 from ckptbench.config import CLUSTER, DEFAULT_MASTER, PLANS, Settings
 from ckptbench.experiments.crashlab import DEFAULT_POINTS
 from ckptbench.experiments.crashlab import PLANS as CRASH_PLANS
@@ -116,7 +117,16 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--size", choices=list(PLANS), default=os.environ.get(Settings.ENV["size"]) or "quick",
                    help="quick (default), full, or smallest (every benchmark once, tiny; for CI)")
     b.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
-    b.add_argument("--bench", help="only benchmarks matching this regular expression (asv run --bench)")
+    b.add_argument("--bench", "-b", help="only benchmarks matching this regular expression (asv run --bench)")
+    b.add_argument("--continuous", nargs=2, metavar=("BASE", "HEAD"),
+                   help="asv continuous: build and measure both commits (each in asv's virtualenv, not this tree), "
+                        "print what changed, publish, and exit with status 1 when a benchmark got worse by more "
+                        "than --factor at HEAD (docs/regression-tracking.md)")
+    b.add_argument("--commits", metavar="A..B",
+                   help="asv run A..B: build and measure every commit after A up to B, publish the history and "
+                        "print asv's regressions page")
+    b.add_argument("--factor", help=f"with --continuous: worse means above BASE's value x this (default "
+                                    f"{DEFAULT_FACTOR}; 1 flags any increase)")
     b.add_argument("--results", help="results directory (default: results/ in the repository; results-spark<v>/ "
                                      "on another Spark than the default)")
     b.add_argument("--master", default=os.environ.get(Settings.ENV["master"]) or DEFAULT_MASTER,
@@ -256,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
         _under_spark(args, argv)
-        if hasattr(args, "spark"):  # measure, bench: a missing jar is said before any store starts
+        if getattr(args, "continuous", None) or getattr(args, "commits", None):
+            jars.s3a_jars()  # bench on other commits: each builds its own managers' jar, the S3A jars are shared
+        elif hasattr(args, "spark"):  # measure, bench: a missing jar is said before any store starts
             jars.spark_jars()
         args.run(args)
     except (UsageError, infra.StoreUnavailable, ckpt_impls.UnknownStrategy, JarsMissing) as e:
@@ -264,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ContractFailed as e:  # contract: the input was fine, a strategy broke a check
         print(f"ckptbench: contract broken by: {e}", file=sys.stderr)
+        return 1
+    except Regression as e:  # bench --continuous: the input was fine, a benchmark got worse
+        print(f"ckptbench: regression: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("ckptbench: interrupted", file=sys.stderr)

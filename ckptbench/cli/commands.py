@@ -17,6 +17,7 @@ from pathlib import Path
 import ckpt_impls
 import infra
 from ckpt_impls import jars
+from ckptbench.cli import continuous
 from ckptbench.cli.common import (
     PROXY_BENCHMARKS,
     RESULTS,
@@ -98,6 +99,7 @@ def cmd_bench(args) -> None:
     _names(args.size, config.PLANS, "size")
     fault_profile = _proxy_profile(args.fault_profile)
     master = _master(args.master)
+    commits = continuous.checked(args)  # --continuous, --commits
     # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
     # wrong keys, a missing bucket), not after asv has spent minutes on it.
     with stores.started_stores([store], args.bucket, say=lambda line: None, fault_profile=fault_profile) as started:
@@ -120,6 +122,12 @@ def cmd_bench(args) -> None:
     settings = config.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed, master)
     if fault_profile != "none":
         print(f"fault profile: {fault_profile} (seed {args.fault_seed}), injected by the metering proxy")
+    if commits:  # asv builds and measures other commits (ckptbench.cli.continuous)
+        env = {**os.environ, **settings.env()}
+        print(f"running the {args.size} suite on each commit", flush=True)
+        with progress.shown_for(env):
+            continuous.run(args, env, machine, results, bench, config.Settings.ENV["raw"])
+        return
     asv_conf = _asv_config(results)
     # asv drops PYTHONPATH from its benchmark processes, which would then import whichever checkout
     # the venv points at (a worktree's runs would bench main's code): this checkout's, always.
@@ -128,7 +136,7 @@ def cmd_bench(args) -> None:
     print(f"running the {args.size} suite", flush=True)
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(asv_conf)],
                    check=True, env=env, stdout=subprocess.DEVNULL)
-    with progress.shown_for(env):
+    with progress.shown_for(env):  # the tree as it is, in this venv: asv's existing environment
         run = subprocess.run([*asv, "run", "--config", str(asv_conf), "--python=same", "--set-commit-hash", "HEAD",
                               "--machine", machine, "--show-stderr", *(["--bench", bench] if bench else [])],
                              env=env)
