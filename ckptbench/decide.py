@@ -166,7 +166,7 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
         reasons.append("exactly-once under crashes was not measured on this store")
     raced = [c for c in candidates if c.refuses_second_writer is not None]
     if chosen.refuses_second_writer:
-        reasons.append(f"a second writer is refused (measured: {chosen.second_writer})")
+        reasons.append(f"a second writer is {chosen.second_writer}")
     elif raced:
         reasons.append("no strategy here was measured to refuse a second writer (the race): make sure only "
                        "one query runs per checkpoint")

@@ -51,7 +51,7 @@ def test_the_fastest_that_refuses_a_second_writer():
     notes = {c.strategy: c.note for c in d.candidates}
     assert notes["manifest"] == "slower: 24 ms against 18 ms per batch's commits"
     assert notes["direct"] == notes["rename"] == "the race let a second writer through"
-    assert "a second writer is refused (measured: refused (race: 1 winner in 10/10 rounds))" in d.reasons
+    assert "a second writer is refused (race: 1 winner in 10/10 rounds)" in d.reasons
     shown = {c.strategy: c.second_writer for c in d.candidates}
     assert shown["conditional"] == "refused (race: 1 winner in 10/10 rounds)"
     assert shown["direct"] == "NOT refused (race: 2 winners in 9/10)"

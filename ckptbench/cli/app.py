@@ -58,6 +58,8 @@ def _fault_options(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--fault-seed", type=int, default=0, help="seed of the fault profile's randomness (default 0)")
 
 
+STORE_HELP = f"one of: {', '.join(infra.STORES)} (default: ceph where it can start here, else embedded)"
+BUCKET_HELP = "an existing bucket (needed for s3/endpoint/external MinIO)"
 #: Options before the command that add strategies from outside (``ckpt_impls.foreign``).
 FOREIGN_HELP = ("a strategy from outside, measured like ours: NAME=CLASS@JAR[,JAR...] (any Spark "
                 "CheckpointFileManager; checked before anything runs); repeat for several")
@@ -116,7 +118,7 @@ def parser() -> argparse.ArgumentParser:
                                    "it can start here, else embedded)")
     b.add_argument("--size", choices=list(PLANS), default=os.environ.get(Settings.ENV["size"]) or "quick",
                    help="quick (default), full, or smallest (every benchmark once, tiny; for CI)")
-    b.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    b.add_argument("--bucket", help=BUCKET_HELP)
     b.add_argument("--bench", "-b", help="only benchmarks matching this regular expression (asv run --bench)")
     b.add_argument("--continuous", nargs=2, metavar=("BASE", "HEAD"),
                    help="asv continuous: build and measure both commits (each in asv's virtualenv, not this tree), "
@@ -145,8 +147,7 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(run=cmd_cost)
     s = sub.add_parser("scale", help="cost against shuffle partitions, stateful operators and batch count, "
                                      "per strategy (the scale experiment)")
-    s.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: ceph where it can start here, "
-                                   "else embedded)")
+    s.add_argument("--store", help=STORE_HELP)
     s.add_argument("--size", choices=list(PLANS), default="quick", help="the axes' defaults (default quick)")
     s.add_argument("--partitions", help="shuffle partitions, comma-separated (default: the size's, quick 2,20,200)")
     s.add_argument("--operators", help="stateful operators, of 1,2 (default both)")
@@ -159,19 +160,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--part", metavar="K/N",
                    help="run every N-th strategy from the K-th, in a process of its own beside the others "
                         "(results/raw/<store>-scale/part-K-of-N; report and this command read the parts merged)")
-    s.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    s.add_argument("--bucket", help=BUCKET_HELP)
     s.set_defaults(run=cmd_scale)
     co = sub.add_parser("counting", help="what counting S3 requests inside Spark's JVMs adds to walCommit, "
                                          "counting switched on and off batch by batch (no proxy)")
-    co.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: ceph where it can start here, "
-                                    "else embedded)")
+    co.add_argument("--store", help=STORE_HELP)
     co.add_argument("--size", choices=list(PLANS), default="quick",
                     help="batches per query and queries per strategy (default quick: 6 queries of 20 batches; "
                          "full: 20 of 100, ~1,000 batches an arm)")
     co.add_argument("--queries", type=int, help="queries per strategy (default: the size's)")
     co.add_argument("--strategies", default="rename,conditional",
                     help="comma-separated (default rename,conditional: the most and the fewest requests per walCommit)")
-    co.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    co.add_argument("--bucket", help=BUCKET_HELP)
     co.set_defaults(run=cmd_counting)
     f = sub.add_parser("faultlab", help="failure rates per strategy under the fault profiles (the failure lab)")
     f.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where it "
@@ -184,7 +184,7 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--batches", type=int, help="batches per run under faults (default: the size's)")
     f.add_argument("--seeds", type=int,
                    help="runs per strategy x workload x profile, seeds 0..N-1 (default: the size's)")
-    f.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    f.add_argument("--bucket", help=BUCKET_HELP)
     f.add_argument("--record", metavar="DIR",
                    help="print the table of a recorded failure lab (results/raw/<store>-faults)")
     f.set_defaults(run=cmd_faultlab)
@@ -192,8 +192,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--results", help="results directory (default: results/ in the repository)")
     r.set_defaults(run=cmd_report)
     c = sub.add_parser("crashlab", help="kill -9 drivers at crash points and check exactly-once, per strategy")
-    c.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: ceph where it can start here, "
-                                   "else embedded)")
+    c.add_argument("--store", help=STORE_HELP)
     c.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
     c.add_argument("--size", choices=list(CRASH_PLANS),
                    help="a named plan: smallest, quick (what bench runs) or full (25 cycles per strategy x "
@@ -213,7 +212,7 @@ def parser() -> argparse.ArgumentParser:
                    help="batches of the first driver before the second starts, one run each (such as 3,0; "
                         "0: both start together)")
     c.add_argument("--seed", type=int, default=1, help="of every random choice (default 1; recorded)")
-    c.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    c.add_argument("--bucket", help=BUCKET_HELP)
     c.set_defaults(run=cmd_crashlab)
     d = sub.add_parser("drift", help="how far every value moved between two runs (say, of the same commit)")
     d.add_argument("a", help="a results directory (bench --results) or an asv result file")
@@ -242,9 +241,8 @@ def parser() -> argparse.ArgumentParser:
     de.set_defaults(run=cmd_deploy)
     ct = sub.add_parser("contract", help="Spark's checkpoint contract, checked on each strategy against a store "
                                          "(PASS/FAIL per check; status 1 when one fails)")
-    ct.add_argument("--store", help=f"one of: {', '.join(infra.STORES)} (default: ceph where it can start here, "
-                                    "else embedded)")
-    ct.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO)")
+    ct.add_argument("--store", help=STORE_HELP)
+    ct.add_argument("--bucket", help=BUCKET_HELP)
     ct.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
     ct.set_defaults(run=cmd_contract)
     return p

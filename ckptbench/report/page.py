@@ -217,8 +217,8 @@ def _store(name: str, record: results.Results) -> Section:
         section.text.append(
             f"Projected to AWS S3 (a projection, not a measurement): the same COPYs sent through the metering "
             f"proxy's {config.PROJECTION} profile ({PROFILES[config.PROJECTION].description}; its sources in "
-            f"infra/faults.py) take {metrics.projected_copy_mb_per_s(record):.1f} MB/s fitted: there a rename's "
-            "COPY grows with the bytes, whatever this store's COPY does.")
+            f"infra/faults/profiles.py) take {metrics.projected_copy_mb_per_s(record):.1f} MB/s fitted: there a "
+            "rename's COPY grows with the bytes, whatever this store's COPY does.")
     return section
 
 
@@ -295,7 +295,7 @@ def _faults(name: str, record: results.Results) -> Section:
                     + " ".join(findings))
     if "aws-projection" in profiles:
         text.append("aws-projection is a projection to AWS S3 (latency and COPY throughput from published figures, "
-                    "see infra/faults.py), not a measurement of it.")
+                    "see infra/faults/profiles.py), not a measurement of it.")
     return Section(f"{name}: failure rates under injected faults", text, [Table(
         "Per workload x fault profile x strategy", tables.FAULT_HEADER, tables.fault_rows(record),
         "died: the query stopped with an exception (its first line is the error); stalled: its batches did not come "
