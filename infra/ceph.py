@@ -37,6 +37,8 @@ _STATE_FILE = "ckptbench-ceph.json"
 _TEMP_PREFIX = "ckptbench-ceph-"
 #: What the ceph CLI prints when it lost the race described in CephStore._ceph.
 _COMMAND_TABLE_RACE = "problem getting command descriptions"
+#: How long a command that met that race is asked again once the cluster runs.
+_COMMAND_RETRY_S = 20.0
 
 
 class CephStore(ObjectStore):
@@ -292,16 +294,20 @@ class CephStore(ObjectStore):
 
     def _ceph(self, *args: str) -> str:
         what = f"ceph {' '.join(args[:2])}"
+        # Asked again until the start's deadline, and for a few seconds more once the cluster runs.
+        retry_until = max(self._deadline, time.monotonic() + _COMMAND_RETRY_S)
         while True:
-            # --connect-timeout bounds the wait for the mon, which may still be starting.
-            timeout = str(max(1, int(self._remaining())))
+            # --connect-timeout bounds the wait for the mon, which may still be starting; at least a few
+            # seconds once it runs: a machine under load can take longer than one to answer.
+            timeout = str(max(5, int(self._remaining())))
             try:
                 return self._run(what, "ceph", "-c", str(self._conf), "--connect-timeout", timeout, *args)
             except StoreUnavailable as exc:
                 # With auth off, the CLI can ask for the command table before the monmap (and so
                 # the fsid) reaches it; the mon answers EPERM "wrong fsid". Nothing ran: ask again.
-                if _COMMAND_TABLE_RACE not in str(exc) or self._remaining() <= 0:
+                if _COMMAND_TABLE_RACE not in str(exc) or time.monotonic() >= retry_until:
                     raise
+                time.sleep(0.2)
 
     def _wait(self, what: str, ready, log: str) -> None:
         while not ready():
