@@ -319,6 +319,18 @@ def child_beside(config, start) -> tuple[subprocess.Popen | None, Path]:
     return config.stash[BESIDE][start]
 
 
+def ended_beside(config, start, timeout: float, what: str) -> tuple[int, Path, str]:
+    """Wait for ``start``'s child (``child_beside``) to end, failing the test if it still runs
+    ``timeout`` seconds on (``what`` names it): its exit status, working directory and output."""
+    proc, workdir = child_beside(config, start)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} still runs {timeout} s after the suite's end: "
+                    f"{(workdir / 'output.txt').read_text()[-3000:]}")
+    return proc.returncode, workdir, (workdir / "output.txt").read_text()
+
+
 @pytest.fixture
 def beside(request) -> tuple[subprocess.Popen | None, Path]:
     """``child_beside`` of this test's ``beside_the_suite`` marker."""

@@ -21,7 +21,7 @@ import browser  # tests/browser.py
 import pytest
 
 from ckptbench import metrics
-from conftest import child_beside, skip_unless_ci
+from conftest import ended_beside, skip_unless_ci
 from infra.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,14 +54,8 @@ def bench(request) -> tuple[Path, str]:
     """The smallest bench's results directory and output, once it has ended well."""
     if EmbeddedStore.unavailable_reason() is not None:
         pytest.skip(str(EmbeddedStore.unavailable_reason()))
-    proc, workdir = child_beside(request.config, smallest_bench)
-    try:
-        proc.wait(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the smallest bench still runs {TIMEOUT_S} s after the suite's end: "
-                    f"{(workdir / 'output.txt').read_text()[-3000:]}")
-    output = (workdir / "output.txt").read_text()
-    assert proc.returncode == 0, output[-5000:]
+    returncode, workdir, output = ended_beside(request.config, smallest_bench, TIMEOUT_S, "the smallest bench")
+    assert returncode == 0, output[-5000:]
     return workdir / "results", output
 
 

@@ -14,37 +14,17 @@ import uuid
 
 import botocore.exceptions
 import pytest
+import test_fault_profiles as fault_profiles
 
 from conftest import skip_unless_ci
 from infra.ceph import CephStore
 from infra.faults import PROFILES, Injection, Outage
 from infra.metered import MeteredStore
 
-STORES = ("embedded", "ceph")
-BUCKET = "outages"
-NO_RETRIES = {"total_max_attempts": 1, "mode": "standard"}
-CUT = (botocore.exceptions.ConnectionError, botocore.exceptions.ConnectionClosedError)
-
-
-@pytest.fixture(scope="module", params=STORES)
-def store(request, lab):
-    s = lab.get(request.param)
-    s.create_bucket(BUCKET)
-    return s
-
-
-@pytest.fixture(scope="module")
-def metered(store):
-    with MeteredStore(store) as m:
-        yield m
-
-
-@pytest.fixture
-def proxy(metered):
-    metered.proxy.clear_faults()
-    metered.proxy.reset()
-    yield metered.proxy
-    metered.proxy.clear_faults()
+# The outage rule is one more of the proxy's fault rules: the same stores, bucket, client settings and
+# proxy fixtures as theirs (module attributes, so that pytest finds the fixtures here too).
+BUCKET, CUT, NO_RETRIES = fault_profiles.BUCKET, fault_profiles.CUT, fault_profiles.NO_RETRIES
+store, metered, proxy = fault_profiles.store, fault_profiles.metered, fault_profiles.proxy
 
 
 def _passes(call) -> bool:

@@ -29,7 +29,7 @@ import pytest
 
 from ckpt_impls import jars
 from ckptbench.cli import continuous
-from conftest import child_beside
+from conftest import ended_beside
 from infra.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,14 +107,8 @@ def _results(results: Path, commit: str) -> dict[tuple[str, str], float]:
 def test_a_planted_request_is_a_regression_and_nothing_else(request):
     if EmbeddedStore.unavailable_reason() is not None:
         pytest.skip(str(EmbeddedStore.unavailable_reason()))
-    proc, workdir = child_beside(request.config, continuous_run)
-    try:
-        proc.wait(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"bench --continuous still runs {TIMEOUT_S} s after the suite's end: "
-                    f"{(workdir / 'output.txt').read_text()[-3000:]}")
-    output = (workdir / "output.txt").read_text()
-    assert proc.returncode == 1, output[-5000:]
+    returncode, workdir, output = ended_beside(request.config, continuous_run, TIMEOUT_S, "bench --continuous")
+    assert returncode == 1, output[-5000:]
     assert re.search(r"^ckptbench: regression: a benchmark got worse", output, re.M), output[-3000:]
     assert "PERFORMANCE DECREASED" in output
 
