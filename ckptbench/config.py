@@ -6,6 +6,7 @@ nothing here starts a store or Spark."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from pathlib import Path
 
@@ -83,10 +84,11 @@ STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 FILE_CHECKSUM = "spark.sql.streaming.checkpoint.fileChecksum.enabled"  # Spark 4.1+
+FORMAT_VERSION = "spark.sql.streaming.stateStore.checkpointFormatVersion"  # Spark 4.0+
 #: The settings that change a stateful query's checkpoint requests; every run records their values.
 CHECKPOINT_SETTINGS = (
     STATE_PROVIDER, CHANGELOG, FILE_CHECKSUM,
-    "spark.sql.streaming.stateStore.checkpointFormatVersion",  # Spark 4.0+
+    FORMAT_VERSION,
     "spark.sql.streaming.minBatchesToRetain",
     "spark.sql.streaming.stateStore.minDeltasForSnapshot",
     "spark.sql.streaming.stateStore.maintenanceInterval",
@@ -98,6 +100,120 @@ WORKLOAD_CONF = {
     "stateful_rocksdb_changelog": {STATE_PROVIDER: ROCKSDB, CHANGELOG: "true"},
     "stateful_no_checksum": {FILE_CHECKSUM: "false"},
 }
+#: Query options of async progress tracking (Spark 3.4+): offsets and commits written off the batch's
+#: critical path, at most once per interval.
+ASYNC_PROGRESS = "asyncProgressTrackingEnabled"
+ASYNC_INTERVAL = "asyncProgressTrackingCheckpointIntervalMs"
+
+
+@dataclasses.dataclass(frozen=True)
+class Lever:
+    """One of Spark's own checkpoint levers: session settings (``conf``) and query options
+    (``options``) a query starts with. ``state``: True where it acts on state store files only
+    (a stateless query has none to change); ``provider``: the state store it acts on (None: any);
+    ``needs_spark``: the first Spark (major, minor) with it. A lever Spark refuses for a workload
+    is still run: Spark's refusal is the result (``ckptbench.experiments.levers``)."""
+
+    conf: dict = dataclasses.field(default_factory=dict)
+    options: dict = dataclasses.field(default_factory=dict)
+    state: bool = False
+    provider: str | None = None
+    needs_spark: tuple[int, int] = (3, 5)
+
+
+#: Spark's levers a configuration combines with a manager (``presets_for``).
+LEVERS = {
+    "async-progress": Lever(options={ASYNC_PROGRESS: "true", ASYNC_INTERVAL: "1000"}),
+    "changelog": Lever(conf={CHANGELOG: "true"}, state=True, provider="rocksdb"),
+    "format-v2": Lever(conf={FORMAT_VERSION: "2"}, state=True, needs_spark=(4, 0)),
+    "no-checksum": Lever(conf={FILE_CHECKSUM: "false"}, state=True, needs_spark=(4, 1)),
+}
+#: A configuration with none of ``LEVERS``: Spark's own defaults.
+DEFAULT_PRESET = "default"
+#: The configuration a job runs with when nobody chooses: Spark's own manager and settings.
+SPARK_DEFAULT = ("rename", DEFAULT_PRESET)
+PROVIDERS = {"hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+             "rocksdb": ROCKSDB}
+SINKS = ("noop", "foreach", "file")
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A streaming job as its user describes it: ``stateless`` or ``stateful`` (an aggregation
+    over ``keys`` keys, every key updated every batch), its state store ``provider``
+    (``PROVIDERS``), shuffle ``partitions`` (a state file each per batch), ``trigger_s`` (one batch
+    every so many seconds, for requests per month) and ``sink`` (``SINKS``)."""
+
+    kind: str = "stateful"
+    provider: str = "hdfs"
+    partitions: int = 2
+    trigger_s: float = 10.0
+    keys: int = 1_000
+    sink: str = "noop"
+
+    def __post_init__(self) -> None:
+        for field, value, allowed in (("workload", self.kind, ("stateless", "stateful")),
+                                      ("provider", self.provider, tuple(PROVIDERS)), ("sink", self.sink, SINKS)):
+            if value not in allowed:
+                raise ValueError(f"--{field} must be one of {', '.join(allowed)}, not {value!r}")
+        if not 1 <= self.partitions <= 10_000:
+            raise ValueError(f"--partitions must be 1 to 10000, not {self.partitions}")
+        if not 0 < self.trigger_s <= 86_400:
+            raise ValueError(f"--trigger must be more than 0 s and at most a day, not {self.trigger_s:g} s")
+        if not 1 <= self.keys <= 10_000_000:
+            raise ValueError(f"--state-keys must be 1 to 10000000, not {self.keys}")
+
+    @property
+    def stateful(self) -> bool:
+        return self.kind == "stateful"
+
+    @property
+    def name(self) -> str:
+        """The workload's name in a record's ``runs``: e.g. ``stateful-rocksdb-noop-200p``."""
+        state = f"stateful-{self.provider}" if self.stateful else "stateless"
+        return f"{state}-{self.sink}-{self.partitions}p"
+
+    def conf(self) -> dict[str, str]:
+        """The session settings of the job itself, beneath any lever's."""
+        return {"spark.sql.shuffle.partitions": str(self.partitions), STATE_PROVIDER: PROVIDERS[self.provider]}
+
+
+def presets_for(shape: Shape) -> tuple[str, ...]:
+    """The configurations measured for ``shape``: Spark's defaults, each lever that can act on it
+    alone, and every combination of the state levers that act on its state store. Async progress
+    tracking is offered to a stateful job too, and format v2 to the HDFS-backed store: Spark
+    refuses both, and says why."""
+    single = [name for name, lever in LEVERS.items() if shape.stateful or not lever.state]
+    state = [name for name in single if LEVERS[name].state and LEVERS[name].provider in (None, shape.provider)
+             and not (name == "format-v2" and shape.provider != "rocksdb")]
+    combos = ["+".join(c) for k in range(2, len(state) + 1) for c in itertools.combinations(state, k)]
+    return (DEFAULT_PRESET, *(name for name in single if name in state or not LEVERS[name].provider), *combos)
+
+
+def preset(name: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The session settings and query options of configuration ``name`` (levers joined by ``+``)."""
+    conf, options = {}, {}
+    for lever in (() if name == DEFAULT_PRESET else name.split("+")):
+        if lever not in LEVERS:
+            raise ValueError(f"unknown lever {lever!r}: the levers are {', '.join(LEVERS)}")
+        conf.update(LEVERS[lever].conf)
+        options.update(LEVERS[lever].options)
+    return conf, options
+
+
+def parse_trigger(text: str) -> float:
+    """Seconds in a trigger interval written ``10s``, ``500ms``, ``2m``, ``1h`` or a bare number of
+    seconds; ValueError in one line otherwise."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    number = text.strip().lower()
+    unit = next((u for u in ("ms", "s", "m", "h") if number.endswith(u)), "s")
+    number = number[: -len(unit)] if number.endswith(unit) else number
+    try:
+        return float(number) * units[unit]
+    except ValueError:
+        raise ValueError(f"--trigger must be a duration such as 10s, 500ms or 2m, not {text!r}") from None
+
+
 #: Workloads that need a newer Spark than 3.5, with the version (major, minor) they need.
 NEEDS_SPARK = {"stateful_no_checksum": (4, 1)}
 #: The requests of the store's floor, in the order ``floor_samples`` makes them.

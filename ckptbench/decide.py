@@ -1,11 +1,14 @@
-"""The recommendation: which strategy to run on a store, for a workload, and why.
+"""The recommendation: which configuration (a strategy, and Spark's own checkpoint levers:
+``config.presets_for``) to run on a store, for a workload, and why.
 
 Derived only from measured numbers (``ckptbench.metrics`` over the records) and, where they
 were measured, the store's capabilities (the probe) and the crash lab's exactly-once results.
 The rule, in order, so a reader can check every verdict by hand:
 
-1. A strategy is out if the store cannot run it (the probe says why), if its run failed, or if
-   the crash lab saw it lose or duplicate a row (exactly-once broken).
+1. A configuration is out if the store cannot run its strategy (the probe says why), if Spark
+   refuses its levers for the workload (Spark's reason is shown), if its run failed, or if the
+   crash lab saw it lose or duplicate a row (exactly-once broken: in that configuration where
+   the lab ran it, else in the strategy's own).
 2. Among the rest, a strategy measured to refuse a second writer comes before the others. The
    measure is the race (``ckptbench.experiments.race``): two writers create one checkpoint
    file at once, held by the proxy until both writes meet, round after round, per file kind;
@@ -17,9 +20,10 @@ The rule, in order, so a reader can check every verdict by hand:
    used: Spark's own checks usually stop it before two writes meet, whatever the strategy.
 3. Then the lowest commit latency (Spark's walCommit + commitOffsets, p50 over measured batches);
    within ``TIE`` of the fastest, the cheapest in requests (dollars per month at the trigger
-   interval, a projection at AWS list prices) wins. Only the requests the strategy makes count
-   (``metrics.strategy_controls``): a sink's data files and RocksDB's SST uploads are the same
-   whatever the strategy, so they are shown beside it, never credited to it.
+   interval, a projection at AWS list prices) wins. The cost counts every billable request of
+   the configuration (``metrics.billable_requests_all_by_op``: those between batches too),
+   since Spark's levers move requests no strategy controls (RocksDB's uploads, checksum files);
+   the strategy's own share (``metrics.strategy_controls``) is shown beside it.
 
 Each decision carries every candidate's numbers and the reason it was not chosen.
 """
@@ -30,6 +34,7 @@ import dataclasses
 
 import ckpt_impls
 from ckptbench import metrics
+from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT
 from ckptbench.metrics import cost
 from ckptbench.record import results
 
@@ -40,25 +45,41 @@ TIE = 0.10
 @dataclasses.dataclass
 class Candidate:
     strategy: str
+    preset: str = DEFAULT_PRESET  # Spark's levers (``config.presets_for``)
+    batch_p50_ms: float = float("nan")  # triggerExecution, p50
     commit_p50_ms: float = float("nan")  # walCommit + commitOffsets, p50
     commit_p95_ms: float = float("nan")
     requests_per_batch: float = float("nan")  # billable, made by the strategy
     other_requests_per_batch: float = float("nan")  # billable, made whatever the strategy
-    dollars_per_month: float = float("nan")  # a projection of requests_per_batch: see ckptbench.metrics.cost
+    dollars_per_month: float = float("nan")  # a projection of all its requests: see ckptbench.metrics.cost
+    other_dollars_per_month: float = float("nan")  # of other_requests_per_batch (as measured in its own run)
     refuses_second_writer: bool | None = None  # by the race; None: not measured
     second_writer_source: str = ""  # "measured", "promised" (not measured) or "" (neither)
     second_writer: str = "not measured"  # what the report shows
     out: str | None = None  # why it cannot be recommended
     note: str = ""  # why it was not chosen, when it could have been
+    refused: bool = False  # Spark refused the configuration (``out`` holds its reason)
+
+    @property
+    def levers(self) -> int:
+        """How many of Spark's levers the configuration sets."""
+        return 0 if self.preset == DEFAULT_PRESET else len(self.preset.split("+"))
+
+    @property
+    def label(self) -> str:
+        """``strategy`` and its levers, as the report and the CLI name a configuration."""
+        return self.strategy if self.preset == DEFAULT_PRESET else f"{self.strategy} + {self.preset}"
 
 
 @dataclasses.dataclass
 class Decision:
     store: str
     workload: str
-    recommended: str | None
+    recommended: str | None  # the chosen configuration's label
     reasons: list[str]
     candidates: list[Candidate]
+    chosen: Candidate | None = None
+    baseline: Candidate | None = None  # Spark's default configuration (``SPARK_DEFAULT``), where measured
 
 
 @dataclasses.dataclass
@@ -75,22 +96,45 @@ class Safety:
     refuses: bool | None = None  # metrics.refuses_second_writer; None: the race was not run
 
 
-def _candidate(record: results.Results, strategy: str, workload: str, trigger_s: float) -> Candidate:
-    c = Candidate(strategy)
+def _candidate(record: results.Results, strategy: str, workload: str, trigger_s: float,
+               preset: str = DEFAULT_PRESET) -> Candidate:
+    c = Candidate(strategy, preset)
+    keys = int(record.runs[record.runs.workload == workload]["keys"].iloc[0])
     try:
-        run = record.run(strategy, workload)
+        run = record.run(strategy, workload, keys=keys, preset=preset)
+    except results.Refused as e:
+        c.out, c.refused = f"Spark refuses it: {str(e).split(' refused: ', 1)[-1]}", True
+        return c
     except results.RunFailed as e:
         c.out = f"its run failed ({e})"
         return c
+    c.batch_p50_ms = metrics.duration_percentile(run, "triggerExecution", 50)
     c.commit_p50_ms = (metrics.duration_percentile(run, "walCommit", 50)
                        + metrics.duration_percentile(run, "commitOffsets", 50))
     c.commit_p95_ms = (metrics.duration_percentile(run, "walCommit", 95)
                        + metrics.duration_percentile(run, "commitOffsets", 95))
-    billable = metrics.billable_requests_by_op(run, controlled=True)
-    c.requests_per_batch = sum(billable.values())
-    c.other_requests_per_batch = sum(metrics.billable_requests_by_op(run, controlled=False).values())
-    c.dollars_per_month = cost.per_month(cost.dollars(billable), trigger_s)
+    own = metrics.billable_requests_by_op(run, controlled=True)
+    others = {op: n - own.get(op, 0.0) for op, n in metrics.billable_requests_all_by_op(run).items()}
+    c.requests_per_batch, c.other_requests_per_batch = sum(own.values()), sum(others.values())
+    c.dollars_per_month = cost.per_month(cost.dollars(own), trigger_s)
+    c.other_dollars_per_month = cost.per_month(cost.dollars(others), trigger_s)
     return c
+
+
+def _charge_others_by_configuration(candidates: list[Candidate]) -> None:
+    """Add to each candidate's cost the requests no strategy controls (a sink's data files,
+    RocksDB's uploads, checksum files, maintenance) as the mean over the strategies measured in the
+    same configuration of Spark's levers: the levers decide them, and one run's share of them must
+    not tip the choice between strategies."""
+    for preset in {c.preset for c in candidates}:
+        ran = [c for c in candidates if c.preset == preset and c.out is None]
+        if not ran:
+            continue
+        requests = sum(c.other_requests_per_batch for c in ran) / len(ran)
+        dollars = sum(c.other_dollars_per_month for c in ran) / len(ran)
+        for c in ran:
+            c.other_requests_per_batch, c.other_dollars_per_month = requests, dollars
+            c.dollars_per_month += dollars
 
 
 def _second_writer(c: Candidate, found: Safety | None) -> None:
@@ -118,23 +162,32 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
     strategy (None: can run; else why not). Either may be missing: the reasons then say what was
     not measured."""
     safety, runnable = safety or {}, runnable or {}
-    candidates = [_candidate(record, s, workload, trigger_s) for s in record.strategies()
-                  if workload in set(record.runs[record.runs.strategy == s].workload)]
+    runs = record.runs[record.runs.workload == workload]
+    pairs = dict.fromkeys(zip(runs.strategy, runs.preset.fillna(DEFAULT_PRESET), strict=True))
+    candidates = [_candidate(record, s, workload, trigger_s, p) for s, p in pairs
+                  if s in record.strategies()]
     for c in candidates:
-        if c.out:
-            continue
         found = safety.get(c.strategy)
+        if c.out:
+            _second_writer(c, found)
+            continue
+        if (c.strategy, c.preset) in safety:  # the crash lab ran this configuration itself
+            found = dataclasses.replace(found or Safety(), **{
+                k: getattr(safety[c.strategy, c.preset], k) for k in ("cycles", "duplicated", "lost")})
         if runnable.get(c.strategy):
             c.out = f"the store cannot run it: {runnable[c.strategy]}"
         elif found and (found.duplicated or found.lost):
             c.out = (f"it broke exactly-once in the crash lab: {found.duplicated} rows duplicated, "
                      f"{found.lost} lost in {found.cycles} crash cycles")
         _second_writer(c, found)
+    _charge_others_by_configuration(candidates)
     eligible = [c for c in candidates if c.out is None]
     reasons = []
+    baseline = next((c for c in candidates if (c.strategy, c.preset) == SPARK_DEFAULT), None)
     if not eligible:
         return Decision(record.environment["store"], workload, None,
-                        ["no strategy can be recommended: every one is out (see the candidates)"], candidates)
+                        ["no configuration can be recommended: every one is out (see the candidates)"], candidates,
+                        baseline=baseline)
     guarded = [c for c in eligible if c.refuses_second_writer]
     pool = guarded or eligible
     for c in eligible:
@@ -143,11 +196,14 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
                       else "not measured to refuse a second writer")
     fastest = min(c.commit_p50_ms for c in pool)
     tied = [c for c in pool if c.commit_p50_ms <= fastest * (1 + TIE)]
-    chosen = min(tied, key=lambda c: c.dollars_per_month)
+    # Within a cent a month, the configuration with fewer of Spark's levers: less to set and keep.
+    chosen = min(tied, key=lambda c: (round(c.dollars_per_month, 2), c.levers))
     for c in pool:
         if c is chosen:
             continue
-        if c in tied:
+        if c in tied and round(c.dollars_per_month, 2) == round(chosen.dollars_per_month, 2):
+            c.note = f"as fast (within {TIE:.0%}) and as cheap, with more of Spark's levers to set"
+        elif c in tied:
             c.note = (f"as fast (within {TIE:.0%}) but dearer: ${c.dollars_per_month:,.2f} against "
                       f"${chosen.dollars_per_month:,.2f} a month")
         else:
@@ -155,11 +211,12 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
     reasons.append(f"commits a batch in {chosen.commit_p50_ms:.0f} ms (p50; p95 {chosen.commit_p95_ms:.0f} ms), "
                    + ("the fastest" if len(tied) == 1 else f"within {TIE:.0%} of the fastest and the cheapest")
                    + (" of the strategies that refuse a second writer" if guarded else ""))
-    reasons.append(f"{chosen.requests_per_batch:.1f} billable requests per batch through the strategy: "
-                   f"${chosen.dollars_per_month:,.2f} a month at one batch every {trigger_s:g} s ({cost.LABEL})"
-                   + (f"; {chosen.other_requests_per_batch:.1f} more per batch (data files, RocksDB's SST uploads) "
-                      "are the same whatever the strategy" if chosen.other_requests_per_batch else ""))
-    found = safety.get(chosen.strategy)
+    reasons.append(f"{chosen.requests_per_batch:.1f} billable requests per batch through the strategy"
+                   + (f" and {chosen.other_requests_per_batch:.1f} that Spark's settings and the sink decide (data "
+                      "files, RocksDB's uploads, checksum files: the mean of the strategies in this configuration)"
+                      if chosen.other_requests_per_batch else "")
+                   + f": ${chosen.dollars_per_month:,.2f} a month at one batch every {trigger_s:g} s ({cost.LABEL})")
+    found = safety.get((chosen.strategy, chosen.preset)) or safety.get(chosen.strategy)
     if found and found.cycles:
         reasons.append(f"exactly-once held through {found.cycles} crash cycles (0 rows lost or duplicated)")
     else:
@@ -182,4 +239,4 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
     if record.environment.get("emulator"):
         reasons.insert(0, "measured on an emulator: its latencies say nothing about a real store (the request "
                           "counts and their cost carry over)")
-    return Decision(record.environment["store"], workload, chosen.strategy, reasons, candidates)
+    return Decision(record.environment["store"], workload, chosen.label, reasons, candidates, chosen, baseline)

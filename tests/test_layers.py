@@ -30,7 +30,7 @@ LAYERS = {
     "record": {"config"},
     "metrics": {"config", "record"},
     "experiments": {"config", "progress", "harness", "record", "metrics"},
-    "decide": {"record", "metrics"},
+    "decide": {"config", "record", "metrics"},
     "deploy": set(),
     "report": {"config", "record", "metrics", "decide"},
     "cli": {"config", "progress", "harness", "experiments", "record", "metrics", "decide", "deploy", "report"},

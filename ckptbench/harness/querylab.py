@@ -8,21 +8,27 @@ request, store side). Spark starts once per experiment, before anything is timed
 from __future__ import annotations
 
 import contextlib
+import re
 import uuid
 from pathlib import Path
 
 import ckpt_impls
 import infra
 from ckptbench.config import (
+    ASYNC_INTERVAL,
     CHECKPOINT_SETTINGS,
     CLUSTER,
     DEFAULT_MASTER,
+    DEFAULT_PRESET,
+    LEVERS,
     MANIFEST_ROOT,
     ROWS_PER_BATCH,
     SPARK_CONF,
     WORKLOAD_CONF,
     Plan,
+    Shape,
 )
+from ckptbench.config import preset as preset_settings
 from ckptbench.harness import jvm_requests, workloads
 from ckptbench.harness.spark import setting, settings_set
 from ckptbench.record import results
@@ -69,9 +75,12 @@ class Lab:
         #: State store maintenance runs where the executors do; its calls are logged in this JVM only.
         self.watches_maintenance = spark.sparkContext.master.startswith("local[")
 
-    def start(self, workload: str, base: str, keys: int):
-        """Start ``workload`` with everything under ``base`` (an s3a:// URL); a started query."""
+    def start(self, workload: str | Shape, base: str, keys: int, options: dict | None = None):
+        """Start ``workload`` (a named one, or a job a user described) with everything under
+        ``base`` (an s3a:// URL) and the lever's query ``options``; a started query."""
         spark, plan = self.spark, self.plan
+        if isinstance(workload, Shape):
+            return workloads.described(spark, f"{base}/checkpoint", f"{base}/output", workload, options)
         if workload.startswith("stateful"):
             # rows_per_batch=keys: every batch updates every key, so each state file holds them all.
             return workloads.stateful(spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys, digest=True)
@@ -85,27 +94,44 @@ class Lab:
                                          compact_interval=plan.compact_interval)
         raise ValueError(f"unknown workload {workload!r}")
 
-    def run(self, recorder: results.Recorder | None, strategy: str, workload: str, keys: int, warmup: int,
-            batches: int, bar=None) -> None:
-        """One query of ``workload`` checkpointing with ``strategy``: ``warmup`` then ``batches``
-        batches, added to ``recorder`` (None: untimed, recorded nowhere). A failure is recorded as
-        the run's error: one broken strategy must not cost the others their numbers."""
-        prefix = f"{self.store.run_prefix}bench/{strategy}-{workload}-{keys}-{uuid.uuid4().hex[:8]}"
-        conf = WORKLOAD_CONF.get(workload, {})
-        settings = checkpoint_settings(self.spark, conf)
-        run = recorder.add_run(strategy, workload, keys, prefix, settings) if recorder else None
+    def run(self, recorder: results.Recorder | None, strategy: str, workload: str | Shape, keys: int, warmup: int,
+            batches: int, bar=None, preset: str = DEFAULT_PRESET) -> None:
+        """One query of ``workload`` (a named one, or a ``Shape``: then ``keys`` is its own)
+        checkpointing with ``strategy`` in configuration ``preset`` (``config.presets_for``):
+        ``warmup`` then ``batches`` batches, added to ``recorder`` (None: untimed, recorded nowhere).
+        A failure is recorded as the run's error: one broken strategy must not cost the others their
+        numbers; where Spark refuses the configuration, or lacks one of its levers, the run is
+        recorded as refused, with Spark's reason (``refusal``)."""
+        shape = workload if isinstance(workload, Shape) else None
+        name, keys = (shape.name, shape.keys) if shape else (workload, keys)
+        prefix = f"{self.store.run_prefix}bench/{strategy}-{name}-{keys}-{uuid.uuid4().hex[:8]}"
+        lever_conf, options = preset_settings(preset)
+        if shape:
+            conf, options = {**shape.conf(), **lever_conf}, measured_options(options, shape.trigger_s)
+        else:
+            conf = {**WORKLOAD_CONF.get(workload, {}), **lever_conf}
+        settings = {**checkpoint_settings(self.spark, conf), **{f"option.{k}": v for k, v in options.items()}}
+        run = recorder.add_run(strategy, name, keys, prefix, settings, preset) if recorder else None
         if bar:
-            bar.set_postfix_str(f"{strategy} x {workload}, {keys:,} keys")
+            bar.set_postfix_str(f"{strategy} x {name} ({preset}), {keys:,} keys")
+        lacking = lacks(self.spark.version, preset)
+        if lacking:
+            if recorder:
+                recorder.fail_run(run, lacking, refused=True)
+            if bar:
+                bar.update(warmup + batches)
+            return
         ckpt_impls.use(self.spark, strategy, watch_maintenance=self.watches_maintenance)
         memory = DriverMemory(self.spark)
         mark = self.proxy.mark() if self.proxy else None
         jvm_mark = self.jvm.mark()
         on_batch = bar.update if bar else None
+        query, warm, measured = None, [], []
         try:
             if workload == "file_source":
                 workloads.seed_text_files(self.store.client(), self.bucket, f"{prefix}/input", warmup + batches + 1)
             with settings_set(self.spark, conf):  # the query keeps the settings it started with
-                query = self.start(workload, f"s3a://{self.bucket}/{prefix}", keys)
+                query = self.start(workload, f"s3a://{self.bucket}/{prefix}", keys, options)
             try:
                 # A slow store or a big state makes batches slow: the limit grows with the count.
                 warm = workloads.await_batches(query, warmup, 120 + 30 * warmup, on_batch)
@@ -116,7 +142,10 @@ class Lab:
                 query.stop()
         except Exception as e:
             if recorder:
-                recorder.fail_run(run, str(e))
+                reason = refusal(e, query)
+                recorder.fail_run(run, reason or str(e), refused=reason is not None)
+            if bar:  # the batches it will not run
+                bar.update(max(0, warmup + batches - len(warm) - len(measured)))
             return
         finally:
             # A request elsewhere (an earlier query's state store maintenance) is not this query's; one
@@ -142,6 +171,48 @@ class Lab:
             if files:
                 recorder.add_requests(run, files, warm + measured, source="memory")
             recorder.add_maintenance(run, maintenance)
+
+
+#: The Java exceptions Spark raises when it refuses a query's configuration: as the query starts
+#: (an unsupported sink) or before its first batch ends (async progress with state, format v2 on a
+#: state store that lacks it).
+_REFUSALS = re.compile(r"IllegalArgumentException|UnsupportedOperationException|does not support|NOT_SUPPORTED")
+
+
+def refusal(error: BaseException, query) -> str | None:
+    """Spark's reason, where ``error`` is Spark refusing the configuration before the query's first
+    batch ended (not a failure of the store, the strategy or the harness); else None."""
+    if query is not None and query.lastProgress is not None:
+        return None  # it ran batches: whatever stopped it is a failure, not a refusal
+    text = " ".join(str(error).split())
+    java = getattr(error, "desc", None) or text
+    if not _REFUSALS.search(f"{type(error).__name__} {getattr(error, 'java_exception', '')} {java}"):
+        return None
+    return text.split(" JVM stacktrace:")[0]
+
+
+def lacks(spark_version: str, preset: str) -> str | None:
+    """Why Spark ``spark_version`` cannot run configuration ``preset``: a lever it does not have
+    (it would ignore the setting without a word, so the run would measure its defaults); else None."""
+    version = tuple(int(part) for part in spark_version.split(".")[:2])
+    for name in (() if preset == DEFAULT_PRESET else preset.split("+")):
+        lever = LEVERS[name]
+        if version < lever.needs_spark:
+            keys = ", ".join([*lever.conf, *lever.options])
+            return (f"Spark {spark_version} has no {name} ({keys}: Spark {'.'.join(map(str, lever.needs_spark))}+); "
+                    "it would ignore the setting")
+    return None
+
+
+def measured_options(options: dict[str, str], trigger_s: float) -> dict[str, str]:
+    """Query ``options`` as measured for a job triggered every ``trigger_s`` seconds: async progress
+    tracking's checkpoint interval scaled by the measured trigger over the job's, so the share of
+    batches whose offsets and commits are written is the job's, not the fast trigger's (a batch
+    slower than the measured trigger writes them more often than at the job's: a limit)."""
+    if ASYNC_INTERVAL not in options:
+        return options
+    scaled = int(float(options[ASYNC_INTERVAL]) * workloads.TRIGGER_S / trigger_s)
+    return {**options, ASYNC_INTERVAL: str(scaled)}
 
 
 def floor_files(spark, bucket: str, prefix: str, cut: float) -> list[Event]:

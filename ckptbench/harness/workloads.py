@@ -11,9 +11,10 @@ import time
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from ckptbench.config import RECENT_PROGRESS
+from ckptbench.config import RECENT_PROGRESS, ROWS_PER_BATCH, Shape
 
 TRIGGER = "100 milliseconds"
+TRIGGER_S = 0.1
 
 
 def rate(spark, rows_per_second: int = 50, rows_per_batch: int | None = None, start_timestamp: int | None = None):
@@ -68,6 +69,46 @@ def windowed(spark, checkpoint: str, keys: int, rows_per_batch: int, trigger: st
     counts = rows.groupBy(F.window("timestamp", "10 seconds"), (F.col("value") % keys).alias("key")).count()
     return (counts.writeStream.format("noop").outputMode("append").option("checkpointLocation", checkpoint)
             .trigger(processingTime=trigger).start())
+
+
+class _Discard:
+    """The foreach sink's writer: takes every row and keeps none (``described``'s ``foreach``)."""
+
+    def open(self, partition_id, epoch_id):
+        return True
+
+    def process(self, row):
+        pass
+
+    def close(self, error):
+        pass
+
+
+def described(spark, checkpoint: str, output: str, shape: Shape, options: dict | None = None,
+              trigger: str = TRIGGER):
+    """The job ``shape`` describes, started with query ``options`` (a lever's). Stateless:
+    ``ROWS_PER_BATCH`` rows a batch, passed through. Stateful: an aggregation over ``shape.keys``
+    keys, every key updated every batch (``stateful``'s, update mode); to a file sink, which takes
+    appends only, a ``dropDuplicates`` on the key instead (its state holds the keys, not their
+    aggregates). The sink: ``noop``, ``foreach`` (a Python writer that keeps nothing) or ``file``
+    (parquet under ``output``, with its ``_spark_metadata`` log)."""
+    rows = rate(spark, rows_per_batch=shape.keys if shape.stateful else ROWS_PER_BATCH)
+    mode = "append"
+    if shape.stateful and shape.sink == "file":
+        rows = rows.withColumn("key", F.col("value") % shape.keys).dropDuplicates(["key"])
+    elif shape.stateful:
+        keyed = rows.withColumn("key", F.col("value") % shape.keys)
+        rows = keyed.groupBy("key").agg(F.count("*").alias("rows"),
+                                        F.max(F.sha2(F.col("value").cast("string"), 256)).alias("digest"))
+        mode = "update"
+    writer = rows.writeStream.outputMode(mode).option("checkpointLocation", checkpoint).options(**(options or {}))
+    if shape.sink == "foreach":
+        writer = writer.foreach(_Discard())
+    elif shape.sink == "file":
+        writer = writer.format("parquet").option("path", output)
+    else:
+        writer = writer.format("noop")
+    return writer.trigger(processingTime=trigger).start()
 
 
 def file_sink(spark, checkpoint: str, output: str, rows_per_second: int = 50,

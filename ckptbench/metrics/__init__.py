@@ -62,6 +62,7 @@ from .races import (  # noqa: F401
 )
 from .requests import (  # noqa: F401
     MANAGED,
+    billable_requests_all_by_op,
     billable_requests_by_op,
     compaction_ratio,
     compacts,

@@ -73,6 +73,21 @@ def billable_requests_by_op(run: Run, controlled: bool | None = None) -> dict[st
     return {op: float(counts[op].mean()) for op in counts.columns}
 
 
+def billable_requests_all_by_op(run: Run) -> dict[str, float]:
+    """Mean billable requests per measured batch of each operation, every request counted: the
+    batches' own and those that started between them while they ran (state store maintenance, async
+    progress tracking's log writes), whoever made them: what a configuration of Spark's levers
+    costs, where they move requests out of the batch or change those no strategy controls."""
+    batches = run.batches
+    if batches.empty:
+        return {}
+    start, end = batches.timestamp.min(), (batches.timestamp + batches.triggerExecution / 1000).max()
+    between = run.outside[(run.outside.start >= start) & (run.outside.start <= end)]
+    requests = pd.concat([run.requests, between])
+    billable = requests[~requests.status.between(500, 599)]
+    return {op: count / len(batches) for op, count in billable.op.value_counts().items()}
+
+
 def requests_outside_batches(run: Run) -> float:
     """Requests that started between batches (state store maintenance, say), per measured batch."""
     return len(run.outside) / len(run.batches) if len(run.batches) else float("nan")

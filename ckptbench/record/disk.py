@@ -63,6 +63,11 @@ def merge(parts: list[Results]) -> Results:
     return Results(env, {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items()})
 
 
+#: What a column added since a record was written reads as, where not missing (NA).
+OLDER_DEFAULTS = {("runs", "settings"): "{}", ("runs", "preset"): "default", ("runs", "refused"): False,
+                  ("crash_series", "preset"): "default"}
+
+
 def parts_of(directory: Path) -> list[Path]:
     """The part directories of a record split in parts, in part order (none for a whole record)."""
     found = [(int(m.group(1)), p) for p in directory.glob("part-*-of-*") if (m := PART.fullmatch(p.name))]
@@ -86,7 +91,7 @@ def read(directory: Path) -> Results:
     for name, frame in tables.items():  # columns an older record (or a part of one) lacks
         for column in TABLES[name]:
             if column not in frame:
-                frame[column] = "{}" if (name, column) == ("runs", "settings") else pd.NA
+                frame[column] = OLDER_DEFAULTS.get((name, column), pd.NA)
     env = {**env, "schema_version": SCHEMA_VERSION}
     return Results(env, tables)
 

@@ -28,6 +28,11 @@ class RunFailed(RuntimeError):
     """The run asked for failed; str() is Spark's (or the harness's) reason."""
 
 
+class Refused(RunFailed):
+    """Spark refused the run's configuration for its workload (or lacks one of its levers);
+    str() is Spark's reason. A result of the measurement, not a failure of it."""
+
+
 def environment(store, experiment: str, size: str, plan: dict, spark=None, **extra) -> dict:
     """What an experiment ran on: the store, the fault profile its metering proxy injected and that
     profile's seed, the run size and plan, the commit and the versions of Spark, Hadoop and the S3A
@@ -98,18 +103,23 @@ class Results:
     def __setstate__(self, state):
         self.__dict__.update(state)
 
-    def run(self, strategy: str, workload: str, keys: int | None = None, source: str | None = None) -> Run:
-        """The run of ``strategy`` x ``workload`` (with ``keys`` keys: by default the plan's first),
-        its requests as ``source`` counted them (by default the proxy where it did, else the JVM);
-        raises ``RunFailed`` with its reason if it failed, ``KeyError`` if there is none."""
+    def run(self, strategy: str, workload: str, keys: int | None = None, source: str | None = None,
+            preset: str = "default") -> Run:
+        """The run of ``strategy`` x ``workload`` (with ``keys`` keys: by default the plan's first)
+        in configuration ``preset``, its requests as ``source`` counted them (by default the proxy
+        where it did, else the JVM); raises ``Refused`` with Spark's reason if Spark refused the
+        configuration, ``RunFailed`` with its reason if it failed, ``KeyError`` if there is none."""
         keys = self.environment["plan"]["keys"][0] if keys is None else keys
         runs = self.runs
-        match = runs[(runs.strategy == strategy) & (runs.workload == workload) & (runs["keys"] == keys)]
+        match = runs[(runs.strategy == strategy) & (runs.workload == workload) & (runs["keys"] == keys)
+                     & (runs.preset.fillna("default") == preset)]
         if match.empty:
-            raise KeyError(f"no run of {strategy} x {workload} x {keys} keys")
+            raise KeyError(f"no run of {strategy} x {workload} x {keys} keys in configuration {preset}")
         row = match.iloc[-1]
         if isinstance(row.error, str):
-            raise RunFailed(f"{strategy} x {workload} failed: {row.error}")
+            kind = Refused if row.refused else RunFailed
+            named = f"{strategy} x {workload}" + ("" if preset == "default" else f" ({preset})")
+            raise kind(f"{named} {'refused' if row.refused else 'failed'}: {row.error}")
         return Run(self, int(row.run), source)
 
     # What is worked out from the tables is kept once per record as a ``_``-named cached property,
@@ -277,16 +287,19 @@ class Recorder:
     def __init__(self) -> None:
         self.rows: dict[str, list[dict]] = {name: [] for name in TABLES}
 
-    def add_run(self, strategy: str, workload: str, keys: int, prefix: str, settings: dict | None = None) -> int:
+    def add_run(self, strategy: str, workload: str, keys: int, prefix: str, settings: dict | None = None,
+                preset: str = "default") -> int:
         """A new run; its outcome columns are filled in (``rows["runs"][run].update``) as it ends."""
         run = len(self.rows["runs"])
         self.rows["runs"].append({"run": run, "strategy": strategy, "workload": workload, "keys": keys,
                                   "prefix": prefix, "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0,
-                                  "settings": json.dumps(settings or {}, sort_keys=True)})
+                                  "settings": json.dumps(settings or {}, sort_keys=True), "preset": preset,
+                                  "refused": False})
         return run
 
-    def fail_run(self, run: int, error: str) -> None:
-        self.rows["runs"][run]["error"] = " ".join(error.split())[:500]
+    def fail_run(self, run: int, error: str, refused: bool = False) -> None:
+        """``run`` failed with ``error``; ``refused``: Spark refused its configuration (a result)."""
+        self.rows["runs"][run].update(error=" ".join(error.split())[:500], refused=refused)
 
     def add_batches(self, run: int, phase: str, progresses: list[dict]) -> None:
         for p in progresses:

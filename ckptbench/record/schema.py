@@ -10,7 +10,11 @@ columns ``TABLES`` names, plus an environment (what was measured where, with whi
   memory, the temp objects (``.<name>.<uuid>.tmp``) it left under its prefix, and ``settings``:
   the checkpoint settings in force as the query started (``config.CHECKPOINT_SETTINGS``: state
   store provider, changelog, file checksums, format version, retention...), a JSON object, a
-  setting unset with no default this Spark knows as null (before schema 3: ``{}``, not recorded).
+  setting unset with no default this Spark knows as null (before schema 3: ``{}``, not recorded);
+  ``preset``: the configuration of Spark's own levers it ran with (``config.presets_for``;
+  "default" before schema 8) and ``refused``: whether Spark refused that configuration for the
+  workload (or this Spark lacks a lever of it), ``error`` then holding Spark's reason: a result,
+  not a failed run (before schema 8: false).
 - ``batches``: one row per micro-batch of a run, ``phase`` "warmup" or "measured", with Spark's
   own ``durationMs`` entries (milliseconds, NaN where Spark did not report one) and the state
   operators' commit time.
@@ -91,10 +95,11 @@ import pandas as pd
 #: are read as missing, its settings as none recorded); 4: the capabilities table (the store probe's);
 #: 5: requests.origin (the JVM that sent a request; missing before); 6: the maintenance table (the
 #: state store maintenance's calls), and the floor's ``memory`` rows include the files it deleted;
-#: 7: the races table, two_writers.race, and the fault lab's outage columns.
-SCHEMA_VERSION = 7
+#: 7: the races table, two_writers.race, and the fault lab's outage columns; 8: runs.preset and
+#: runs.refused, and a crash series' preset.
+SCHEMA_VERSION = 8
 #: Versions this reader reads: an older record lacks the tables and columns added since.
-READABLE = (1, 2, 3, 4, 5, 6, SCHEMA_VERSION)
+READABLE = (1, 2, 3, 4, 5, 6, 7, SCHEMA_VERSION)
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
@@ -102,7 +107,8 @@ DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit
 
 #: Every table and its columns, in order.
 TABLES: dict[str, tuple[str, ...]] = {
-    "runs": ("run", "strategy", "workload", "keys", "prefix", "error", "peak_rss_mib", "temp_objects", "settings"),
+    "runs": ("run", "strategy", "workload", "keys", "prefix", "error", "peak_rss_mib", "temp_objects", "settings",
+             "preset", "refused"),
     "batches": ("run", "batch_id", "phase", "timestamp", *DURATIONS, "state_commit_ms", "state_rows",
                 "input_rows"),
     "requests": ("run", "batch_id", "start", "ms", "method", "op", "area", "bucket", "key", "status",
@@ -115,7 +121,7 @@ TABLES: dict[str, tuple[str, ...]] = {
                "verified_through", "seconds"),
     "crash_series": ("series", "strategy", "workload", "cycles", "seed", "rows_per_batch", "prefix", "error",
                      "last_batch", "duplicates", "lost", "partial", "unexpected", "temp_objects", "orphan_files",
-                     "pending_uploads", "objects", "seconds"),
+                     "pending_uploads", "objects", "seconds", "preset"),
     "two_writers": ("strategy", "workload", "head_start", "seed", "first_error", "second_error", "second_started",
                     "first_batches", "second_batches", "verify_error", "overwritten_logs", "overwritten_files",
                     "duplicates", "lost", "partial", "unexpected", "last_batch", "outcome", "seconds", "race",
@@ -153,6 +159,8 @@ def frame(name: str, rows: list[dict]) -> pd.DataFrame:
                 out[column] = out[column].astype("string")
     if name == "two_writers":
         out["race_met"] = out["race_met"].astype("boolean")  # NA: not raced
+    if name == "runs":
+        out["refused"] = out["refused"].fillna(False).astype(bool)
     if name == "races":
         out["winners"] = out["winners"].astype("int64")
         out["paired"] = out["paired"].astype(bool)
