@@ -1,4 +1,4 @@
-"""What every benchmark module shares: the run's settings and the four experiments asv caches.
+"""What every benchmark module shares: the run's settings and the experiments asv caches.
 
 The settings come from the environment (``ckptbench.config.Settings``: store, size, bucket, raw
 results directory), which ``python -m ckptbench bench`` sets from its options. The store is not
@@ -8,7 +8,7 @@ parameter would hide each other.
 
 Starting Spark costs ~10 s and asv runs every benchmark, for every parameter combination, in a
 process of its own. So each experiment (streaming, the store alone, log histories, the failure
-lab, the scale axes) runs once, in ``setup_cache``: asv keys it by the module
+lab, the scale axes, Spark's checkpoint levers) runs once, in ``setup_cache``: asv keys it by the module
 and line that define the function, so every class that sets
 ``setup_cache = staticmethod(common.streaming)`` reads the same pickled record of one run per
 ``asv run``. Benchmarks are ``track_*`` over those records (``ckptbench.metrics``), never
@@ -17,10 +17,13 @@ and line that define the function, so every class that sets
 
 from __future__ import annotations
 
+import dataclasses
+
 import ckpt_impls
 from ckpt_impls import jars
 from ckptbench import config
 from ckptbench.experiments import crashlab, faultlab, histories, scale
+from ckptbench.experiments import levers as levers_experiment
 from ckptbench.experiments import store_alone as store_alone_experiment
 from ckptbench.experiments import streaming as streaming_experiment
 
@@ -30,6 +33,27 @@ STRATEGIES = list(ckpt_impls.STRATEGIES)
 WORKLOADS = list(config.workloads_for(PLAN, jars.spark_version()))  # those this Spark has
 CRASH_PLAN = crashlab.PLANS[SETTINGS.size]
 TWO_WRITER_STRATEGIES = sorted({s for s, *_ in CRASH_PLAN.two_writer_runs(STRATEGIES)}, key=STRATEGIES.index)
+
+# Spark's checkpoint levers (``ckptbench.experiments.levers``): every configuration of each job, per
+# strategy. The smallest size is the suite's check that every benchmark gives a number, run by
+# `make test` beside the other tests, so it stays short: the stateless job and the RocksDB one (offered
+# every lever and every combination of them, and refused async progress by Spark: every path of the
+# experiment, the refusal included), with Spark's default manager and ``conditional`` (a strategy
+# of each kind: rename-based and one PUT) and any strategy from outside; each query 1 warm-up and 3
+# measured batches (the plan's). The HDFS-backed job is left to quick and full (its refusals are
+# tests/test_levers.py's). quick and full: every job of ``BENCH_SHAPES`` and every strategy, more
+# batches a query, though fewer than the streaming experiment's: each strategy runs a query per
+# configuration of every job (15 over ``BENCH_SHAPES``).
+LEVER_SHAPES = (levers_experiment.BENCH_SHAPES if SETTINGS.size != "smallest" else
+                tuple(s for s in levers_experiment.BENCH_SHAPES if not s.stateful or s.provider == "rocksdb"))
+LEVER_STRATEGIES = (STRATEGIES if SETTINGS.size != "smallest" else
+                    [s for s in STRATEGIES if s in ("rename", "conditional") or ckpt_impls.get(s).jars])
+#: asv's parameters are fixed lists: every configuration offered to any job of ``BENCH_SHAPES`` (a job
+#: not offered one gives NaN for it), the first offered first.
+LEVER_PRESETS = list(dict.fromkeys(p for shape in levers_experiment.BENCH_SHAPES for p in config.presets_for(shape)))
+LEVER_PLAN = {"smallest": PLAN,
+              "quick": dataclasses.replace(PLAN, jvm_warmup=2, warmup=2, batches=8),
+              "full": dataclasses.replace(PLAN, jvm_warmup=5, warmup=3, batches=40)}[SETTINGS.size]
 
 
 def streaming():
@@ -56,9 +80,14 @@ def scale_axes():
     return scale.scale(SETTINGS)
 
 
+def levers():
+    return levers_experiment.levers(SETTINGS, LEVER_SHAPES, LEVER_STRATEGIES, plan=LEVER_PLAN)
+
+
 streaming.timeout = streaming_experiment.streaming.timeout
 store_alone.timeout = store_alone_experiment.store_alone.timeout
 history.timeout = histories.history.timeout
 crashes.timeout = crashlab.crashes.timeout
 fault_lab.timeout = faultlab.faultlab.timeout
 scale_axes.timeout = scale.scale.timeout
+levers.timeout = levers_experiment.levers.timeout

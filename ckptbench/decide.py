@@ -7,8 +7,8 @@ The rule, in order, so a reader can check every verdict by hand:
 
 1. A configuration is out if the store cannot run its strategy (the probe says why), if Spark
    refuses its levers for the workload (Spark's reason is shown), if its run failed, or if the
-   crash lab saw it lose or duplicate a row (exactly-once broken: in that configuration where
-   the lab ran it, else in the strategy's own).
+   crash lab saw a row lost or duplicated in it, with its strategy in Spark's own settings, or
+   with its levers and any strategy (a lever's damage is Spark's).
 2. Among the rest, a strategy measured to refuse a second writer comes before the others. The
    measure is the race (``ckptbench.experiments.race``): two writers create one checkpoint
    file at once, held by the proxy until both writes meet, round after round, per file kind;
@@ -137,6 +137,18 @@ def _charge_others_by_configuration(candidates: list[Candidate]) -> None:
             c.dollars_per_month += dollars
 
 
+def _levers_broke(safety: dict, preset: str) -> str | None:
+    """How the crash lab saw configuration ``preset`` break exactly-once with some strategy (None:
+    it did not, or never ran it). A lever's damage is Spark's (async progress tracking re-plans
+    batches whose offsets it never wrote), so it stands against every strategy run with it."""
+    if preset == DEFAULT_PRESET:
+        return None
+    for key, found in safety.items():
+        if isinstance(key, tuple) and key[1] == preset and (found.duplicated or found.lost):
+            return f"with {key[0]}: {found.duplicated} rows duplicated, {found.lost} lost in {found.cycles} cycles"
+    return None
+
+
 def _second_writer(c: Candidate, found: Safety | None) -> None:
     """Fill ``c``'s second-writer fields from the race alone (see the module's rule 2)."""
     if found and found.refuses is not None:
@@ -171,14 +183,18 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
         if c.out:
             _second_writer(c, found)
             continue
-        if (c.strategy, c.preset) in safety:  # the crash lab ran this configuration itself
-            found = dataclasses.replace(found or Safety(), **{
-                k: getattr(safety[c.strategy, c.preset], k) for k in ("cycles", "duplicated", "lost")})
+        own = found if c.preset == DEFAULT_PRESET else safety.get((c.strategy, c.preset))
+        broken = _levers_broke(safety, c.preset)
         if runnable.get(c.strategy):
             c.out = f"the store cannot run it: {runnable[c.strategy]}"
-        elif found and (found.duplicated or found.lost):
-            c.out = (f"it broke exactly-once in the crash lab: {found.duplicated} rows duplicated, "
-                     f"{found.lost} lost in {found.cycles} crash cycles")
+        elif own and (own.duplicated or own.lost):
+            c.out = (f"it broke exactly-once in the crash lab: {own.duplicated} rows duplicated, "
+                     f"{own.lost} lost in {own.cycles} crash cycles")
+        elif found and (found.duplicated or found.lost):  # a strategy broken in Spark's settings is out in all
+            c.out = (f"{c.strategy} broke exactly-once in the crash lab in Spark's own settings: {found.duplicated} "
+                     f"rows duplicated, {found.lost} lost in {found.cycles} crash cycles")
+        elif broken:
+            c.out = f"Spark's levers {c.preset} broke exactly-once in the crash lab, whatever the strategy ({broken})"
         _second_writer(c, found)
     _charge_others_by_configuration(candidates)
     eligible = [c for c in candidates if c.out is None]
@@ -216,9 +232,13 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
                       "files, RocksDB's uploads, checksum files: the mean of the strategies in this configuration)"
                       if chosen.other_requests_per_batch else "")
                    + f": ${chosen.dollars_per_month:,.2f} a month at one batch every {trigger_s:g} s ({cost.LABEL})")
-    found = safety.get((chosen.strategy, chosen.preset)) or safety.get(chosen.strategy)
+    found = safety.get(chosen.strategy) if chosen.preset == DEFAULT_PRESET else safety.get((chosen.strategy,
+                                                                                              chosen.preset))
     if found and found.cycles:
         reasons.append(f"exactly-once held through {found.cycles} crash cycles (0 rows lost or duplicated)")
+    elif chosen.preset != DEFAULT_PRESET and safety.get(chosen.strategy) and safety[chosen.strategy].cycles:
+        reasons.append(f"exactly-once held through {safety[chosen.strategy].cycles} crash cycles in Spark's own "
+                       f"settings; with {chosen.preset} it was not crash-tested on this store")
     else:
         reasons.append("exactly-once under crashes was not measured on this store")
     raced = [c for c in candidates if c.refuses_second_writer is not None]

@@ -111,3 +111,48 @@ def test_cost_at_scale_needs_scale_records(tmp_path):
 ])
 def test_scale_cost_and_counting_options_say_what_is_wrong(args, says):
     assert says in one_error_line(ckptbench(*args))
+
+
+#: A recommend command line that is right, which each case below spoils in one option.
+RECOMMEND = {"--store": "embedded", "--workload": "stateless", "--partitions": "2", "--trigger": "10s"}
+
+
+@pytest.mark.parametrize("changed, says", [
+    ({"--store": "hdfs"}, "unknown store 'hdfs'; valid stores: embedded, ceph"),
+    ({"--trigger": "soon"}, "--trigger must be a duration such as 10s, 500ms or 2m, not 'soon'"),
+    ({"--trigger": "0s"}, "--trigger must be more than 0 s"),
+    ({"--partitions": "0"}, "--partitions must be 1 to 10000, not 0"),
+    ({"--workload": "batch"}, "--workload must be one of stateless, stateful, not 'batch'"),
+    ({"--provider": "rocksdb"}, "--provider applies to a stateful job (its state store), not a stateless one"),
+    ({"--state-keys": "10"}, "--state-keys applies to a stateful job"),
+    ({"--workload": "stateful", "--provider": "cassandra"}, "--provider must be one of hdfs, rocksdb"),
+    ({"--sink": "kafka"}, "--sink must be one of noop, foreach, file, not 'kafka'"),
+    ({"--batches": "1"}, "--batches must be 3 to 1000"),
+    ({"--bucket": "mine"}, "--store embedded starts a store of its own with a fresh bucket: leave out --bucket"),
+    ({"--partitions": "many"}, "--partitions: invalid int value"),
+])
+def test_recommend_says_what_is_wrong(tmp_path, changed, says):
+    args = [word for option, value in {**RECOMMEND, **changed}.items() for word in (option, value)]
+    line = one_error_line(ckptbench("recommend", *args, "--out", str(tmp_path / "out")))
+    assert says in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_recommend_names_a_file_as_out(tmp_path):
+    (tmp_path / "out").write_text("mine")
+    args = [word for item in RECOMMEND.items() for word in item]
+    line = one_error_line(ckptbench("recommend", *args, "--out", str(tmp_path / "out")))
+    assert "is a file: name a directory" in line
+
+
+def test_recommend_on_a_missing_bucket(lab, tmp_path):
+    store = lab.get("embedded")
+    spoilt = {**RECOMMEND, "--store": "endpoint", "--bucket": "no-such-bucket"}
+    args = [word for item in spoilt.items() for word in item]
+    line = one_error_line(ckptbench("recommend", *args, "--out", str(tmp_path / "out"),
+                                    env={"CKPT_S3_ENDPOINT": store.endpoint,
+                                         "AWS_ACCESS_KEY_ID": store.credentials.access_key,
+                                         "AWS_SECRET_ACCESS_KEY": store.credentials.secret_key}))
+    assert "bucket 'no-such-bucket' does not exist" in line
+    assert store.credentials.secret_key not in line
+    assert not (tmp_path / "out").exists()

@@ -87,7 +87,7 @@ def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strate
 def test_a_kill_inside_a_request_lands_only_when_the_request_comes(spark, lab, monkeypatch):
     """``landed`` is the proxy's own kill: a point whose request never comes is not landed (the
     lab kills the driver itself when it has waited long enough), one whose request comes is."""
-    monkeypatch.setattr(crashlab, "WAIT_LIMIT_S", 3.0)
+    monkeypatch.setattr(crashlab.lab, "WAIT_LIMIT_S", 3.0)  # where the lab reads it
     never = crashlab.CrashPoint("never", "no such request", inside=lambda prefix: (("MPU_PART", "^nowhere/"),))
     with crash_lab(spark, lab.get("embedded")) as (crash, _):
         for point, landed in ((never, False), (crashlab.CRASH_POINTS["inside-publish"], True)):

@@ -16,6 +16,7 @@ import ckpt_impls
 import infra
 from ckpt_impls import foreign, jars
 from ckpt_impls.jars import JarsMissing
+from ckptbench.cli import recommend
 from ckptbench.cli.commands import (
     cmd_bench,
     cmd_clean,
@@ -245,6 +246,7 @@ def parser() -> argparse.ArgumentParser:
     ct.add_argument("--bucket", help=BUCKET_HELP)
     ct.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
     ct.set_defaults(run=cmd_contract)
+    recommend.add_parser(sub)
     return p
 
 

@@ -17,8 +17,9 @@ the clock the metering proxy stamps requests with:
 - ``{"event": "progress", "batchId", "t", "start", "end", "rows"}``: batch ``batchId`` is
   committed (Spark reports progress after ``commits/N``); ``start``/``end`` its window by the
   JVM's clock, ``t`` when this process saw it;
-- ``{"event": "failed", "t", "error"}``: the query died (``error``: the first line of Spark's
-  reason); exit status 3;
+- ``{"event": "failed", "t", "error", "refused"}``: the query died (``error``: the first line of
+  Spark's reason; ``refused``: Spark's whole message where it refused the configuration before the
+  first batch ended, ``ckptbench.harness.querylab.refusal``, else null); exit status 3;
 - ``{"event": "stopped", "t", "reason"}``: stopped cleanly (``batches`` reached, ``stop``, or
   stdin closed); exit status 0.
 
@@ -31,9 +32,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import threading
 import time
+import uuid
 
 #: Spark settings of every driver: small (two JVMs share 2 cores in the two-writer run), no UI.
 CONF = {
@@ -87,7 +90,8 @@ class Config:
     trigger: str = "100 milliseconds"
     compact_interval: int = 10  # of the file sink's _spark_metadata log
     hold: bool = False  # wait for "go" on stdin before starting the query
-    conf: dict = dataclasses.field(default_factory=dict)  # more Spark settings
+    conf: dict = dataclasses.field(default_factory=dict)  # more Spark settings (the session's, from its start)
+    options: dict = dataclasses.field(default_factory=dict)  # the query's options (a lever's: ``config.LEVERS``)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -101,23 +105,71 @@ def emit(event: str, **fields) -> None:
         raise SystemExit(1) from None
 
 
+class EpochFiles:
+    """A ForeachWriter: each task's rows (one partition of batch ``epoch``) as text, one value a
+    line, in ``directory`` on this machine. Idempotent unless ``append``: one file per (epoch,
+    partition), written under a hidden temp name and renamed over it, so a replayed batch replaces
+    its files whole and a reader never sees half of one. ``append`` (deliberately broken): one file
+    per partition, appended to, so a replayed batch is in it twice. Rows are kept until ``close``:
+    a task that fails writes nothing."""
+
+    def __init__(self, directory: str, append: bool = False) -> None:
+        self.directory, self.append = directory, append
+
+    def open(self, partition_id: int, epoch_id: int) -> bool:
+        self.partition, self.epoch, self.values = partition_id, epoch_id, []
+        return True
+
+    def process(self, row) -> None:
+        self.values.append(row.value)
+
+    def close(self, error) -> None:
+        if error is not None:
+            return
+        os.makedirs(self.directory, exist_ok=True)
+        data = "".join(f"{value}\n" for value in self.values).encode()
+        if self.append:  # one write(2) on O_APPEND: a concurrent reader sees all of it or none
+            fd = os.open(os.path.join(self.directory, f"part-{self.partition}"), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            return
+        name = f"epoch-{self.epoch}-part-{self.partition}"
+        temp = os.path.join(self.directory, f".{name}.{uuid.uuid4().hex}.tmp")
+        with open(temp, "wb") as out:
+            out.write(data)
+        os.replace(temp, os.path.join(self.directory, name))
+
+
 def start_query(spark, config: Config):
-    """The workload's query on ``config``'s checkpoint and output (``ckptbench.experiments.crashlab.WORKLOADS``)."""
+    """The workload's query (``ckptbench.experiments.crashlab.WORKLOADS``) on ``config``'s checkpoint
+    and output, with its query ``options``. Built here rather than by ``workloads``' builders, which
+    take no options: each is ``workloads.replayable`` input to a sink."""
     from ckptbench.harness import workloads
 
     spark.conf.set("spark.sql.streaming.fileSink.log.compactInterval", str(config.compact_interval))
-    args = (spark, config.checkpoint, config.output)
-    if config.workload == "stateless":
-        return workloads.parquet_sink(workloads.replayable(spark, config.rows_per_batch),
-                                      config.checkpoint, config.output, config.trigger)
-    if config.workload == "wide":  # 128 KiB of incompressible-enough text a row (sha2 differs per row)
-        rows = workloads.replayable(spark, config.rows_per_batch)
-        wide = rows.selectExpr("value", "repeat(sha2(cast(value AS string), 256), 2048) AS pad")
-        return workloads.parquet_sink(wide, config.checkpoint, config.output, config.trigger)
-    if config.workload == "stateful":
-        return workloads.deduplicated(*args, config.rows_per_batch, config.trigger)
+    stateful = config.workload == "stateful"
+    rows = workloads.replayable(spark, config.rows_per_batch, repeat_previous=stateful)
+    if stateful:  # each batch repeats the previous one's new values: lost state would emit them again
+        rows = rows.dropDuplicates(["value"])
+    elif config.workload == "wide":  # 128 KiB of incompressible-enough text a row (sha2 differs per row)
+        rows = rows.selectExpr("value", "repeat(sha2(cast(value AS string), 256), 2048) AS pad")
+    writer = (rows.writeStream.outputMode("append").option("checkpointLocation", config.checkpoint)
+              .options(**config.options).trigger(processingTime=config.trigger))
+    if config.workload in ("stateless", "wide", "stateful"):
+        return writer.format("parquet").option("path", config.output).start()
     if config.workload == "unsafe-foreach":
-        return workloads.unsafe_foreach_batch(*args, config.rows_per_batch, config.trigger)
+        # A deliberately NON-idempotent sink: each batch appended as plain parquet, no batch-id
+        # check, so a batch re-run after a crash between its write and commits/N is written twice.
+        output = config.output
+
+        def append(frame, batch_id):
+            frame.write.mode("append").parquet(output)
+
+        return writer.foreachBatch(append).start()
+    if config.workload in ("stateless-foreach", "unsafe-foreach-writer"):
+        return writer.foreach(EpochFiles(config.output, append=config.workload == "unsafe-foreach-writer")).start()
     raise ValueError(f"unknown workload {config.workload!r}")
 
 
@@ -156,17 +208,18 @@ def main() -> int:
     threading.Thread(target=listen, daemon=True).start()
     ckpt_impls.use(spark, config.strategy)
     t0 = time.time()
+    query = None
     try:
         query = start_query(spark, config)
     except Exception as e:
-        emit("failed", t=time.time(), error=_first_line(e))
+        _failed(e, query)
         return FAILED_STATUS
     emit("started", t0=t0, t=time.time(), id=str(query.id), run_id=str(query.runId))
     last, seen = None, 0
     try:
         while not stop.is_set():
             if query.exception() is not None:
-                emit("failed", t=time.time(), error=_first_line(query.exception()))
+                _failed(query.exception(), query)
                 return FAILED_STATUS
             progress = query.lastProgress
             if progress is not None and progress["batchId"] != last:
@@ -188,6 +241,12 @@ def main() -> int:
         return 0
     finally:
         spark.stop()
+
+
+def _failed(error, query) -> None:
+    from ckptbench.harness.querylab import refusal
+
+    emit("failed", t=time.time(), error=_first_line(error), refused=refusal(error, query))
 
 
 def _first_line(error) -> str:

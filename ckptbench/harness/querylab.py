@@ -80,7 +80,8 @@ class Lab:
         ``base`` (an s3a:// URL) and the lever's query ``options``; a started query."""
         spark, plan = self.spark, self.plan
         if isinstance(workload, Shape):
-            return workloads.described(spark, f"{base}/checkpoint", f"{base}/output", workload, options)
+            trigger = f"{round(measured_trigger_s(workload.trigger_s) * 1000)} milliseconds"
+            return workloads.described(spark, f"{base}/checkpoint", f"{base}/output", workload, options, trigger)
         if workload.startswith("stateful"):
             # rows_per_batch=keys: every batch updates every key, so each state file holds them all.
             return workloads.stateful(spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys, digest=True)
@@ -110,7 +111,8 @@ class Lab:
             conf, options = {**shape.conf(), **lever_conf}, measured_options(options, shape.trigger_s)
         else:
             conf = {**WORKLOAD_CONF.get(workload, {}), **lever_conf}
-        settings = {**checkpoint_settings(self.spark, conf), **{f"option.{k}": v for k, v in options.items()}}
+        settings = {**checkpoint_settings(self.spark, conf), **{f"option.{k}": v for k, v in options.items()},
+                    **({"trigger_s": str(measured_trigger_s(shape.trigger_s))} if shape else {})}
         run = recorder.add_run(strategy, name, keys, prefix, settings, preset) if recorder else None
         if bar:
             bar.set_postfix_str(f"{strategy} x {name} ({preset}), {keys:,} keys")
@@ -204,14 +206,28 @@ def lacks(spark_version: str, preset: str) -> str | None:
     return None
 
 
+#: The longest trigger a described job's query runs at. Async progress tracking writes its logs on
+#: a single thread with a queue of two, and runs a write in the batch's own thread when the queue is
+#: full (Spark's ``CallerRunsPolicy``): with batches back to back, slow log writes land on the batch
+#: again, which the job's own trigger would not do. One second lets writes of up to about half that
+#: drain between batches, and keeps a query of a few batches short; a slower store still backs up
+#: (a limit: its async latency is then pessimistic).
+TRIGGER_CAP_S = 1.0
+
+
+def measured_trigger_s(trigger_s: float) -> float:
+    """The trigger a job triggered every ``trigger_s`` seconds is measured at."""
+    return min(trigger_s, TRIGGER_CAP_S)
+
+
 def measured_options(options: dict[str, str], trigger_s: float) -> dict[str, str]:
     """Query ``options`` as measured for a job triggered every ``trigger_s`` seconds: async progress
-    tracking's checkpoint interval scaled by the measured trigger over the job's, so the share of
-    batches whose offsets and commits are written is the job's, not the fast trigger's (a batch
+    tracking's checkpoint interval scaled by the measured trigger (``measured_trigger_s``) over the
+    job's, so the share of batches whose offsets and commits are written is the job's (a batch
     slower than the measured trigger writes them more often than at the job's: a limit)."""
     if ASYNC_INTERVAL not in options:
         return options
-    scaled = int(float(options[ASYNC_INTERVAL]) * workloads.TRIGGER_S / trigger_s)
+    scaled = int(float(options[ASYNC_INTERVAL]) * measured_trigger_s(trigger_s) / trigger_s)
     return {**options, ASYNC_INTERVAL: str(scaled)}
 
 

@@ -141,33 +141,6 @@ def replayable(spark, rows_per_batch: int, repeat_previous: bool = False, start_
     return rows.select(key.cast("long").alias("value"))
 
 
-def parquet_sink(rows, checkpoint: str, output: str, trigger: str = TRIGGER):
-    """``rows`` appended to a parquet file sink on ``output`` (exactly-once through its
-    ``_spark_metadata`` log)."""
-    return (rows.writeStream.format("parquet").outputMode("append")
-            .option("checkpointLocation", checkpoint).option("path", output)
-            .trigger(processingTime=trigger).start())
-
-
-def deduplicated(spark, checkpoint: str, output: str, rows_per_batch: int, trigger: str = TRIGGER):
-    """Stateful: ``replayable(repeat_previous=True)`` -> ``dropDuplicates("value")`` -> parquet
-    sink, append mode. The state store writes its files every batch."""
-    rows = replayable(spark, rows_per_batch, repeat_previous=True).dropDuplicates(["value"])
-    return parquet_sink(rows, checkpoint, output, trigger)
-
-
-def unsafe_foreach_batch(spark, checkpoint: str, output: str, rows_per_batch: int, trigger: str = TRIGGER):
-    """A deliberately NON-idempotent sink, to show a verifier catching one: ``foreachBatch``
-    appending each batch as plain parquet files to ``output`` with no batch-id check, so a
-    batch re-run after a crash between its write and ``commits/N`` is written twice."""
-
-    def append(frame, batch_id):
-        frame.write.mode("append").parquet(output)
-
-    return (replayable(spark, rows_per_batch).writeStream.foreachBatch(append)
-            .option("checkpointLocation", checkpoint).trigger(processingTime=trigger).start())
-
-
 def seed_text_files(s3, bucket: str, prefix: str, files: int, lines: int = 1000) -> None:
     """Put ``files`` text objects of ``lines`` lines each under ``prefix`` (boto3 client ``s3``),
     the input ``file_source`` reads one per batch."""

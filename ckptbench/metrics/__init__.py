@@ -14,6 +14,7 @@ from .capabilities import (  # noqa: F401
 from .crashes import (  # noqa: F401
     LEFTOVER_KINDS,
     crash_cycles,
+    crash_presets,
     cycle_seconds,
     cycles_not_exactly_once,
     duplicated_rows,

@@ -7,10 +7,10 @@ import numpy as np
 from ckptbench.record.results import Results, Run, RunFailed
 
 
-def or_none(metric, *args) -> float | None:
-    """``metric(*args)``, or None where its run failed (the tables say why)."""
+def or_none(metric, *args, **kwargs) -> float | None:
+    """``metric(*args, **kwargs)``, or None where its run failed (the tables say why)."""
     try:
-        return metric(*args)
+        return metric(*args, **kwargs)
     except (RunFailed, RuntimeError, KeyError, IndexError, ZeroDivisionError):
         return None
 

@@ -1,16 +1,18 @@
 """The report: one self-contained HTML page (``results/report/index.html``) with the
 recommendation per store x workload and its reasons, the tables behind it and the figures.
 
-Reads the records in ``results/raw`` (``ckptbench.record``: the latest ``streaming``, ``store``
-(with the store probe's checks), ``manifest-compaction``, ``crashes``, ``faults`` and ``scale``
-record per store); every number comes from
+Reads the records in ``results/raw`` (``ckptbench.record``: the latest ``streaming``, ``levers``
+(Spark's own checkpoint levers: ``report.levers``), ``store`` (with the store probe's checks),
+``manifest-compaction``, ``crashes``, ``faults`` and ``scale`` record per store); every number comes from
 ``ckptbench.metrics``, as the asv benchmarks' do, so the page and asv's HTML agree; the verdict
 from ``ckptbench.decide``, which never recommends what the probe found the store cannot run; money
 from ``ckptbench.metrics.cost`` and COPY projected to AWS S3 (``config.PROJECTION``), each labelled a
 projection wherever it shows. The page embeds its
 figures (also written as PNG files beside it) and its style, so it opens from a file share or a
 CI artifact with no network; it links to asv's pages (``../html/index.html``) for history where they
-were published beside the records.
+were published beside the records. Where a ``levers`` record holds a decision, the page opens with
+the configuration (strategy and levers) recommended per job; each workload's strategy stays in
+the streaming section.
 Rendered with Jinja2 (``templates/report.html``), which escapes everything it inserts.
 """
 
@@ -24,7 +26,7 @@ import jinja2
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import disk, results
-from ckptbench.report import plots, tables
+from ckptbench.report import levers, plots, tables
 from ckptbench.report.tables import Figure, Section, Table, cell, crash_tables, scale_tables
 from infra.faults import PROFILES
 
@@ -66,12 +68,21 @@ def _count(value: float) -> int:
     return 0 if value != value else int(value)  # NaN: none measured
 
 
-def safety(record: results.Results) -> dict[str, decide.Safety]:
-    """What the crash lab found per strategy, for the recommendation: exactly-once under crashes,
-    the zombie two-writer runs' outcome (shown only) and the race, which alone says whether a
-    second writer is refused (``metrics.refuses_second_writer``)."""
-    out = {}
+def safety(record: results.Results) -> dict[str | tuple[str, str], decide.Safety]:
+    """What the crash lab found per strategy, for the recommendation: exactly-once under crashes
+    (its series in Spark's own configuration), the zombie two-writer runs' outcome (shown only) and
+    the race, which alone says whether a second writer is refused (``metrics.refuses_second_writer``).
+    Keyed ``(strategy, preset)`` too, for each other configuration of Spark's levers the lab ran the
+    strategy in: its cycles and rows duplicated and lost there, which ``decide`` reads for that
+    configuration (0 cycles: Spark refused it, or lacks a lever of it)."""
+    out: dict[str | tuple[str, str], decide.Safety] = {}
     for strategy in dict.fromkeys([*record.crash_series.strategy, *record.races.strategy]):
+        for preset in metrics.crash_presets(record, strategy):
+            if preset != config.DEFAULT_PRESET:
+                out[strategy, preset] = decide.Safety(
+                    cycles=int(metrics.crash_cycles(record, strategy, preset=preset)),
+                    duplicated=_count(metrics.duplicated_rows(record, strategy, preset=preset)),
+                    lost=_count(metrics.lost_rows(record, strategy, preset=preset)))
         two = record.two_writers[record.two_writers.strategy == strategy]
         if "race" in two:
             two = two[two.race.isna()]
@@ -324,13 +335,16 @@ def write(out: Path) -> list[Path]:
     page = out / "report"
     figures = page / "plots"
     figures.mkdir(parents=True, exist_ok=True)
-    sections = []
+    sections, summary = [], []
     copy_plot = plots.copy(stores, figures / "copy.png")
     for name, kinds in stores.items():
         found = safety(kinds["crashes"]) if "crashes" in kinds else None
         can_run = runnable(kinds["store"]) if "store" in kinds else None
         if "streaming" in kinds:
             sections.append(_streaming(name, kinds["streaming"], figures, found, can_run))
+        if "levers" in kinds:
+            sections.append(levers.section(name, kinds["levers"], _where(kinds["levers"]), found, can_run))
+            summary += levers.summary(name, sections[-1], bool(kinds["levers"].environment.get("emulator")))
         if can_run is not None:
             sections.append(_probe(name, kinds["store"]))
         if "crashes" in kinds:
@@ -350,7 +364,8 @@ def write(out: Path) -> list[Path]:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     html = env.get_template("report.html").render(
-        sections=sections, cost_caption=cost.caption(), trigger_s=tables.TRIGGER_S, decide_doc=decide.__doc__,
+        sections=sections, summary=summary, cost_caption=cost.caption(), trigger_s=tables.TRIGGER_S,
+        decide_doc=decide.__doc__,
         asv_pages=(out / "html" / "index.html").exists(),
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), fmt=cell)
     index = page / "index.html"

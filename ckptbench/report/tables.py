@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ckptbench import decide, metrics
+from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.metrics.capabilities import can_run
 from ckptbench.record import results
@@ -45,12 +45,24 @@ class Figure:
 
 
 @dataclasses.dataclass
+class Box:
+    """A decision shown with a table of its own candidates (not the streaming section's columns),
+    lines said beneath its reasons, and the page id a link to it takes."""
+
+    decision: decide.Decision
+    table: Table
+    said: list[str] = dataclasses.field(default_factory=list)
+    anchor: str = ""
+
+
+@dataclasses.dataclass
 class Section:
     title: str
     text: list[str] = dataclasses.field(default_factory=list)
     tables: list[Table] = dataclasses.field(default_factory=list)
     figures: list[Figure] = dataclasses.field(default_factory=list)
     decisions: list[decide.Decision] = dataclasses.field(default_factory=list)
+    boxes: list[Box] = dataclasses.field(default_factory=list)
 
 
 def cell(value, spec: str = ".0f") -> str:
@@ -61,13 +73,17 @@ def cell(value, spec: str = ".0f") -> str:
 
 
 def crash_tables(record: results.Results) -> list[Table]:
-    """The crash lab's failure table, one row per strategy x workload, and its two-writer table."""
+    """The crash lab's failure table, one row per strategy x workload x configuration of Spark's
+    levers (``crash_series.preset``), and its two-writer table."""
     rows = []
-    for strategy, workload in record.crash_series[["strategy", "workload"]].drop_duplicates().itertuples(index=False):
-        def m(metric, *args, spec=".0f", strategy=strategy, workload=workload):
-            return cell(metrics.or_none(metric, record, strategy, *args, workload), spec)
+    series = record.crash_series.assign(preset=record.crash_series.preset.fillna(config.DEFAULT_PRESET))
+    for strategy, workload, preset in series[["strategy", "workload", "preset"]].drop_duplicates().itertuples(
+            index=False):
+        def m(metric, *args, spec=".0f", strategy=strategy, workload=workload, preset=preset):
+            return cell(metrics.or_none(metric, record, strategy, *args, workload, preset=preset), spec)
 
-        rows.append([strategy, workload, f"{m(metrics.crash_cycles)} ({m(metrics.kills_inside_a_batch)})",
+        label = strategy if preset == config.DEFAULT_PRESET else f"{strategy} + {preset}"
+        rows.append([label, workload, f"{m(metrics.crash_cycles)} ({m(metrics.kills_inside_a_batch)})",
                      m(metrics.restart_failure_rate, spec=".0%"),
                      m(metrics.duplicated_rows), m(metrics.lost_rows), m(metrics.cycles_not_exactly_once),
                      f"{m(metrics.recovery_percentile, 50)} / {m(metrics.recovery_percentile, 95)}",
@@ -78,8 +94,9 @@ def crash_tables(record: results.Results) -> list[Table]:
                     ["strategy", "workload", "cycles (killed inside a batch)", "restart failures", "duplicated rows",
                      "lost rows", "cycles not exactly-once", "recovery p50 / p95 (ms)", "recovery requests p50",
                      "JVM start p50 (ms)", "left: temp / orphan data / pending MPU"], rows,
-                    " ".join(f"{row.strategy} x {row.workload} stopped early: {row.error}."
-                             for row in errors.itertuples()))]
+                    " ".join(f"{row.strategy}{_preset(row.preset)} x {row.workload} "
+                             + (f"{row.error}." if str(row.error).startswith("refused: ")
+                                else f"stopped early: {row.error}.") for row in errors.itertuples()))]
     if len(record.two_writers):
         tables.append(Table("Two drivers on one checkpoint (a zombie after a failover, or two started together)",
                             ["strategy", "workload", "second started", "outcome", "first driver's error",
@@ -92,6 +109,11 @@ def crash_tables(record: results.Results) -> list[Table]:
     if len(record.races):
         tables.append(race_table(record))
     return tables
+
+
+def _preset(preset) -> str:
+    """`` + preset`` after a strategy's name, nothing for Spark's own settings."""
+    return "" if not isinstance(preset, str) or preset == config.DEFAULT_PRESET else f" + {preset}"
 
 
 def race_table(record: results.Results) -> Table:

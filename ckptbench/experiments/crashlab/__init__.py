@@ -2,17 +2,30 @@
 
 A driver runs a streaming query in a process of its own; the lab kills it with SIGKILL at named
 crash points (some inside a request: the metering proxy kills it as the request arrives),
-restarts it, and checks the sink's output holds every row exactly once. It also runs two drivers
-on one checkpoint, and races two managers of a strategy to create one file
-(``ckptbench.experiments.race``). Needs the metering proxy (a plain http:// store)."""
+restarts it, and checks the sink's output holds every row exactly once, also in configurations of
+Spark's own checkpoint levers (``configured``). It also runs two drivers on one checkpoint, and
+races two managers of a strategy to create one file (``ckptbench.experiments.race``). Needs the
+metering proxy (a plain http:// store)."""
 
 from __future__ import annotations
 
+from .configured import (  # noqa: F401
+    REFUSED,
+    configuration,
+    lacking,
+    refused,
+)
 from .driver import (  # noqa: F401
     Driver,
     DriverGone,
 )
 from .lab import (  # noqa: F401
+    Lab,
+    crashes,
+)
+from .plans import (  # noqa: F401
+    CONFIGURATION_POINTS,
+    CONFIGURATIONS,
     CYCLE_S,
     PLANS,
     RACE_ROUND_S,
@@ -20,20 +33,20 @@ from .lab import (  # noqa: F401
     SERIES_OVERHEAD_S,
     TWO_WRITERS_S,
     CrashPlan,
-    Lab,
-    crashes,
     expected_seconds,
     measured_times,
 )
 from .points import (  # noqa: F401
     CRASH_POINTS,
     DEFAULT_POINTS,
+    FOREACH_POINTS,
     IGNORE_MISSING,
     MEASURED_WORKLOADS,
     ONLY_FOR_THEIR_WORKLOAD,
     POLL_S,
     RANDOM_DELAY_S,
     RESTART_LIMIT_S,
+    SINKS,
     WAIT_LIMIT_S,
     WORKLOADS,
     WRITES,
@@ -53,5 +66,6 @@ from .verify import (  # noqa: F401
     log_ids,
     output_counts,
     overwritten_logs,
+    stored_batches,
     verify,
 )

@@ -1,7 +1,8 @@
-"""The crash lab's plans and runs: series of kill -9 cycles per strategy x workload, two drivers
-on one checkpoint (a zombie, or two started together and held at one file until both write it),
-and the managers' race (``ckptbench.experiments.race``); written as one record (``cycles``,
-``crash_series``, ``two_writers``, ``races``)."""
+"""The crash lab's runs: series of kill -9 cycles per strategy x workload (in a configuration of
+Spark's own levers, ``configured``), two drivers on one checkpoint (a zombie, or two started
+together and held at one file until both write it), and the managers' race
+(``ckptbench.experiments.race``); written as one record (``cycles``, ``crash_series``,
+``two_writers``, ``races``) as a plan says (``plans``)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ import uuid
 from pathlib import Path
 
 import ckpt_impls
-from ckptbench import metrics, progress
+from ckptbench import progress
+from ckptbench.config import DEFAULT_PRESET
 from ckptbench.experiments import race as race_experiment
+from ckptbench.experiments.crashlab.configured import REFUSED, configuration, lacking, refused
 from ckptbench.experiments.crashlab.driver import Driver, DriverGone
+from ckptbench.experiments.crashlab.plans import PLANS, RACE_WAIT_S, CrashPlan, expected_seconds, measured_times
 from ckptbench.experiments.crashlab.points import (
     CRASH_POINTS,
     DEFAULT_POINTS,
-    MEASURED_WORKLOADS,
     POLL_S,
     RANDOM_DELAY_S,
     RESTART_LIMIT_S,
@@ -38,6 +41,7 @@ from ckptbench.experiments.crashlab.verify import (
     leftovers,
     log_ids,
     overwritten_logs,
+    stored_batches,
     verify,
 )
 from ckptbench.harness import stores
@@ -47,107 +51,6 @@ from infra.faults import Kill, Rendezvous
 from infra.s3ops import Event
 
 # -- the lab ------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class CrashPlan:
-    cycles: int  # kill/restart cycles per strategy x workload
-    workloads: tuple[str, ...]
-    two_writers: tuple[str, ...]  # workloads of the two-writer runs
-    two_writer_strategies: tuple[str, ...] | None = None  # None: every strategy measured
-    #: The first driver's batches before the second starts; 0: both start together.
-    two_writer_starts: tuple[int, ...] = (3,)
-    rows_per_batch: int = 100
-    multipart_cycles: int = 0  # cycles of the ``wide`` workload (the multipart-upload point) per strategy
-    #: (K, N): this run is part K of N of the plan: its share of each series' cycles, of the
-    #: two-writer runs and of the race's rounds (``part``); the parts' records merge on reading
-    #: (``disk.read``).
-    part: tuple[int, int] = (1, 1)
-    #: File kinds (``race.KINDS``) of the raced two-writer runs: both drivers started together,
-    #: each held by the proxy at its write of that file until the other's came; one run per
-    #: kind x ``two_writers`` workload x strategy (every one).
-    two_writer_races: tuple[str, ...] = ()
-    #: Rounds per strategy x file kind of the managers' race (``race.race``) and its kinds.
-    race_rounds: int = 10
-    race_kinds: tuple[str, ...] = tuple(race_experiment.KINDS)
-
-    def series_cycles(self) -> list[tuple[str, int]]:
-        """(workload, cycles) of each strategy's series in this part."""
-        k, n = self.part
-        share = [(w, c // n + (k <= c % n)) for w, c in
-                 [*((w, self.cycles) for w in self.workloads), ("wide", self.multipart_cycles)]]
-        return [(w, c) for w, c in share if c > 0]
-
-    def two_writer_runs(self, strategies: list[str]) -> list[tuple[str, str, int]]:
-        chosen = [s for s in strategies if self.two_writer_strategies is None or s in self.two_writer_strategies]
-        every = [(strategy, workload, start) for start in self.two_writer_starts for workload in self.two_writers
-                 for strategy in chosen]
-        k, n = self.part
-        return every[k - 1::n]
-
-    def race_runs(self, strategies: list[str]) -> list[tuple[str, str, str]]:
-        """(strategy, workload, file kind) of this part's raced two-writer runs."""
-        every = [(strategy, workload, kind) for kind in self.two_writer_races for workload in self.two_writers
-                 for strategy in strategies]
-        k, n = self.part
-        return every[k - 1::n]
-
-    def race_round_range(self) -> range:
-        """The race's round numbers in this part (its share of ``race_rounds``)."""
-        k, n = self.part
-        shares = [self.race_rounds // n + (j <= self.race_rounds % n) for j in range(1, n + 1)]
-        return range(sum(shares[:k - 1]), sum(shares[:k]))
-
-    def in_part(self, k: int, n: int) -> CrashPlan:
-        if not 1 <= k <= n:
-            raise ValueError(f"a part is K/N with 1 <= K <= N, not {k}/{n}")
-        return dataclasses.replace(self, part=(k, n))
-
-
-PLANS = {
-    # CI: every benchmark once. Few two-writer runs: each costs two JVM starts; one raced run per
-    # strategy (the race of managers, in the lab's own JVM, costs a second or so a round).
-    "smallest": CrashPlan(1, ("stateless",), ("stateless",), ("conditional",), two_writer_races=("offsets",),
-                          race_rounds=3),
-    "quick": CrashPlan(2, ("stateless",), ("stateless",), two_writer_races=("offsets",), race_rounds=10),
-    "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS, two_writer_races=("offsets",), multipart_cycles=3,
-                      race_rounds=30),
-}
-#: Wall time per crash cycle, per series beyond its cycles (the first driver's start, the clean
-#: stop, the checks at rest) and per two-writer run, in seconds: medians of a quick-size run on Ceph
-#: RGW (measured: docs/findings/crash-lab.md), an estimate only: ``expected_seconds`` uses them
-#: when no earlier record of the store says better.
-CYCLE_S = 46.0
-SERIES_OVERHEAD_S = 60.0
-TWO_WRITERS_S = 70.0
-#: Per round of the managers' race, an estimate (both writes meet at once; a round that does not
-#: meet waits out ``race.RENDEZVOUS_S``).
-RACE_ROUND_S = 2.0
-#: How long a raced two-writer run holds one driver's write for the other's: both start
-#: together, but each plans its first batch in a JVM of its own on shared cores.
-RACE_WAIT_S = 60.0
-
-
-def measured_times(previous: results.Results | None) -> tuple[float, float, float, str]:
-    """(seconds per cycle, per series beyond its cycles, per two-writer run, where they come from):
-    medians of an earlier record, else the constants above."""
-
-    if previous is not None and len(previous.cycles) and "seconds" in previous.crash_series:
-        cycles = previous.cycles.groupby("series").seconds.sum()
-        series = previous.crash_series.set_index("series").seconds
-        overhead = metrics.median((series - cycles.reindex(series.index, fill_value=0)).dropna())
-        two = metrics.median(previous.two_writers.seconds) if len(previous.two_writers) else TWO_WRITERS_S
-        return (metrics.median(previous.cycles.seconds), overhead, two,
-                f"as measured by the run of {previous.environment.get('created', '?')}")
-    return CYCLE_S, SERIES_OVERHEAD_S, TWO_WRITERS_S, "as measured when the lab was written"
-
-
-def expected_seconds(plan: CrashPlan, strategies: list[str], previous: results.Results | None = None) -> float:
-    cycle, overhead, two, _ = measured_times(previous)
-    per_strategy = sum(cycles * cycle + overhead for _, cycles in plan.series_cycles())
-    races = len(strategies) * len(plan.race_kinds) * len(plan.race_round_range()) * RACE_ROUND_S
-    return (len(strategies) * per_strategy + (len(plan.two_writer_runs(strategies)) + len(plan.race_runs(strategies)))
-            * two + races)
 
 
 class Lab:
@@ -177,11 +80,22 @@ class Lab:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def driver(self, strategy: str, workload: str, prefix: str, **extra) -> Driver:
+    def output(self, workload: str, prefix: str) -> str:
+        """Where the drivers of ``workload`` under ``prefix`` write its output: under the prefix on
+        the store, or for a foreach sink a directory of the lab's own here (``points.SINKS``)."""
+        if WORKLOADS[workload].sink == "foreach":
+            return str(self.logs / "output" / prefix.replace("/", "_"))
+        return f"s3a://{self.bucket}/{prefix}/output"
+
+    def driver(self, strategy: str, workload: str, prefix: str, preset: str = DEFAULT_PRESET,
+               provider: str | None = None, **extra) -> Driver:
+        """A driver of ``workload`` under ``prefix``, its query started with the session settings and
+        query options of ``preset`` and ``provider`` (``configured.configuration``)."""
+        conf, options = configuration(preset, provider)
         config = Config(strategy=strategy, workload=workload, bucket=self.bucket,
                         store=StoreSpec.of(self.store), checkpoint=f"s3a://{self.bucket}/{prefix}/checkpoint",
-                        output=f"s3a://{self.bucket}/{prefix}/output", rows_per_batch=self.rows_per_batch,
-                        conf=WORKLOADS[workload].conf, **extra)
+                        output=self.output(workload, prefix), rows_per_batch=self.rows_per_batch,
+                        conf={**WORKLOADS[workload].conf, **conf}, options=options, **extra)
         driver = Driver(config, self.logs / f"{prefix.replace('/', '_')}-{len(self.drivers)}.log")
         self.drivers.append(driver)
         return driver
@@ -190,11 +104,15 @@ class Lab:
         events = self.store.proxy.events_since(mark)
         return [e for e in events if e.key.startswith(prefix + "/")], mark + len(events)
 
-    def _watch(self, driver: Driver, point: CrashPoint, prefix: str, delay: float) -> tuple[bool, float]:
-        """Wait for ``point`` (or its delay), then kill ``driver``: (landed, seconds waited)."""
+    def _watch(self, driver: Driver, point: CrashPoint, prefix: str, delay: float,
+               strategy: str | None = None) -> tuple[bool, float]:
+        """Wait for ``point`` (or its delay), then kill ``driver``: (landed, seconds waited).
+        ``strategy``: whose requests store the offsets a point's ``confirm`` reads."""
         start = time.monotonic()
         if point.inside is not None:
             return self._kill_inside(driver, point, prefix), time.monotonic() - start
+        mirror = strategy is None or ckpt_impls.get(strategy).keys_mirror_paths
+        stored: set[int] = set()  # batches whose offsets were stored since the watch began
         mark = self.store.proxy.mark()
         landed = False
         while driver.alive():
@@ -205,8 +123,14 @@ class Lab:
                     break
             else:
                 events, mark = self._events(mark, prefix)
-                if any(point.match(e) for e in events):
+                matched = [e for e in events if point.match(e)]
+                if matched and point.confirm is None:
                     landed = True
+                    break
+                for batch in stored_batches(matched, self.store.inner, self.bucket, "offsets", mirror):
+                    landed = landed or point.confirm(stored, batch)
+                    stored.add(batch)
+                if landed:
                     break
             if waited >= WAIT_LIMIT_S:
                 break
@@ -246,21 +170,38 @@ class Lab:
         window = [e for e in events if e.end <= end]
         return (end - t0) * 1000, len(window), sum(e.duration for e in window) * 1000
 
-    def series(self, strategy: str, workload: str, cycles: int, points=DEFAULT_POINTS, bar=None) -> int:
+    def series(self, strategy: str, workload: str, cycles: int, points=DEFAULT_POINTS, bar=None,
+               preset: str = DEFAULT_PRESET, provider: str | None = None) -> int:
         """``cycles`` kill/restart cycles of ``strategy`` x ``workload`` on a fresh checkpoint and
-        output; rows added to ``cycles`` and ``crash_series``. Returns the series number."""
+        output, every driver started in configuration ``preset`` with state store ``provider``
+        (``configured``); rows added to ``cycles`` and ``crash_series``. Returns the series number.
+        A configuration this Spark lacks a lever of, or refuses before its first batch, runs no
+        cycle: the series' ``error`` says why (``configured.REFUSED``). Of ``points``, those that
+        apply to the workload in the configuration (``CrashPoint.applies_to``), in turn."""
         chosen = WORKLOADS[workload]
-        points = [CRASH_POINTS[p] for p in points if CRASH_POINTS[p].applies_to(chosen)]
-        if not points:
-            raise ValueError(f"no crash point of {', '.join(points)} applies to workload {workload}")
-        rng = random.Random(f"{self.seed}:{strategy}:{workload}")
+        options = configuration(preset, provider)[1]  # an unknown lever or provider: ValueError before any row
+        applying = [CRASH_POINTS[p] for p in points if CRASH_POINTS[p].applies_to(chosen, options)]
+        if not applying:
+            raise ValueError(f"no crash point of {', '.join(points)} applies to workload {workload} ({preset})")
+        points = applying
+        # In Spark's own configuration the sequence is the seed's, strategy's and workload's alone.
+        salt = "" if preset == DEFAULT_PRESET else f":{preset}"
+        rng = random.Random(f"{self.seed}:{strategy}:{workload}{salt}")
         prefix = f"{self.store.run_prefix}crash/{strategy}-{workload}-{uuid.uuid4().hex[:8]}"
-        base = f"s3a://{self.bucket}/{prefix}"
+        base, output = f"s3a://{self.bucket}/{prefix}", self.output(workload, prefix)
         number = len(self.recorder.rows["crash_series"])
         series_began = time.monotonic()
         row = {"series": number, "strategy": strategy, "workload": workload, "cycles": 0, "seed": self.seed,
-               "rows_per_batch": self.rows_per_batch, "prefix": prefix, "error": None}
-        driver = self.driver(strategy, workload, prefix)
+               "rows_per_batch": self.rows_per_batch, "prefix": prefix, "error": None, "preset": preset}
+        lacks = lacking(self.spark.version, preset)
+        if lacks:  # no driver: nothing is written, so nothing to check
+            row.update(error=REFUSED + lacks, seconds=time.monotonic() - series_began)
+            self.recorder.rows["crash_series"].append(row)
+            if bar:
+                bar.update(cycles)
+            return number
+        started_with = {"preset": preset, "provider": provider}
+        driver = self.driver(strategy, workload, prefix, **started_with)
         try:
             driver.wait("progress", RESTART_LIMIT_S)
             for cycle in range(cycles):
@@ -269,12 +210,12 @@ class Lab:
                 if bar:
                     bar.set_postfix_str(f"{strategy} x {workload}: cycle {cycle + 1}/{cycles}, {point.name}")
                 began = time.monotonic()
-                landed, waited = self._watch(driver, point, prefix, delay)
+                landed, waited = self._watch(driver, point, prefix, delay, strategy)
                 died = driver.failure()  # the query failed on its own before the crash point
                 offsets = max(log_ids(self.spark, strategy, f"{base}/checkpoint/offsets"), default=-1)
                 committed = last_committed(self.spark, strategy, f"{base}/checkpoint")
                 mark = self.store.proxy.mark()
-                driver = self.driver(strategy, workload, prefix)
+                driver = self.driver(strategy, workload, prefix, **started_with)
                 cycle_row = {"series": number, "strategy": strategy, "workload": workload, "cycle": cycle,
                              "crash_point": point.name, "seed": self.seed,
                              "delay_s": delay if point.random_delay else float("nan"), "landed": landed,
@@ -299,7 +240,7 @@ class Lab:
                         bar.update()
                     break
                 recovery_ms, requests, store_ms = self._recovery(prefix, mark, started["t0"], first["end"])
-                verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=False)
+                verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=False, output=output)
                 cycle_row.update(first_batch=first["batchId"], recovery_ms=recovery_ms, recovery_requests=requests,
                                  recovery_store_ms=store_ms,
                                  restart_ok=True, duplicates=verdict.duplicates, lost=verdict.lost,
@@ -308,10 +249,13 @@ class Lab:
                 if bar:
                     bar.update()
         except DriverGone as e:
-            row["error"] = f"first start failed: {_one_line(str(e))}"
+            reason = refused(driver)
+            row["error"] = REFUSED + reason if reason else f"first start failed: {_one_line(str(e))}"
+            if bar and reason:
+                bar.update(cycles)
         finally:
             driver.stop()
-        final = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
+        final = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True, output=output)
         left = leftovers(self.spark, strategy, self.store.inner, self.bucket, prefix, chosen)
         row.update(last_batch=final.last, duplicates=final.duplicates, lost=final.lost, partial=final.partial,
                    unexpected=final.unexpected, **dataclasses.asdict(left),
@@ -319,6 +263,8 @@ class Lab:
         self.recorder.rows["crash_series"].append(row)
         if not self.keep:
             self.store.inner.empty_bucket(self.bucket, prefix + "/")
+            if chosen.sink == "foreach":
+                shutil.rmtree(output, ignore_errors=True)
         return number
 
     def two_writers(self, strategy: str, workload: str = "stateless", head_start: int = 3,
@@ -399,7 +345,8 @@ class Lab:
                                  ckpt_impls.get(strategy).keys_mirror_paths)
         row["overwritten_logs"], row["overwritten_files"] = len(twice), ",".join(twice)[:300] or None
         try:
-            verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True)
+            verdict = verify(self.spark, strategy, chosen, base, self.rows_per_batch, at_rest=True,
+                             output=self.output(workload, prefix))
             row.update(duplicates=verdict.duplicates, lost=verdict.lost, partial=verdict.partial,
                        unexpected=verdict.unexpected, last_batch=verdict.last)
         except Exception as e:
@@ -412,6 +359,8 @@ class Lab:
             bar.update()
         if not self.keep:
             self.store.inner.empty_bucket(self.bucket, prefix + "/")
+            if chosen.sink == "foreach":
+                shutil.rmtree(self.output(workload, prefix), ignore_errors=True)
         return row
 
     def race(self, strategy: str, kinds=tuple(race_experiment.KINDS), rounds: range = range(10)) -> list[dict]:
@@ -430,7 +379,8 @@ class Lab:
 
 def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | None = None,
             points=DEFAULT_POINTS, seed: int = 1, spark=None, say=print) -> results.Results:
-    """Crash cycles (strategy x workload), two-writer runs (per strategy, zombie and raced) and the
+    """Crash cycles (strategy x workload, then strategy x workload in each of the plan's
+    ``configurations`` of Spark's levers), two-writer runs (per strategy, zombie and raced) and the
     managers' race (strategy x file kind), as ``plan`` (default: the settings' size) says, on the
     settings' store; written to ``settings.raw`` as the experiment ``crashes`` and returned.
     ``spark``: a session that reaches the store's bucket (one is started, and stopped, otherwise)."""
@@ -445,13 +395,16 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
         previous = None
     if plan.part != (1, 1):  # each part its own random choices, recorded
         seed = seed * 100 + plan.part[0]
-    total_cycles = len(strategies) * sum(cycles for _, cycles in plan.series_cycles())
+    configured = plan.configured_series(strategies)
+    total_cycles = (len(strategies) * sum(cycles for _, cycles in plan.series_cycles())
+                    + sum(cycles for *_, cycles in configured))
     pairs = plan.two_writer_runs(strategies)
     raced = plan.race_runs(strategies)
     rounds = plan.race_round_range()
     cycle, overhead, two, source = measured_times(previous)
     part = f" part {plan.part[0]} of {plan.part[1]}" if plan.part != (1, 1) else ""
-    say(f"crash lab{part}: {total_cycles} crash cycles, {len(pairs) + len(raced)} two-writer runs "
+    say(f"crash lab{part}: {total_cycles} crash cycles ({len(configured)} series in a configuration of Spark's "
+        f"levers), {len(pairs) + len(raced)} two-writer runs "
         f"({len(raced)} raced) and {len(rounds)} race rounds per strategy x file kind; expected about "
         f"{expected_seconds(plan, strategies, previous) / 60:.0f} min ({cycle:.0f} s per cycle, {overhead:.0f} s "
         f"more per strategy x workload, {two:.0f} s per two-writer run, {source})")
@@ -478,6 +431,10 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
                 for strategy in strategies:
                     lab.series(strategy, workload, cycles, points, bar=bar)
                     save(finished=False)
+            for strategy, workload, preset, provider, cycles in configured:
+                lab.series(strategy, workload, cycles, plan.configuration_points or points, bar=bar, preset=preset,
+                           provider=provider)
+                save(finished=False)
             for strategy, workload, start in pairs:
                 lab.two_writers(strategy, workload, head_start=start, bar=bar)
                 save(finished=False)

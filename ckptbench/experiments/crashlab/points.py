@@ -7,6 +7,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 
+from ckptbench.config import ASYNC_PROGRESS
 from infra.s3ops import Event
 
 IGNORE_MISSING = "spark.sql.files.ignoreMissingFiles"
@@ -29,7 +30,24 @@ class Workload:
     exactly_once: bool = True  # False: a deliberately broken sink, for the verifier's tests
     points: tuple[str, ...] | None = None  # the only crash points it is measured at (None: all that apply)
     conf: dict = dataclasses.field(default_factory=dict)  # Spark settings its driver needs
+    #: Its sink (``SINKS``): where the output goes and how a batch shows there.
+    sink: str = "file"
 
+    @property
+    def atomic_batches(self) -> bool:
+        """A batch shows in the output whole or not at all; else each task's rows show on their
+        own, so a batch past the last commit can be partly written until a restart re-runs it."""
+        return self.sink != "foreach"
+
+
+#: ``file``: Spark's parquet file sink under the series' prefix, a batch published by its
+#: ``_spark_metadata`` log; ``foreachBatch``: parquet appended under the prefix by a foreachBatch
+#: function, no log; ``foreach``: a Python ForeachWriter's text files (``ckptbench.harness.driver.EpochFiles``)
+#: in a directory of the lab's own on this machine (the drivers run here, in local mode), not on the
+#: store: no request of the sink is among the proxy's, so no crash point lands inside one.
+SINKS = ("file", "foreachBatch", "foreach")
+#: The crash points of the foreach workloads: those a sink with no log and no request can meet.
+FOREACH_POINTS = ("random", "after-offsets", "after-skipped-offsets", "inside-publish", "inside-commit")
 
 WORKLOADS = {w.name: w for w in (
     Workload("stateless", "rate-micro-batch -> parquet file sink", False,
@@ -46,9 +64,21 @@ WORKLOADS = {w.name: w for w in (
                    "spark.sql.parquet.compression.codec": "uncompressed"}),
     Workload("unsafe-foreach", "rate-micro-batch -> foreachBatch appending parquet, no batch-id check "
              "(NOT idempotent, on purpose)", False, "floor(value / {rows})", lambda batch, rows: rows,
-             exactly_once=False),
+             exactly_once=False, sink="foreachBatch"),
+    # The sink async progress tracking accepts on Spark 4.x (3.5 refuses it). Idempotent per
+    # (partition, epoch), as Spark's ForeachWriter contract has it; but a restart under async
+    # progress tracking re-runs every batch since the last offsets it wrote as ONE batch, under the
+    # id of the last (Spark: offset ranges change on a failure), so their rows are written again
+    # under another epoch: twice in the output (``after-skipped-offsets`` kills where this happens).
+    Workload("stateless-foreach", "rate-micro-batch -> foreach: a ForeachWriter writing each (partition, epoch) "
+             "as one file, replaced whole on a replay", False, "floor(value / {rows})", lambda batch, rows: rows,
+             points=FOREACH_POINTS, sink="foreach"),
+    Workload("unsafe-foreach-writer", "rate-micro-batch -> foreach: a ForeachWriter appending to one file per "
+             "partition (NOT idempotent, on purpose)", False, "floor(value / {rows})", lambda batch, rows: rows,
+             exactly_once=False, points=FOREACH_POINTS, sink="foreach"),
 )}
-#: The workloads measured by default (the others exist to test the verifier).
+#: The workloads measured by default (the others: ``wide`` for its crash point, ``stateless-foreach`` for
+#: the configurations async progress tracking takes, and the broken ones to test the verifier).
 MEASURED_WORKLOADS = ("stateless", "stateful")
 
 
@@ -76,7 +106,14 @@ class CrashPoint:
     (polled: the kill lands a few milliseconds after that request's answer); or inside a request:
     ``inside(prefix)`` names ``(op, key pattern)`` pairs, and the proxy itself kills the driver
     when the first request matching one of them arrives, before forwarding it
-    (``infra.faults.Kill``), so the store never sees it."""
+    (``infra.faults.Kill``), so the store never sees it.
+
+    ``confirm(before, batch)``: a request that ``match``es and stores ``offsets/<batch>`` kills
+    only if ``confirm`` holds, ``before`` being the batch ids whose offsets the proxy saw stored
+    since the lab started watching (for a window no request marks alone; read from the requests,
+    no listing: a listing takes longer than some windows last). ``needs_option``: a query option
+    (a lever's, ``config.LEVERS``) without which the window never comes, so a series whose
+    configuration lacks it skips the point."""
 
     name: str
     description: str
@@ -84,16 +121,36 @@ class CrashPoint:
     random_delay: bool = False
     stateful_only: bool = False
     inside: Callable[[str], tuple[tuple[str, str], ...]] | None = None
+    confirm: Callable[[set[int], int], bool] | None = None
+    needs_option: str | None = None
 
-    def applies_to(self, workload: Workload) -> bool:
+    def applies_to(self, workload: Workload, options: dict | None = None) -> bool:
+        """Whether the point is measured with ``workload`` run with query ``options`` (None: any)."""
+        if options is not None and self.needs_option is not None and self.needs_option not in options:
+            return False
         if workload.points is not None:
             return self.name in workload.points
         return (workload.stateful or not self.stateful_only) and self.name not in ONLY_FOR_THEIR_WORKLOAD
 
 
+def skipped_before(before: set[int], batch: int) -> bool:
+    """``batch``'s offsets follow batches whose offsets were never stored: ``before`` holds an
+    earlier batch, and the latest of them is not ``batch - 1``."""
+    earlier = [b for b in before if b < batch]
+    return bool(earlier) and batch - max(earlier) >= 2
+
+
 CRASH_POINTS = {p.name: p for p in (
     CrashPoint("random", "a seeded random delay, anywhere in a batch", random_delay=True),
     CrashPoint("after-offsets", "offsets/N stored, commits/N not yet", lambda e: publishes(e, "offsets")),
+    # Async progress tracking writes offsets only once an interval: a kill after one that follows
+    # batches whose own offsets were never written lands where the restart re-runs those batches
+    # with it as one batch, under its id. Where every batch is slower than the interval, each one's
+    # offsets are written and the point never comes. The first offsets stored after the lab starts
+    # watching is the baseline: the kill comes at a later one.
+    CrashPoint("after-skipped-offsets", "offsets/N stored after batches whose offsets were never written (async "
+               "progress tracking's), commits/N not yet", lambda e: publishes(e, "offsets"),
+               confirm=skipped_before, needs_option=ASYNC_PROGRESS),
     CrashPoint("during-state-upload", "one state file of the batch stored, the batch not committed",
                lambda e: e.area == "state" and e.op in WRITES, stateful_only=True),
     CrashPoint("after-sink-commit", "the sink committed the batch (_spark_metadata/N or _SUCCESS), "
@@ -113,12 +170,23 @@ CRASH_POINTS = {p.name: p for p in (
                inside=lambda prefix: (("PUT", rf"^{re.escape(prefix)}/.*/_manifest/c/\d+$"),
                                       ("PUT", rf"^{re.escape(prefix)}/output/_spark_metadata/\d+\.compact$"),
                                       ("COPY", rf"^{re.escape(prefix)}/output/_spark_metadata/\d+\.compact$"))),
+    # The request that stores commits/N (as inside-publish's for offsets/N), the batch's output
+    # already written: the restart re-runs batch N, so a sink that is not idempotent writes it twice.
+    # Not batch 0's: the lab starts watching once batch 0 is reported, which async progress
+    # tracking does before its commits/0 is stored.
+    CrashPoint("inside-commit", "inside the manager call writing commits/N (N > 0), at the request that "
+               "publishes it: the batch's output written, its commit not",
+               inside=lambda prefix: (
+                   ("COPY", rf"^{re.escape(prefix)}/checkpoint/commits/[1-9]\d*$"),
+                   ("PUT", rf"^{re.escape(prefix)}/checkpoint/commits/([1-9]\d*|_manifest/r/[1-9]\d*)$"))),
     CrashPoint("during-multipart-upload", "a sink file's multipart upload started, at its first part",
                inside=lambda prefix: (("MPU_PART", rf"^{re.escape(prefix)}/output/part-"),)),
 )}
 #: Points measured only with the workloads that name them (``Workload.points``).
 ONLY_FOR_THEIR_WORKLOAD = ("during-multipart-upload",)
-#: Each cycle's crash point in turn, from those that apply to the workload.
+#: Each cycle's crash point in turn, from those that apply to the workload. ``after-skipped-offsets``
+#: and ``inside-commit`` are chosen by name (``crashlab.CONFIGURATION_POINTS``): in Spark's own
+#: configuration ``after-offsets`` and ``after-sink-commit`` kill in the same windows.
 DEFAULT_POINTS = ("random", "after-offsets", "during-state-upload", "after-sink-commit", "inside-publish",
                   "during-compaction", "during-multipart-upload")
 RANDOM_DELAY_S = (0.0, 3.0)  # the random point's delay, uniform, after the lab starts watching

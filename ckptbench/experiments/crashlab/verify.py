@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
+from pathlib import Path
 
 import ckpt_impls
 from ckptbench.experiments.crashlab.points import IGNORE_MISSING, Workload, publishes
@@ -37,7 +38,10 @@ class Verdict:
     ``duplicates``: rows beyond the first of each value (anywhere in the output). ``lost``: values
     of batches ``0..last`` missing. ``partial``: batches only partly visible (among ``0..last``
     while a writer runs; also the batch after it at rest, when the sink may be a batch ahead of
-    ``commits/``). ``unexpected``: rows at rest from batches past that one.
+    ``commits/``). ``unexpected``: rows at rest from batches past that one. A sink whose batches
+    are not atomic (``Workload.atomic_batches``: foreach) may hold any batch past ``last`` partly
+    (a restart re-runs it; with async progress tracking, every batch since the last one whose
+    progress was written): there only more values than a batch has count, as ``unexpected``.
     """
 
     last: int
@@ -55,12 +59,19 @@ class Verdict:
 def output_counts(spark, strategy: str, workload: Workload, output: str,
                   rows_per_batch: int) -> dict[int, tuple[int, int]]:
     """``{batch: (rows, distinct values)}`` of the sink's output read through Spark (one scan,
-    counted here: a Spark aggregation would add two shuffle stages to every check)."""
+    counted here: a Spark aggregation would add two shuffle stages to every check). ``output``: an
+    s3a:// URL of parquet, or for a foreach sink (``Workload.sink``) a local directory of text files,
+    one value a line (Spark skips the writers' hidden temp files; a line cut short by a kill is no
+    number and is left out)."""
     from pyspark.errors import AnalysisException
 
     ckpt_impls.use(spark, strategy)
     try:
-        frame = spark.read.schema("value long").parquet(output)
+        if workload.sink == "foreach":
+            frame = (spark.read.text(Path(output).absolute().as_uri())
+                     .selectExpr("CAST(trim(value) AS long) AS value").where("value IS NOT NULL"))
+        else:
+            frame = spark.read.schema("value long").parquet(output)
     except AnalysisException as e:
         if "PATH_NOT_FOUND" in str(e) or "Path does not exist" in str(e):
             return {}
@@ -88,7 +99,11 @@ def judge(counts: dict[int, tuple[int, int]], last: int, workload: Workload, row
         lost += max(0, expected - distinct)
         partial += 0 < distinct < expected
         unexpected += max(0, distinct - expected)
-    if at_rest:
+    if not workload.atomic_batches:
+        unexpected += sum(max(0, distinct - workload.rows_in(batch, rows_per_batch))
+                          for batch, (_, distinct) in counts.items() if batch > last)
+        unexpected += sum(distinct for batch, (_, distinct) in counts.items() if batch < 0)
+    elif at_rest:
         for batch, (_, distinct) in counts.items():
             if batch == last + 1:  # the sink may have committed the batch commits/ has not
                 expected = workload.rows_in(batch, rows_per_batch)
@@ -99,12 +114,13 @@ def judge(counts: dict[int, tuple[int, int]], last: int, workload: Workload, row
     return Verdict(last, sum(n for n, _ in counts.values()), duplicates, lost, partial, unexpected)
 
 
-def verify(spark, strategy: str, workload: Workload, base: str, rows_per_batch: int, at_rest: bool) -> Verdict:
-    """Read ``commits/`` (first) and then the output under ``base`` and judge them. Safe while a
-    writer runs (``at_rest`` False): batches committed after ``commits/`` was read are ignored but
-    for duplicates, which are wrong whenever they are seen."""
+def verify(spark, strategy: str, workload: Workload, base: str, rows_per_batch: int, at_rest: bool,
+           output: str | None = None) -> Verdict:
+    """Read ``commits/`` (first) and then the output (``output``, else the one under ``base``) and
+    judge them. Safe while a writer runs (``at_rest`` False): batches committed after ``commits/``
+    was read are ignored but for duplicates, which are wrong whenever they are seen."""
     last = last_committed(spark, strategy, f"{base}/checkpoint")
-    counts = output_counts(spark, strategy, workload, f"{base}/output", rows_per_batch)
+    counts = output_counts(spark, strategy, workload, output or f"{base}/output", rows_per_batch)
     return judge(counts, last, workload, rows_per_batch, at_rest)
 
 
@@ -124,7 +140,7 @@ def leftovers(spark, strategy: str, store, bucket: str, prefix: str, workload: W
     temps = [k for k in keys if ckpt_impls.TEMP_FILE.search(k)]
     uploads = s3.list_multipart_uploads(Bucket=bucket, Prefix=prefix + "/").get("Uploads", [])
     orphans = -1
-    if workload.exactly_once:  # a file sink: its log says which data files are the output
+    if workload.sink == "file":  # its log says which data files are the output
         output = f"{prefix}/output/"
         data = {k for k in keys if k.startswith(output) and not any(
             part.startswith(("_", ".")) for part in k[len(output):].split("/"))}
@@ -189,6 +205,26 @@ def overwritten_logs(events: list[Event], store, bucket: str, prefix: str, keys_
                 elif change[0] == "clear":
                     live.clear()
     return twice
+
+
+def stored_batches(events: list[Event], store, bucket: str, log: str, keys_mirror_paths: bool) -> list[int]:
+    """The batch ids of metadata log ``log``'s files (``offsets``, ``commits``) that ``events``
+    stored, in order: from their keys where keys mirror paths, else (manifest) from the records
+    they put, read from ``store`` itself."""
+    from ckpt_impls import manifest_format
+
+    found, s3 = [], None
+    for e in events:
+        if not publishes(e, log):
+            continue
+        if keys_mirror_paths:
+            found.append(int(re.match(r"\d+", e.key.rsplit("/", 1)[1]).group(0)))
+            continue
+        s3 = s3 or store.client()
+        text = s3.get_object(Bucket=bucket, Key=e.key)["Body"].read().decode()
+        found += [int(change[1]) for change in manifest_format.parse_record(text, int(e.key.rsplit("/", 1)[1]))
+                  if change[0] == "put" and change[1].isdigit()]
+    return found
 
 
 def _one_line(text: str | None) -> str | None:

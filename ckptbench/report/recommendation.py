@@ -1,0 +1,267 @@
+"""The recommendation for one job on one store (``python -m ckptbench recommend``), as text for a
+terminal and as one self-contained HTML page, both from the same record and decision.
+
+The record is the command's (``results/recommend/<store>-<job>/``): the levers experiment's runs
+for the job's shape, the race's rounds (``races``), the store probe's checks (``capabilities``) and,
+under ``environment["recommend"]``, what the command was asked and did: the job's shape and
+trigger, the strategies it left out and why, the race's file kinds and rounds, and the deploy
+plan (``ckptbench.deploy.plan``'s data, computed by the CLI: this layer never imports deploy) of
+the chosen manager. Every figure comes from ``ckptbench.decide``'s candidates, which read the
+record through ``ckptbench.metrics``; nothing here measures. Money is a projection at AWS S3
+list prices (``metrics.cost.LABEL``) wherever it shows.
+
+The page embeds its style and loads nothing (no script, no font, no CDN), so it opens offline;
+long settings and jar paths wrap, so it fits a 1024-pixel window. Rendered with Jinja2, which
+escapes everything it inserts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shlex
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+from ckptbench import config, decide, metrics
+from ckptbench.metrics import cost
+from ckptbench.record import results
+from ckptbench.report import page, tables
+from ckptbench.report.tables import Table, cell
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+#: The page's file name, beside the record in the command's output directory.
+PAGE = "index.html"
+#: Said before the flags when the command started the store it measured (it is gone now).
+FRESH = ("(the endpoint and bucket below are those of the store this command started and stopped: for your "
+         "server, run that deploy command with its URL and your bucket)")
+
+
+def decision_of(record: results.Results) -> decide.Decision:
+    """``decide`` for the record's job at its trigger, with the race's and the crash check's
+    findings and the probe's verdicts as the report reads them (``page.safety``, ``page.runnable``)."""
+    said = record.environment["recommend"]
+    return decide.decide(record, said["shape"]["name"], said["trigger_s"], safety=page.safety(record),
+                         runnable=page.runnable(record))
+
+
+def _count(value) -> str:
+    return "n/a" if pd.isna(value) else f"{int(value):,}"
+
+
+def crash_lines(record: results.Results) -> list[str]:
+    """One line per crash series in the record: the configuration, the crash lab's workload and
+    what its check found."""
+    lines = []
+    for row in record.crash_series.itertuples():
+        preset = row.preset if isinstance(row.preset, str) else config.DEFAULT_PRESET
+        label = row.strategy if preset == config.DEFAULT_PRESET else f"{row.strategy} + {preset}"
+        found = (f"{row.cycles} crash cycle{'s' if row.cycles != 1 else ''}, {_count(row.duplicates)} rows "
+                 f"duplicated, {_count(row.lost)} lost")
+        lines.append(f"{label} (the crash lab's {row.workload} job): {found}"
+                     + (f"; {row.error}" if isinstance(row.error, str) else ""))
+    return lines
+
+
+def runner_up(decision: decide.Decision) -> decide.Candidate | None:
+    """The configuration ``decide``'s rule would choose were the chosen one gone: among the rest
+    of the eligible ones, those measured to refuse a second writer first, then the fastest commit,
+    within ``decide.TIE`` the cheapest, then the fewest levers."""
+    rest = [c for c in decision.candidates if c.out is None and c is not decision.chosen]
+    if not rest:
+        return None
+    pool = [c for c in rest if c.refuses_second_writer] or rest
+    fastest = min(c.commit_p50_ms for c in pool)
+    tied = [c for c in pool if c.commit_p50_ms <= fastest * (1 + decide.TIE)]
+    return min(tied, key=lambda c: (round(c.dollars_per_month, 2), c.levers))
+
+
+def total_requests(c: decide.Candidate) -> float:
+    """Billable requests per batch: the strategy's and those Spark's settings and the sink make."""
+    return c.requests_per_batch + c.other_requests_per_batch
+
+
+def _times(chosen: float, base: float, fewer: str, more: str) -> str:
+    """How ``chosen`` compares with ``base``: "N times fewer" (or more), or "the same"."""
+    if math.isnan(chosen) or math.isnan(base):
+        return "not comparable"
+    if round(chosen, 1) == round(base, 1):
+        return "the same"
+    if chosen == 0 or base == 0:
+        return fewer if chosen < base else more
+    ratio = base / chosen if chosen < base else chosen / base
+    return f"{ratio:,.1f} times {fewer if chosen < base else more}"
+
+
+def comparison(decision: decide.Decision) -> list[list[str]]:
+    """Rows of (figure, recommended, Spark's default configuration, difference) on the same store."""
+    c, b = decision.chosen, decision.baseline
+    if c is None or b is None or b.out is not None or b is c:
+        return []
+    dollars = c.dollars_per_month - b.dollars_per_month
+    return [
+        ["commit latency p50 (ms)", cell(c.commit_p50_ms, ",.0f"), cell(b.commit_p50_ms, ",.0f"),
+         f"{abs(c.commit_p50_ms - b.commit_p50_ms):,.0f} ms {'less' if c.commit_p50_ms <= b.commit_p50_ms else 'more'}"
+         f" ({_times(c.commit_p50_ms, b.commit_p50_ms, 'faster', 'slower')})"],
+        ["batch time p50 (ms)", cell(c.batch_p50_ms, ",.0f"), cell(b.batch_p50_ms, ",.0f"),
+         f"{abs(c.batch_p50_ms - b.batch_p50_ms):,.0f} ms {'less' if c.batch_p50_ms <= b.batch_p50_ms else 'more'}"
+         f" ({_times(c.batch_p50_ms, b.batch_p50_ms, 'faster', 'slower')})"],
+        ["requests per batch (billable)", cell(total_requests(c), ",.1f"), cell(total_requests(b), ",.1f"),
+         _times(total_requests(c), total_requests(b), "fewer requests", "more requests")],
+        [f"$ per month ({cost.LABEL})", f"${c.dollars_per_month:,.2f}", f"${b.dollars_per_month:,.2f}",
+         f"${abs(dollars):,.2f} a month {'less' if dollars <= 0 else 'more'}"],
+    ]
+
+
+@dataclasses.dataclass
+class Summary:
+    """What the text and the page show, worked out once."""
+
+    title: str
+    measured_on: str
+    decision: decide.Decision
+    runner_up: decide.Candidate | None
+    comparison: list[list[str]]
+    options: dict[str, str]  # the chosen configuration's query options, for writeStream
+    submit: list[str]  # spark-submit's lines: the deploy plan's, then the levers' --conf
+    deploy_command: str
+    lost: list[tuple[str, str]]  # (configuration, why it lost or is out)
+    not_measured: list[tuple[str, str]]
+    candidates: Table
+    notes: list[str]
+    fresh: bool  # the store ran for the command only: its endpoint and bucket in ``submit`` are gone
+    crashes: list[str]  # ``crash_lines``
+
+
+def _lost(decision: decide.Decision, second: decide.Candidate | None) -> list[tuple[str, str]]:
+    return [(c.label, f"out: {c.out}" if c.out else c.note or "not chosen")
+            for c in decision.candidates if c is not decision.chosen and c is not second]
+
+
+def _not_measured(record: results.Results, name: str, first: str) -> list[tuple[str, str]]:
+    """The configurations and strategies the command did not measure, with why."""
+    said = record.environment["recommend"]
+    others = [s for s in said["strategies"] if s != first]
+    out = [(f"{preset} with {', '.join(others)}", f"{why} (with {first})" if why == "Spark refused it" else why)
+           for preset, why in (record.environment.get("not_measured") or {}).get(name, {}).items() if others]
+    out += [(strategy, why) for strategy, why in said.get("skipped", {}).items()]
+    return out
+
+
+def _submit(record: results.Results, chosen: decide.Candidate, conf: dict[str, str]) -> tuple[list[str], str]:
+    """spark-submit's lines: the deploy plan's ``--jars`` and ``--conf`` (the manager, the S3A
+    settings), then one ``--conf`` per lever setting; and the deploy command that prints the plan."""
+    said = record.environment["recommend"]
+    plan = said.get("deploy")
+    endpoint, bucket = said.get("endpoint") or "", said.get("bucket") or "BUCKET"
+    if said.get("fresh"):  # the store ran for the command only: the user's own endpoint and bucket
+        endpoint, bucket = "URL", "BUCKET"
+    command = (f"{f'CKPT_S3_ENDPOINT={endpoint} ' if endpoint else ''}python -m ckptbench deploy {chosen.strategy} "
+               f"--store {said['store']} --bucket {bucket}")
+    if not plan or plan["strategy"] != chosen.strategy:
+        return [f"--conf {key}={value}" for key, value in conf.items()], command
+    argv = plan["submit"][1:-1]
+    lines = [f"{argv[i]} {shlex.quote(argv[i + 1])}" for i in range(0, len(argv), 2)]
+    lines += [f"--conf {shlex.quote(f'{key}={value}')}" for key, value in conf.items()]
+    return ["spark-submit", *lines, plan["submit"][-1]], command
+
+
+def summary(record: results.Results, decision: decide.Decision) -> Summary:
+    said, env = record.environment["recommend"], record.environment
+    shape = said["shape"]
+    second = runner_up(decision)
+    chosen = decision.chosen
+    conf, options = config.preset(chosen.preset) if chosen else ({}, {})
+    submit, command = _submit(record, chosen, conf) if chosen else ([], "")
+    first = config.SPARK_DEFAULT[0] if config.SPARK_DEFAULT[0] in said["strategies"] else said["strategies"][0]
+    rows = []
+    for c in decision.candidates:
+        verdict = ("recommended" if c is chosen else f"runner-up: {c.note}" if c is second
+                   else f"out: {c.out}" if c.out else c.note)
+        rows.append([c.label + (" (Spark's default)" if c is decision.baseline else ""),
+                     f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", cell(c.batch_p50_ms),
+                     f"{cell(c.requests_per_batch, '.1f')} + {cell(c.other_requests_per_batch, '.1f')}",
+                     cell(c.dollars_per_month, ",.2f"), c.second_writer, verdict])
+    candidates = Table(
+        "Every configuration measured", ["configuration", "commit p50 / p95 (ms)", "batch p50 (ms)",
+                                         "requests per batch: strategy + others", f"$ per month ({cost.LABEL})",
+                                         "a second writer", "verdict"], rows,
+        f"Commit: walCommit + commitOffsets; batch: triggerExecution; both p50 over {env['plan']['batches']} measured "
+        f"batches after {env['plan']['warmup']} warm-up. Requests are billable ones counted by "
+        f"{tables.counted_by(record)}; \"others\" are those Spark's settings and the sink make (data files, RocksDB's "
+        f"uploads, checksum files), the mean of the strategies in that configuration. {cost.caption()}.")
+    notes = [said.get("race_note") or "", said.get("crash_note") or ""]
+    return Summary(
+        title=f"{shape['name']} on {said['store']}: a batch every {said['trigger']}",
+        measured_on=f"{env['describe']}; Spark {env['versions'].get('spark', '?')}{tables.foreign_said(env)}",
+        decision=decision, runner_up=second, comparison=comparison(decision), options=options,
+        submit=submit, deploy_command=command, lost=_lost(decision, second),
+        not_measured=_not_measured(record, shape["name"], first), candidates=candidates,
+        notes=[n for n in notes if n], fresh=bool(said.get("fresh")), crashes=crash_lines(record))
+
+
+def _option_lines(options: dict[str, str]) -> list[str]:
+    return [f'.option("{key}", "{value}")' for key, value in options.items()]
+
+
+def text(record: results.Results, decision: decide.Decision) -> str:
+    """The recommendation for a terminal: the configuration and how to run it, its figures against
+    Spark's default configuration, the runner-up, why every other configuration lost, what was not
+    measured, and the candidates' table."""
+    s = summary(record, decision)
+    d, c = s.decision, s.decision.chosen
+    lines = [f"Recommendation for {s.title}", f"(measured on {s.measured_on})", ""]
+    if c is None:
+        lines += ["No configuration can be recommended: every one is out.", ""]
+    else:
+        levers = c.preset if c.levers else "none (Spark's defaults)"
+        lines += [f"  run: {c.label}", f"  manager: {c.strategy}", f"  Spark's levers: {levers}", ""]
+        lines += [f"Against Spark's default configuration ({config.SPARK_DEFAULT[0]}, no levers) on the same store:"]
+        width = max((len(row[0]) for row in s.comparison), default=0)
+        if d.baseline is c:
+            lines += ["  it is Spark's default configuration: nothing to change"]
+        elif not s.comparison:
+            lines += [f"  not comparable: {d.baseline.out if d.baseline else 'it was not measured'}"]
+        lines += [f"  {row[0]:<{width}}  {row[1]} against {row[2]}: {row[3]}" for row in s.comparison]
+    lines += ["", "Why:", *(f"  - {r}" for r in d.reasons), *(f"  - {n}" for n in s.notes)]
+    if s.crashes:
+        lines += ["", "Crash check (kill -9 and restart, exactly-once checked):", *(f"  - {c}" for c in s.crashes)]
+    if s.runner_up:
+        lines += ["", f"Runner-up: {s.runner_up.label}: {s.runner_up.note}"]
+    if s.lost:
+        lines += ["", "Why each other configuration lost:", *(f"  - {label}: {why}" for label, why in s.lost)]
+    if s.not_measured:
+        lines += ["", "Not measured:", *(f"  - {label}: {why}" for label, why in s.not_measured)]
+    if c is not None:
+        lines += ["", f"How to run it: the manager's settings as `{s.deploy_command}` prints them, then Spark's "
+                      "levers:", *([FRESH] if s.fresh else []), " \\\n  ".join(s.submit)]
+        if s.options:
+            lines += ["", "and on writeStream (query options):", *(f"  {line}" for line in _option_lines(s.options))]
+    lines += ["", s.candidates.markdown()]
+    return "\n".join(lines)
+
+
+def html(record: results.Results, decision: decide.Decision, created: str) -> str:
+    """The same as ``text``, as one self-contained HTML page."""
+    s = summary(record, decision)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    extra = [tables.race_table(record)] if len(record.races) else []
+    checks = metrics.recorded_checks(record)
+    if checks:
+        extra.append(Table("Which strategies the store can run (the probe)",
+                           ["strategy", "can run", "why not, or notes"],
+                           [[name, metrics.can_run(v), "; ".join(v["reasons"] + v["notes"]) or "-"]
+                            for name, v in metrics.verdicts(checks).items()]))
+    return env.get_template("recommendation.html").render(
+        s=s, created=created, cost_caption=cost.caption(), decide_doc=decide.__doc__, tables=extra, fresh=FRESH,
+        option_lines=_option_lines(s.options), submit="\n  ".join(s.submit))
+
+
+def write(out: Path, record: results.Results, decision: decide.Decision, created: str) -> Path:
+    """Write the page beside the record in ``out``; its path."""
+    path = out / PAGE
+    path.write_text(html(record, decision, created))
+    return path

@@ -1,0 +1,190 @@
+"""``python -m ckptbench recommend``: end to end on the embedded store (probe, race, staged levers,
+the printed configuration and comparison, the page in Chromium, no keys anywhere), and the printed
+comparison worked out from the record alone: a fixed record gives known lines, and a number
+planted in it changes them. Bad input is in ``test_bad_input.py``."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import browser  # tests/browser.py
+import pytest
+
+from ckptbench import config
+from ckptbench.record import disk, results, schema
+from ckptbench.report import recommendation
+from conftest import ROOT, event, progress, skip_unless_ci
+
+SHAPE = config.Shape("stateful", "hdfs", partitions=2, trigger_s=10.0)
+REFUSED = "Stateful streaming queries does not support async progress tracking at this moment."
+
+
+def fixed(puts: dict[str, int] | None = None) -> results.Results:
+    """A recommend record for ``SHAPE`` on ceph: rename and conditional in Spark's defaults and with
+    no-checksum, 3 measured batches each (walCommit 120 ms for rename, 12 for conditional;
+    commitOffsets half that; batches of 900 and 300 ms), ``puts`` PUTs a batch to offsets/; async
+    progress refused; rename let a second writer through the race, conditional did not."""
+    puts = puts or {"rename": 25, "conditional": 2}
+    recorder = results.Recorder()
+    for strategy, wal, trigger in (("rename", 120.0, 900.0), ("conditional", 12.0, 300.0)):
+        for preset in ("default", "no-checksum"):
+            run = recorder.add_run(strategy, SHAPE.name, SHAPE.keys, "p", preset=preset)
+            batches = [progress(b, wal, trigger) for b in (1, 2, 3)]
+            recorder.add_batches(run, "measured", batches)
+            recorder.add_requests(run, [event(b + 0.01 * (i + 1), "PUT", f"p/offsets/{b}")
+                                        for b in (1, 2, 3) for i in range(puts[strategy])], batches)
+    recorder.fail_run(recorder.add_run("rename", SHAPE.name, SHAPE.keys, "p", preset="async-progress"), REFUSED,
+                      refused=True)
+    for strategy, winners in (("rename", 2), ("conditional", 1)):
+        recorder.rows["races"] += [{"strategy": strategy, "kind": "offsets", "round": n, "winners": winners,
+                                    "outcome_0": "won", "outcome_1": "won" if winners == 2 else "FileAlreadyExists",
+                                    "content": "writer-0", "paired": True, "seconds": 0.5} for n in range(3)]
+    said = {"shape": {"name": SHAPE.name}, "trigger": "10s", "trigger_s": 10.0, "store": "ceph", "bucket": "b",
+            "endpoint": "http://127.0.0.1:1", "fresh": True, "strategies": ["rename", "conditional"],
+            "skipped": {"direct": "the store cannot run it (the probe): multipart_abort: no"}, "deploy": None}
+    env = {"schema_version": schema.SCHEMA_VERSION, "experiment": "recommend", "store": "ceph",
+           "describe": "ceph at http://127.0.0.1:1 (real store)", "versions": {"spark": "4.3.0"},
+           "plan": {"keys": [SHAPE.keys], "batches": 3, "warmup": 0},
+           "not_measured": {SHAPE.name: {"async-progress": "Spark refused it"}}, "recommend": said}
+    return recorder.results(env)
+
+
+def test_the_comparison_is_worked_out_from_the_record(tmp_path):
+    record = disk.read(fixed().write(tmp_path / "ceph-recommend"))
+    decision = recommendation.decision_of(record)
+    text = recommendation.text(record, decision)
+    lines = text.splitlines()
+    assert "  run: conditional" in lines and "  Spark's levers: none (Spark's defaults)" in lines
+    # rename: commit 120 + 60 ms, 25 PUTs a batch; conditional 12 + 6 ms, 2 PUTs. A PUT costs $0.005 per
+    # 1,000, and a batch every 10 s is 259,200 batches in 30 days: $32.40 and $2.59 a month.
+    assert [line for line in lines if " against " in line] == [
+        "  commit latency p50 (ms)                         18 against 180: 162 ms less (10.0 times faster)",
+        "  batch time p50 (ms)                             300 against 900: 600 ms less (3.0 times faster)",
+        "  requests per batch (billable)                   2.0 against 25.0: 12.5 times fewer requests",
+        "  $ per month (projection at AWS S3 list prices)  $2.59 against $32.40: $29.81 a month less"]
+    assert "Runner-up: conditional + no-checksum: as fast (within 10%) and as cheap, with more of Spark's levers " \
+           "to set" in lines
+    assert f"  - rename + async-progress: out: Spark refuses it: {REFUSED}" in lines
+    assert "  - rename: the race let a second writer through" in lines
+    assert "  - async-progress with conditional: Spark refused it (with rename)" in lines
+    assert "  - direct: the store cannot run it (the probe): multipart_abort: no" in lines
+    assert recommendation.FRESH in lines  # the flags name a store that is gone: the text says so
+    assert "CKPT_S3_ENDPOINT=URL python -m ckptbench deploy conditional --store ceph --bucket BUCKET" in text
+    page = recommendation.html(record, decision, "now")
+    assert all(cell in page for cell in ("12.5 times fewer requests", "$29.81 a month less", "$32.40"))
+
+    # Numbers planted in the record change the lines: rename's walCommit 60 ms (commitOffsets 60), 20 PUTs.
+    renamed = record.runs.run[record.runs.strategy == "rename"]
+    batches = record.batches.copy()
+    batches.loc[batches.run.isin(renamed), ["walCommit", "commitOffsets"]] = 60.0
+    requests = record.requests
+    nth = requests.groupby(["run", "batch_id"]).cumcount()
+    planted = results.Results(record.environment, {**record.tables, "batches": batches,
+                                                   "requests": requests[~(requests.run.isin(renamed) & (nth >= 20))]})
+    changed = recommendation.text(planted, recommendation.decision_of(planted)).splitlines()
+    assert [line for line in changed if " against " in line] == [
+        "  commit latency p50 (ms)                         18 against 120: 102 ms less (6.7 times faster)",
+        "  batch time p50 (ms)                             300 against 900: 600 ms less (3.0 times faster)",
+        "  requests per batch (billable)                   2.0 against 20.0: 10.0 times fewer requests",
+        "  $ per month (projection at AWS S3 list prices)  $2.59 against $25.92: $23.33 a month less"]
+
+
+def test_spark_defaults_chosen_say_there_is_nothing_to_change(tmp_path):
+    record = fixed({"rename": 1, "conditional": 2})
+    record.tables["races"] = record.races[record.races.strategy != "conditional"]  # no race: no preference
+    record.tables["batches"].loc[:, ["walCommit", "commitOffsets"]] = 10.0
+    text = recommendation.text(record, recommendation.decision_of(record))
+    assert "  run: rename" in text.splitlines()
+    assert "  it is Spark's default configuration: nothing to change" in text.splitlines()
+
+
+def test_a_configuration_that_lost_rows_in_the_crash_check_is_out(tmp_path):
+    record = fixed()
+    record.tables["crash_series"] = schema.frame("crash_series", [
+        {"series": 0, "strategy": "conditional", "workload": "stateful", "cycles": 2, "seed": 1, "preset": "default",
+         "duplicates": 0, "lost": 3, "error": None}])
+    record.tables["cycles"] = schema.frame("cycles", [
+        {"series": 0, "strategy": "conditional", "workload": "stateful", "cycle": n, "crash_point": "random",
+         "restart_ok": True, "duplicates": 0, "lost": 0} for n in (0, 1)])
+    decision = recommendation.decision_of(disk.read(record.write(tmp_path / "ceph-recommend")))
+    lines = recommendation.text(record, decision).splitlines()
+    assert "  run: rename" in lines  # conditional broke exactly-once: only rename is left
+    assert ("  - conditional (the crash lab's stateful job): 2 crash cycles, 0 rows duplicated, 3 lost"
+            in lines)
+    assert ("  - conditional: out: it broke exactly-once in the crash lab: 0 rows duplicated, 3 lost in 2 crash "
+            "cycles") in lines
+
+
+def run_recommend(*args: str, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ckptbench", "recommend", *args, "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
+    out = tmp_path / "out"
+    done = run_recommend("--store", "embedded", "--workload", "stateless", "--partitions", "2", "--trigger", "10s",
+                         "--batches", "3", "--crash-cycles", "1", "--strategies", "conditional,rename", out=out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = disk.read(out)
+    said = record.environment["recommend"]
+    assert said["strategies"] == ["rename", "conditional"]  # Spark's default first, the baseline
+    assert set(record.races.strategy) == {"rename", "conditional"}
+    assert set(record.races.kind) == {"offsets", "commits"} and len(record.capabilities)
+    decision = recommendation.decision_of(record)
+    chosen = decision.chosen
+    printed = done.stdout.splitlines()
+    assert f"  run: {chosen.label}" in printed
+    assert f"  manager: {chosen.strategy}" in printed
+    # deploy's --conf lines for the manager, then the levers' settings and query options.
+    for key, value in said["deploy"]["conf"].items():
+        assert f"  --conf {key}={value} \\" in printed
+    conf, options = config.preset(chosen.preset)
+    for key, value in conf.items():
+        assert f"  --conf {key}={value} \\" in printed
+    for key, value in options.items():
+        assert f'  .option("{key}", "{value}")' in printed
+    # Against Spark's default configuration, as worked out from the record written.
+    assert decision.baseline.label == "rename"
+    rows = recommendation.comparison(decision)
+    assert [row[0] for row in rows] == ["commit latency p50 (ms)", "batch time p50 (ms)",
+                                        "requests per batch (billable)",
+                                        "$ per month (projection at AWS S3 list prices)"]
+    width = max(len(row[0]) for row in rows)
+    for row in rows:
+        assert f"  {row[0]:<{width}}  {row[1]} against {row[2]}: {row[3]}" in printed
+    assert next(line for line in printed if "requests per batch (billable)" in line).endswith("times fewer requests")
+    assert any(line.endswith("a month less") for line in printed)
+    assert any(line.startswith("Runner-up: ") for line in printed)
+    # The crash check: one cycle of each of the two leading configurations, said line by line.
+    assert len(record.crash_series) == 2 and (record.crash_series.cycles == 1).all()
+    series = record.crash_series
+    assert (chosen.strategy, chosen.preset) in set(zip(series.strategy, series.preset, strict=True))
+    assert all(f"  - {line}" in printed for line in recommendation.crash_lines(record))
+    page = out / recommendation.PAGE
+    assert f"record: {out}; page: {page}" in done.stdout
+    # No key anywhere: the embedded store's generated keys are ckpt + 16 hex digits and 40 hex digits.
+    commit = record.environment["commit"]
+    for text in (done.stdout, done.stderr, page.read_text(), (out / "environment.json").read_text()):
+        assert not re.search(r"\bckpt[0-9a-f]{16}\b", text)
+        assert set(re.findall(r"\b[0-9a-f]{40}\b", text)) <= {commit}
+    if browser.executable() is None:
+        skip_unless_ci("chromium not installed (python -m ckptbench.install installs Debian's as root)")
+    with browser.Chromium() as chrome:
+        check = chrome.check_page(page, screenshot=tmp_path / "recommendation.png")
+    assert check.problems() == [], check.problems()
+    assert check.requests == [page.resolve().as_uri()]  # nothing loaded: no CDN, no font, no script
+
+
+@pytest.mark.parametrize("shape, kinds", [
+    (config.Shape("stateless"), ("offsets", "commits")),
+    (config.Shape("stateful", "rocksdb"), ("offsets", "commits", "state")),
+    (config.Shape("stateful", sink="file"), ("offsets", "commits", "state", "_spark_metadata")),
+])
+def test_the_race_covers_the_files_the_job_writes(shape, kinds):
+    from ckptbench.cli import recommend
+
+    assert recommend.race_kinds(shape) == kinds
