@@ -104,8 +104,11 @@ PLANS = {
                           race_rounds=3, configurations=CONFIGURATIONS[:1],
                           configuration_strategies=("rename", "conditional"),
                           configuration_points=CONFIGURATION_POINTS),
+    # quick: the configurations on Spark's default manager and on one PUT (a lever's damage is
+    # Spark's, whatever the strategy: ``decide`` carries it to the others).
     "quick": CrashPlan(2, ("stateless",), ("stateless",), two_writer_races=("offsets",), race_rounds=10,
                        configurations=CONFIGURATIONS, configuration_cycles=2,
+                       configuration_strategies=("rename", "conditional"),
                        configuration_points=CONFIGURATION_POINTS),
     "full": CrashPlan(25, MEASURED_WORKLOADS, MEASURED_WORKLOADS, two_writer_races=("offsets",), multipart_cycles=3,
                       race_rounds=30, configurations=CONFIGURATIONS, configuration_cycles=5,
