@@ -49,15 +49,22 @@ def exactly_once(series) -> None:
     assert (series.duplicates, series.lost, series.partial, series.unexpected) == (0, 0, 0, 0)
 
 
-def test_a_foreach_writer_idempotent_per_epoch_keeps_exactly_once_in_sparks_own_configuration(spark, lab):
-    """Killed inside the write of commits/N, after the writer wrote batch N: the restart re-runs
-    batch N, and the writer replaces its files whole."""
+def killed_inside_commit(spark, lab, workload: str):
+    """One cycle of conditional x ``workload`` killed inside the write of commits/N, after the
+    sink wrote batch N: the restart re-runs batch N. The record and its cycle."""
     with crash_lab(spark, lab.get("embedded")) as (crash, recorder):
-        crash.series("conditional", "stateless-foreach", 1, ("inside-commit",))
+        crash.series("conditional", workload, 1, ("inside-commit",))
     record = recorder.results({})
     [cycle] = record.cycles.itertuples()
     assert cycle.restart_ok and cycle.landed, cycle.error
     assert cycle.first_batch == cycle.offsets_at_kill == cycle.committed_at_kill + 1
+    return record, cycle
+
+
+def test_a_foreach_writer_idempotent_per_epoch_keeps_exactly_once_in_sparks_own_configuration(spark, lab):
+    """Killed inside the write of commits/N, after the writer wrote batch N: the restart re-runs
+    batch N, and the writer replaces its files whole."""
+    record, cycle = killed_inside_commit(spark, lab, "stateless-foreach")
     assert (cycle.duplicates, cycle.lost, cycle.partial) == (0, 0, 0)
     [series] = record.crash_series.itertuples()
     assert (series.workload, series.preset) == ("stateless-foreach", "default")
@@ -140,12 +147,7 @@ def test_a_configuration_spark_refuses_is_recorded_with_its_message(spark, lab):
 def test_a_foreach_writer_that_appends_is_caught_replaying_a_batch(spark, lab):
     """The broken twin: appending, killed inside the write of commits/N after its write of batch N;
     the restart re-runs batch N and the writer appends it again."""
-    with crash_lab(spark, lab.get("embedded")) as (crash, recorder):
-        crash.series("conditional", "unsafe-foreach-writer", 1, ("inside-commit",))
-    record = recorder.results({})
-    [cycle] = record.cycles.itertuples()
-    assert cycle.restart_ok and cycle.landed, cycle.error
-    assert cycle.first_batch == cycle.offsets_at_kill == cycle.committed_at_kill + 1
+    record, cycle = killed_inside_commit(spark, lab, "unsafe-foreach-writer")
     assert cycle.duplicates == ROWS, "the re-run batch's rows are in the output twice"
     assert cycle.lost == 0
     assert metrics.duplicated_rows(record, "conditional") == ROWS
@@ -182,14 +184,16 @@ def test_the_verdict_on_a_sink_whose_batches_are_not_atomic():
 
 
 def test_the_plans_configurations():
-    """quick and full run every configuration on every strategy; smallest one, on two, one cycle;
-    a part runs its share of the cycles."""
+    """quick runs every configuration on Spark's default manager and conditional, full on every
+    strategy; smallest one, on the two, one cycle; a part runs its share of the cycles."""
     strategies = ["rename", "direct", "conditional", "manifest"]
     smallest = crashlab.PLANS["smallest"].configured_series(strategies)
     assert smallest == [("rename", "stateless-foreach", "async-progress", None, 1),
                         ("conditional", "stateless-foreach", "async-progress", None, 1)]
-    quick = crashlab.PLANS["quick"]
-    assert len(quick.configured_series(strategies)) == len(crashlab.CONFIGURATIONS) * len(strategies)
+    quick = crashlab.PLANS["quick"].configured_series(strategies)
+    assert len(quick) == len(crashlab.CONFIGURATIONS) * 2 and {s for s, *_ in quick} == {"rename", "conditional"}
+    full = crashlab.PLANS["full"]
+    assert len(full.configured_series(strategies)) == len(crashlab.CONFIGURATIONS) * len(strategies)
     for workload, preset, provider in crashlab.CONFIGURATIONS:
         assert workload in crashlab.WORKLOADS and provider in (None, *config.PROVIDERS)
         crashlab.configuration(preset, provider)  # known levers

@@ -70,9 +70,10 @@ TRIGGER = "1 second"
 class _SpacedLab(querylab.Lab):
     """``querylab.Lab`` whose stateful queries trigger every ``TRIGGERS[strategy]``."""
 
-    def start(self, workload: str, base: str, keys: int):
-        if workload != "stateful":
-            raise ValueError(f"only the stateful workload here, not {workload!r}")
+    def start(self, workload: str, base: str, keys: int, options: dict | None = None):
+        if workload != "stateful" or options:
+            raise ValueError(f"only the stateful workload in Spark's own settings here, not {workload!r} with "
+                             f"query options {options}")
         return workloads.stateful(self.spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys, digest=True,
                                   trigger=self.trigger)
 

@@ -132,9 +132,10 @@ class ScaleLab(querylab.Lab):
 
     operators = 1
 
-    def start(self, workload: str, base: str, keys: int):
-        if workload != "stateful":
-            raise ValueError(f"the scale experiment runs the stateful workload, not {workload!r}")
+    def start(self, workload: str, base: str, keys: int, options: dict | None = None):
+        if workload != "stateful" or options:
+            raise ValueError(f"the scale experiment runs the stateful workload in Spark's own settings, not "
+                             f"{workload!r} with query options {options}")
         return workloads.stateful(self.spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys,
                                   operators=self.operators)
 
