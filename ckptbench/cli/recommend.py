@@ -54,6 +54,9 @@ RACE_ROUNDS = 3
 #: lab's points in turn: a cycle costs a driver's restart and a check of the output (tens of
 #: seconds on 2 cores), on top of the series' first start and its check at rest.
 CRASH_CYCLES = 2
+#: How many times ``crash_check`` runs at most: when the check puts the leaders out, the two that
+#: lead then are checked in turn, so the configuration recommended has been crash-checked.
+CRASH_ROUNDS = 3
 #: The measured batches per configuration by default, after ``WARMUP`` warm-up batches: enough
 #: for a p50, few enough that the command ends within minutes.
 BATCHES = 10
@@ -196,12 +199,13 @@ def crash_workload(shape: config.Shape) -> str:
 
 
 def crash_check(settings: config.Settings, shape: config.Shape, leaders: list[decide.Candidate],
-                cycles: int = CRASH_CYCLES) -> dict[str, list[dict]]:
+                cycles: int = CRASH_CYCLES, first_series: int = 0) -> dict[str, list[dict]]:
     """Exactly-once under crashes of ``leaders`` (the two configurations leading after the race and
     the levers experiment), for rule 1 of the decision: each configuration, its manager with its
     Spark levers and the job's state store, runs as the crash lab's driver of the job's kind
     (``crash_workload``), killed with ``kill -9`` at the crash lab's points and restarted,
-    ``cycles`` times on a fresh checkpoint (``crashlab.Lab.series``); the rows its output lost or
+    ``cycles`` times on a fresh checkpoint (``crashlab.Lab.series``), series numbered from
+    ``first_series``; the rows its output lost or
     duplicated put it out (``decide``, through ``report.page.safety``). Returns the rows of the
     record's ``cycles`` and ``crash_series``. Needs the metering proxy, as the crash lab does.
 
@@ -224,6 +228,9 @@ def crash_check(settings: config.Settings, shape: config.Shape, leaders: list[de
                                provider=shape.provider if shape.stateful else None)
         finally:
             spark.stop()
+    for name in ("cycles", "crash_series"):  # numbered after the series of earlier rounds
+        for row in recorder.rows[name]:
+            row["series"] += first_series
     return {name: recorder.rows[name] for name in ("cycles", "crash_series")}
 
 
@@ -274,9 +281,21 @@ def cmd_recommend(args) -> None:
                 "no configuration leads" if not leaders else "--crash-cycles is 0" if args.crash_cycles == 0
                 else "the crash check needs the metering proxy too")
         else:
+            crashed: dict[str, list[dict]] = {"cycles": [], "crash_series": []}
+            checked: set[tuple[str, str]] = set()
             try:
-                crashed = crash_check(settings, shape, leaders, args.crash_cycles)
-                record = _combined(record, said, {**recorder.rows, **crashed})
+                # Leaders the check puts out make way for others: check those too, up to CRASH_ROUNDS.
+                for _ in range(CRASH_ROUNDS):
+                    leaders = [c for c in leaders if (c.strategy, c.preset) not in checked]
+                    if not leaders:
+                        break
+                    found = crash_check(settings, shape, leaders, args.crash_cycles, first_series=len(
+                        crashed["crash_series"]))
+                    for name in crashed:
+                        crashed[name] += found[name]
+                    checked |= {(c.strategy, c.preset) for c in leaders}
+                    record = _combined(record, said, {**recorder.rows, **crashed})
+                    leaders = _leaders(recommendation.decision_of(record))
             except Exception as e:  # the measurements so far stand; the output says the check is missing
                 said["crash_note"] = f"the crash check failed: {' '.join(str(e).split())[:300]}"
             seconds["crash check"] = time.monotonic() - began - sum(seconds.values())
