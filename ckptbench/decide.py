@@ -223,7 +223,9 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
             c.note = (f"as fast (within {TIE:.0%}) but dearer: ${c.dollars_per_month:,.2f} against "
                       f"${chosen.dollars_per_month:,.2f} a month")
         else:
-            c.note = f"slower: {c.commit_p50_ms:.0f} ms against {chosen.commit_p50_ms:.0f} ms per batch's commits"
+            spec = ".1f" if f"{c.commit_p50_ms:.0f}" == f"{chosen.commit_p50_ms:.0f}" else ".0f"
+            c.note = (f"slower: {c.commit_p50_ms:{spec}} ms against {chosen.commit_p50_ms:{spec}} ms per batch's "
+                      "commits")
     reasons.append(f"commits a batch in {chosen.commit_p50_ms:.0f} ms (p50; p95 {chosen.commit_p95_ms:.0f} ms), "
                    + ("the fastest" if len(tied) == 1 else f"within {TIE:.0%} of the fastest and the cheapest")
                    + (" of the strategies that refuse a second writer" if guarded else ""))
