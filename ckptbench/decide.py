@@ -137,6 +137,22 @@ def _charge_others_by_configuration(candidates: list[Candidate]) -> None:
             c.dollars_per_month += dollars
 
 
+def _first(eligible: list[Candidate]) -> tuple[Candidate, list[Candidate], list[Candidate]]:
+    """Rules 2 and 3 over ``eligible`` (none out): the configuration chosen, the pool it was chosen
+    from (those measured to refuse a second writer, else all) and those tied with the fastest."""
+    pool = [c for c in eligible if c.refuses_second_writer] or eligible
+    fastest = min(c.commit_p50_ms for c in pool)
+    tied = [c for c in pool if c.commit_p50_ms <= fastest * (1 + TIE)]
+    # Within a cent a month, the configuration with fewer of Spark's levers: less to set and keep.
+    return min(tied, key=lambda c: (round(c.dollars_per_month, 2), c.levers)), pool, tied
+
+
+def runner_up(decision: Decision) -> Candidate | None:
+    """The configuration the rule would choose were the chosen one gone (None: no other is eligible)."""
+    rest = [c for c in decision.candidates if c.out is None and c is not decision.chosen]
+    return _first(rest)[0] if rest else None
+
+
 def _levers_broke(safety: dict, preset: str) -> str | None:
     """How the crash lab saw configuration ``preset`` break exactly-once with some strategy (None:
     it did not, or never ran it). A lever's damage is Spark's (async progress tracking re-plans
@@ -204,16 +220,12 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
         return Decision(record.environment["store"], workload, None,
                         ["no configuration can be recommended: every one is out (see the candidates)"], candidates,
                         baseline=baseline)
-    guarded = [c for c in eligible if c.refuses_second_writer]
-    pool = guarded or eligible
+    chosen, pool, tied = _first(eligible)
+    guarded = [c for c in pool if c.refuses_second_writer]
     for c in eligible:
         if c not in pool:
             c.note = ("the race let a second writer through" if c.refuses_second_writer is False
                       else "not measured to refuse a second writer")
-    fastest = min(c.commit_p50_ms for c in pool)
-    tied = [c for c in pool if c.commit_p50_ms <= fastest * (1 + TIE)]
-    # Within a cent a month, the configuration with fewer of Spark's levers: less to set and keep.
-    chosen = min(tied, key=lambda c: (round(c.dollars_per_month, 2), c.levers))
     for c in pool:
         if c is chosen:
             continue

@@ -252,9 +252,7 @@ def _combined(record: results.Results, said: dict, rows: dict[str, list[dict]]) 
 
 def _leaders(decision: decide.Decision) -> list[decide.Candidate]:
     """The chosen configuration and the runner-up, those there are."""
-    from ckptbench.report.recommendation import runner_up
-
-    return [c for c in (decision.chosen, runner_up(decision)) if c is not None]
+    return [c for c in (decision.chosen, decide.runner_up(decision)) if c is not None]
 
 
 def cmd_recommend(args) -> None:

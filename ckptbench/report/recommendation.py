@@ -65,19 +65,6 @@ def crash_lines(record: results.Results) -> list[str]:
     return lines
 
 
-def runner_up(decision: decide.Decision) -> decide.Candidate | None:
-    """The configuration ``decide``'s rule would choose were the chosen one gone: among the rest
-    of the eligible ones, those measured to refuse a second writer first, then the fastest commit,
-    within ``decide.TIE`` the cheapest, then the fewest levers."""
-    rest = [c for c in decision.candidates if c.out is None and c is not decision.chosen]
-    if not rest:
-        return None
-    pool = [c for c in rest if c.refuses_second_writer] or rest
-    fastest = min(c.commit_p50_ms for c in pool)
-    tied = [c for c in pool if c.commit_p50_ms <= fastest * (1 + decide.TIE)]
-    return min(tied, key=lambda c: (round(c.dollars_per_month, 2), c.levers))
-
-
 def total_requests(c: decide.Candidate) -> float:
     """Billable requests per batch: the strategy's and those Spark's settings and the sink make."""
     return c.requests_per_batch + c.other_requests_per_batch
@@ -171,7 +158,7 @@ def _submit(record: results.Results, chosen: decide.Candidate, conf: dict[str, s
 def summary(record: results.Results, decision: decide.Decision) -> Summary:
     said, env = record.environment["recommend"], record.environment
     shape = said["shape"]
-    second = runner_up(decision)
+    second = decide.runner_up(decision)
     chosen = decision.chosen
     conf, options = config.preset(chosen.preset) if chosen else ({}, {})
     submit, command = _submit(record, chosen, conf) if chosen else ([], "")
