@@ -300,5 +300,11 @@ def default_store() -> str:
 
 def workloads_for(plan: Plan, spark_version: str) -> tuple[str, ...]:
     """``plan``'s workloads that Spark ``spark_version`` ("3.5", "4.3") can run (``NEEDS_SPARK``)."""
-    version = tuple(int(part) for part in spark_version.split(".")[:2])
+    version = version_of(spark_version)
     return tuple(w for w in plan.workloads if version >= NEEDS_SPARK.get(w, (0, 0)))
+
+
+def version_of(spark_version: str) -> tuple[int, int]:
+    """(major, minor) of a Spark version such as "4.3.0", as ``NEEDS_SPARK`` and ``Lever`` name them."""
+    major, minor = spark_version.split(".")[:2]
+    return int(major), int(minor)

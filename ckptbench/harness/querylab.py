@@ -27,6 +27,7 @@ from ckptbench.config import (
     WORKLOAD_CONF,
     Plan,
     Shape,
+    version_of,
 )
 from ckptbench.config import preset as preset_settings
 from ckptbench.harness import jvm_requests, workloads
@@ -196,7 +197,7 @@ def refusal(error: BaseException, query) -> str | None:
 def lacks(spark_version: str, preset: str) -> str | None:
     """Why Spark ``spark_version`` cannot run configuration ``preset``: a lever it does not have
     (it would ignore the setting without a word, so the run would measure its defaults); else None."""
-    version = tuple(int(part) for part in spark_version.split(".")[:2])
+    version = version_of(spark_version)
     for name in (() if preset == DEFAULT_PRESET else preset.split("+")):
         lever = LEVERS[name]
         if version < lever.needs_spark:

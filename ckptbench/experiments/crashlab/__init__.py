@@ -12,7 +12,6 @@ from __future__ import annotations
 from .configured import (  # noqa: F401
     REFUSED,
     configuration,
-    lacking,
     refused,
 )
 from .driver import (  # noqa: F401

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from ckptbench.config import DEFAULT_PRESET, PROVIDERS, STATE_PROVIDER
 from ckptbench.config import preset as preset_settings
-from ckptbench.harness.querylab import lacks
 
 #: How a series' ``error`` begins when it ran no cycle because Spark cannot or will not run its configuration.
 REFUSED = "refused: "
@@ -28,11 +27,6 @@ def configuration(preset: str = DEFAULT_PRESET, provider: str | None = None) -> 
             raise ValueError(f"unknown state store provider {provider!r}: the providers are {', '.join(PROVIDERS)}")
         conf = {STATE_PROVIDER: PROVIDERS[provider], **conf}
     return conf, options
-
-
-def lacking(spark_version: str, preset: str) -> str | None:
-    """Why Spark ``spark_version`` cannot run ``preset`` at all (a lever it does not have); else None."""
-    return lacks(spark_version, preset)
 
 
 def refused(driver) -> str | None:

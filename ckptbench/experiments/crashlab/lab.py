@@ -20,7 +20,7 @@ import ckpt_impls
 from ckptbench import progress
 from ckptbench.config import DEFAULT_PRESET
 from ckptbench.experiments import race as race_experiment
-from ckptbench.experiments.crashlab.configured import REFUSED, configuration, lacking, refused
+from ckptbench.experiments.crashlab.configured import REFUSED, configuration, refused
 from ckptbench.experiments.crashlab.driver import Driver, DriverGone
 from ckptbench.experiments.crashlab.plans import PLANS, RACE_WAIT_S, CrashPlan, expected_seconds, measured_times
 from ckptbench.experiments.crashlab.points import (
@@ -44,7 +44,7 @@ from ckptbench.experiments.crashlab.verify import (
     stored_batches,
     verify,
 )
-from ckptbench.harness import stores
+from ckptbench.harness import querylab, stores
 from ckptbench.harness.driver import Config, StoreSpec
 from ckptbench.record import disk, results
 from infra.faults import Kill, Rendezvous
@@ -193,9 +193,9 @@ class Lab:
         series_began = time.monotonic()
         row = {"series": number, "strategy": strategy, "workload": workload, "cycles": 0, "seed": self.seed,
                "rows_per_batch": self.rows_per_batch, "prefix": prefix, "error": None, "preset": preset}
-        lacks = lacking(self.spark.version, preset)
-        if lacks:  # no driver: nothing is written, so nothing to check
-            row.update(error=REFUSED + lacks, seconds=time.monotonic() - series_began)
+        lacking = querylab.lacks(self.spark.version, preset)
+        if lacking:  # no driver: nothing is written, so nothing to check
+            row.update(error=REFUSED + lacking, seconds=time.monotonic() - series_began)
             self.recorder.rows["crash_series"].append(row)
             if bar:
                 bar.update(cycles)
