@@ -1,6 +1,10 @@
 """One client connection of the metering proxy and its upstream connection: each request read,
 classified, handed to the fault rules, then forwarded and its response relayed (or answered,
-replayed, reset as an action says), and recorded as one ``Event``."""
+replayed, reset as an action says), and recorded as one ``Event``.
+
+Its interface, for ``server``: ``Session`` (one connection, served by ``serve()``) and
+``ProxyLink``, all a session may use of the proxy that runs it. A session reaches the proxy only
+through its link, so this module never imports ``server``."""
 
 from __future__ import annotations
 
@@ -11,16 +15,26 @@ import signal
 import socket
 import struct
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import httptools
 
-from ..faults import Answer, Delay, Forward, Hold, KillGroup, LoseResponse, Observed, Replay, RequestInfo, Reset
+from ..faults import (
+    Action,
+    Answer,
+    Delay,
+    Forward,
+    Hold,
+    Injection,
+    KillGroup,
+    LoseResponse,
+    Observed,
+    Replay,
+    RequestInfo,
+    Reset,
+)
 from ..s3ops import BULK_DELETE_CAPTURE, Event, area_of, describe, first_deleted_key
 from .framing import BUF, Framed, LazyHeaders, NotHttp, body_pieces, read_head, without_header
-
-if TYPE_CHECKING:
-    from .server import MeteringProxy
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 #: ``s3ops.describe`` reads one header: whether a PUT names a copy source.
@@ -38,6 +52,25 @@ class _ResponseCut(ConnectionError):
 
 class _ClientReset(Exception):
     """The proxy reset the client's connection on purpose (an injected fault)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProxyLink:
+    """What a session needs of the proxy that runs it, and all it may use of it. The proxy makes
+    one and hands it to every session; each callable may be called from any session's thread."""
+
+    #: The store's URL, for the proxy's own 502 answer.
+    upstream: str
+    #: A new connection to the store; OSError if it cannot be reached.
+    connect: Callable[[], socket.socket]
+    #: The fault rules in force, asked once per request (``FaultRules.decide``).
+    decide: Callable[[RequestInfo], Action]
+    #: Keep one request's event.
+    record: Callable[[Event], None]
+    #: Keep one fault applied.
+    injected: Callable[[Injection], None]
+    #: An object's size (bucket, key), from a HEAD the proxy sends itself; for response hooks.
+    probe_size: Callable[[str, str], int | None]
 
 
 @dataclasses.dataclass(slots=True)
@@ -67,11 +100,11 @@ class _Exchange:
                      self.status, bytes_in, self.bytes_out)
 
 
-class _Session:
-    """One client connection and its upstream connection."""
+class Session:
+    """One client connection and its upstream connection, served for the proxy ``link`` stands for."""
 
-    def __init__(self, proxy: MeteringProxy, sock: socket.socket) -> None:
-        self.proxy = proxy
+    def __init__(self, link: ProxyLink, sock: socket.socket) -> None:
+        self.link = link
         self.client = sock
         self.cbuf = b""  # bytes from the client not yet taken: the start of its next message
         self.client_out: list[bytes] = []  # to send to the client before the next wait
@@ -116,20 +149,20 @@ class _Session:
         keep_alive = request.msg.keep_alive
         try:
             info = RequestInfo(method, op, bucket, key, LazyHeaders(request), target)
-            action = self.proxy._faults.decide(info)
+            action = self.link.decide(info)
             while type(action) in (Delay, Hold):  # in this request's own thread: other connections go on
                 if type(action) is Hold:
                     fault = action.wait()
                     if fault is not None:
-                        self.proxy._injected(ex, fault)
+                        self._injected(ex, fault)
                 else:
-                    self.proxy._injected(ex, action.fault)
+                    self._injected(ex, action.fault)
                     time.sleep(action.seconds)
                 action = action.then
             if type(action) is Reset or (type(action) is KillGroup and not action.after_applied):
                 if type(action) is KillGroup:
                     _kill_group(action.pid)
-                self.proxy._injected(ex, action.fault)
+                self._injected(ex, action.fault)
                 raise _ClientReset
             # A client that sent Expect: 100-continue and no body bytes yet waits for the 100.
             answered_continue = (fields.get("expect", b"").lower() == b"100-continue"
@@ -137,17 +170,17 @@ class _Session:
             if answered_continue:
                 self.client.sendall(_CONTINUE)
             if type(action) is Answer:
-                self.proxy._injected(ex, action.label)
+                self._injected(ex, action.label)
                 self._read_body(ex, request, forward=False)
                 path = target.partition("?")[0]
                 return self._answer(ex, action.status, action.reason, action.body(path), b"application/xml",
                                     close=not keep_alive)
             if type(action) is Replay:
-                self.proxy._injected(ex, action.fault)
+                self._injected(ex, action.fault)
                 self._read_body(ex, request, forward=False)
                 return self._replay(ex, action, keep_alive)
             if type(action) is Forward and action.drop_header is not None:
-                self.proxy._injected(ex, f"dropped {action.drop_header}")
+                self._injected(ex, f"dropped {action.drop_header}")
                 head = without_header(head, action.drop_header)
             if type(action) is Forward and action.on_response is None:
                 return self._forward(ex, request, head, answered_continue, keep_alive)
@@ -160,12 +193,12 @@ class _Session:
             self._close_upstream()
             if not ex.body_done:
                 self._read_body(ex, request, forward=False)
-            body = f"metering proxy: {e} ({self.proxy.upstream})\n".encode()
+            body = f"metering proxy: {e} ({self.link.upstream})\n".encode()
             self._answer(ex, 502, "Bad Gateway", body, b"text/plain", close=True)
             return False
         finally:
             if not ex.recorded:
-                self.proxy._record(ex.event())
+                self.link.record(ex.event())
 
     def _send_request(self, ex: _Exchange, request: Framed, head: bytes, answered_continue: bool,
                       keep_body: int = 0) -> tuple[Framed, bool]:
@@ -218,16 +251,16 @@ class _Session:
         if type(action) is not Forward:  # the store applied it; the client never hears
             if type(action) is KillGroup:
                 _kill_group(action.pid)
-            self.proxy._injected(ex, action.fault)
+            self._injected(ex, action.fault)
             raise _ClientReset
         kept = bytes(ex.kept) if ex.kept is not None and ex.body_done and len(ex.kept) <= keep else None
         observed = Observed(info, ex.status, response.header_dict(), bytes(body), kept, forwarded,
-                            self.proxy.probe_size)
+                            self.link.probe_size)
         replay = action.on_response(observed)
         for fault in observed.faults:
-            self.proxy._injected(ex, fault)
+            self._injected(ex, fault)
         if replay is not None:
-            self.proxy._injected(ex, replay.fault)
+            self._injected(ex, replay.fault)
             return self._replay(ex, replay, keep_alive)
         ex.bytes_out = len(body)
         self.client_out += raw
@@ -336,7 +369,10 @@ class _Session:
 
     def _record(self, ex: _Exchange) -> None:
         ex.recorded = True
-        self.proxy._record(ex.event())
+        self.link.record(ex.event())
+
+    def _injected(self, ex: _Exchange, fault: str) -> None:
+        self.link.injected(Injection(ex.start, ex.op, ex.bucket, ex.key, fault))
 
     # -- the client side -------------------------------------------------------
 
@@ -375,7 +411,7 @@ class _Session:
                 pass
             self._close_upstream()
         try:
-            self.up = self.proxy._connect_upstream()
+            self.up = self.link.connect()
         except OSError as e:
             raise _UpstreamFailed(f"cannot connect to the store: {e}") from None
         return False
