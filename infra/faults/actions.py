@@ -1,6 +1,8 @@
 """What the metering proxy does with one request (an action), what a rule may look at to decide
 (``RequestInfo``, and through a response hook ``Observed``), and the record of a fault applied
-(``Injection``). Plain data: the proxy carries the actions out (``infra.proxy``)."""
+(``Injection``). Plain data: the proxy carries the actions out (``infra.proxy``). Also
+``error_xml``, the S3 error document of an answer the proxy makes up, for the rules that replay
+one."""
 
 from __future__ import annotations
 
@@ -115,7 +117,7 @@ class Answer:
 
     def body(self, resource: str) -> bytes:
         """The XML error document S3 sends, for the request path ``resource``."""
-        return _error_xml(self.code, self.message, resource)
+        return error_xml(self.code, self.message, resource)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -176,7 +178,9 @@ def _reason(status: int) -> str:
         return "Injected Fault"
 
 
-def _error_xml(code: str, message: str, resource: str) -> bytes:
+def error_xml(code: str, message: str, resource: str) -> bytes:
+    """An S3 error document (``<Error>`` with ``Code``, ``Message``, ``Resource`` and a fresh
+    ``RequestId``), as a store answers a failed request."""
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f"<Error><Code>{escape(code)}</Code><Message>{escape(message)}</Message>"

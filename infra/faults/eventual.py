@@ -11,8 +11,8 @@ from email.utils import formatdate
 from html import escape, unescape
 from urllib.parse import quote, unquote
 
-from .actions import Action, Forward, Observed, Replay, RequestInfo, _error_xml
-from .rules import _body_size, _Locked, _succeeded, copy_source
+from .actions import Action, Forward, Observed, Replay, RequestInfo, error_xml
+from .rules import Locked, body_size, copy_source, succeeded
 
 
 @dataclasses.dataclass
@@ -64,7 +64,7 @@ def decode_aws_chunked(body: bytes) -> bytes | None:
         pos = end + 2 + size + 2
 
 
-class Eventual(_Locked):
+class Eventual(Locked):
     """Amazon S3's consistency before December 2020, emulated with an inconsistency window
     ``window`` (seconds). What S3 then documented: read-after-write for new objects, except
     that a GET or HEAD of a key before it existed made later reads eventually consistent;
@@ -136,7 +136,7 @@ class Eventual(_Locked):
 
     @staticmethod
     def _missing(request: RequestInfo) -> Replay:
-        body = b"" if request.op == "HEAD" else _error_xml(
+        body = b"" if request.op == "HEAD" else error_xml(
             "NoSuchKey", "The specified key does not exist.", request.target.partition("?")[0])
         return Replay(404, (("Content-Type", "application/xml"),), body, "stale-missing")
 
@@ -171,7 +171,7 @@ class Eventual(_Locked):
                 elif 200 <= observed.status < 300 and where not in self._known:
                     self._known[where] = self._learned(observed)
                 return
-            if not _succeeded(observed):
+            if not succeeded(observed):
                 return
             if request.op == "PUT":
                 self._created(where, self._written(observed), now)
@@ -206,7 +206,7 @@ class Eventual(_Locked):
 
     def _written(self, observed: Observed) -> _Object:
         request = observed.request
-        size = _body_size(request)
+        size = body_size(request)
         body = observed.request_body
         if body is not None and ("aws-chunked" in request.headers.get("content-encoding", "")
                                  or request.headers.get("x-amz-content-sha256", "").startswith("STREAMING-")):

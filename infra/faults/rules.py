@@ -1,5 +1,9 @@
 """The fault rules (plain picklable data, each with ``decide(request) -> Action | None``) and
-``FaultRules``, the rules in force, which the proxy asks once per request (see ``infra.faults``)."""
+``FaultRules``, the rules in force, which the proxy asks once per request (see ``infra.faults``).
+
+Also what a rule with a response hook is built from, here and in ``eventual``: ``Locked`` (its
+own lock), ``copy_source`` and ``body_size`` (what a request's head says of the object it reads
+or writes) and ``succeeded`` (whether the store applied it)."""
 
 from __future__ import annotations
 
@@ -49,9 +53,9 @@ def _ops(ops, rule: str) -> frozenset[str]:
     return chosen
 
 
-class _Locked:
-    """A rule with state that its response hooks change outside ``FaultRules``' lock: its own
-    lock, left out when pickled."""
+class Locked:
+    """Base of a rule with state that its response hooks change outside ``FaultRules``' lock: its
+    own lock (``_init_lock()`` makes it, in the rule's ``__init__``), left out when pickled."""
 
     def _init_lock(self) -> None:
         object.__setattr__(self, "_lock", threading.Lock())
@@ -230,7 +234,7 @@ def copy_source(request: RequestInfo) -> tuple[str, str] | None:
     return split_path(source.partition("?")[0])  # split_path URL-decodes
 
 
-def _body_size(request: RequestInfo) -> int | None:
+def body_size(request: RequestInfo) -> int | None:
     """An upload's payload size from its head: ``x-amz-decoded-content-length`` of an aws-chunked
     body, else Content-Length."""
     for name in ("x-amz-decoded-content-length", "content-length"):
@@ -240,12 +244,13 @@ def _body_size(request: RequestInfo) -> int | None:
     return None
 
 
-def _succeeded(observed: Observed) -> bool:
+def succeeded(observed: Observed) -> bool:
+    """Whether the store applied the request: a 2xx answer that is not an error document."""
     # CompleteMultipartUpload (and a COPY) may answer 200 with an <Error> document.
     return 200 <= observed.status < 300 and b"<Error>" not in observed.body[:512]
 
 
-class CopyThroughput(_Locked):
+class CopyThroughput(Locked):
     """A server-side COPY (and UploadPartCopy) is answered no sooner than its source's size at
     ``bytes_per_second`` after it went to the store, as on AWS S3, where a COPY moves the
     bytes. The source's size is what this rule saw written to that key through the proxy (a
@@ -271,17 +276,17 @@ class CopyThroughput(_Locked):
         return None
 
     def _book(self, observed: Observed) -> None:
-        if not _succeeded(observed):
+        if not succeeded(observed):
             return
         request = observed.request
         where = (request.bucket, request.key)
         with self._lock:
             if request.op == "PUT":
-                size = _body_size(request)
+                size = body_size(request)
                 if size is not None:
                     self._sizes[where] = size
             elif request.op == "MPU_PART":
-                size = _body_size(request) if "x-amz-copy-source" not in request.headers else None
+                size = body_size(request) if "x-amz-copy-source" not in request.headers else None
                 parts = self._parts.setdefault(request.params.get("uploadId", ""), {})
                 parts[request.params.get("partNumber", "")] = size
             elif request.op == "MPU_COMPLETE":
@@ -293,7 +298,7 @@ class CopyThroughput(_Locked):
 
     def _hold(self, observed: Observed) -> None:
         source = copy_source(observed.request)
-        if source is None or not _succeeded(observed):
+        if source is None or not succeeded(observed):
             return
         with self._lock:
             size = self._sizes.get(source)
@@ -313,7 +318,7 @@ class CopyThroughput(_Locked):
 RENDEZVOUS_OPS = ("PUT", "COPY", "MPU_COMPLETE")
 
 
-class Rendezvous(_Locked):
+class Rendezvous(Locked):
     """Two writers of one key made to meet: the first write request (of ``ops``) whose key fully
     matches the regular expression ``pattern`` is held, in its own request thread, until a second
     write request for the same bucket and key arrives; then both go to the store together (the

@@ -84,9 +84,10 @@ Overhead: a proxied 1 KiB PUT should cost at most 10% more than a direct one (th
 rises with the load, most likely (not measured apart) because every proxied request wakes the proxy
 at least twice and a wake-up may wait for a CPU (measured: see docs/findings/proxy-overhead.md).
 
-The code: ``server`` (``MeteringProxy``: lifecycle, the events and injections kept, the rules in
-force), ``session`` (one client connection: the relay and the fault actions carried out), and
-``framing`` (where HTTP/1.x messages begin and end, with llhttp).
+The code, each module importing only the ones after it: ``server`` (``MeteringProxy``: lifecycle,
+the events and injections kept, the rules in force), ``session`` (one client connection: the relay
+and the fault actions carried out; it reaches the proxy only through the ``ProxyLink`` the server
+hands it), and ``framing`` (where HTTP/1.x messages begin and end, with llhttp).
 """
 
 from __future__ import annotations

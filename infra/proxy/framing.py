@@ -1,6 +1,11 @@
 """HTTP/1.x message framing for the metering proxy: where a message head ends, how its body is
 delimited and where it ends, with llhttp (``httptools``) as the parser. The bytes relayed are
-always the ones received: nothing here re-serializes a message."""
+always the ones received: nothing here re-serializes a message.
+
+Its interface, for ``session``: ``Framed`` (a head parsed, and how its body is delimited),
+``read_head`` and ``body_pieces`` (a message's head, then its body, off a connection),
+``LazyHeaders`` (a request's headers for the fault rules), ``without_header``, ``NotHttp`` (what
+arrived is not HTTP) and ``BUF`` (how much to read at once)."""
 
 from __future__ import annotations
 
@@ -9,13 +14,13 @@ from collections.abc import Iterator, Mapping
 import httptools
 
 #: How much the relay reads from a socket at once, and the most of a request it queues before sending.
-_BUF = 65536
+BUF = 65536
 #: The longest message head the proxy reads before it gives up on the connection (S3 allows 8 KiB of
 #: user metadata in a head).
 _MAX_HEAD = 65536
 
 
-class _NotHttp(Exception):
+class NotHttp(Exception):
     """What arrived is not an HTTP message (llhttp refused it, or its head is too long)."""
 
 
@@ -49,7 +54,7 @@ class _Message:
         self.done = True
 
 
-class _Framed:
+class Framed:
     """One message's head, parsed, and how its body is delimited: ``length`` bytes, or
     ``chunked`` (llhttp finds the end), or (a response only) ``until_close``; ``parser`` goes
     on with a chunked body. ``fields`` holds the values of ``_FIELDS`` that the head has."""
@@ -63,11 +68,11 @@ class _Framed:
         try:
             self.parser.feed_data(head)
         except httptools.HttpParserError as e:
-            raise _NotHttp(str(e)) from None
+            raise NotHttp(str(e)) from None
         finally:
             msg.parser = None
         if not msg.head_done:
-            raise _NotHttp("no request or status line")
+            raise NotHttp("no request or status line")
         fields = self.fields = {}
         for name, value in msg.headers:
             field = _FIELDS.get(name.lower())
@@ -91,12 +96,12 @@ class _Framed:
         return {name.decode("latin-1").lower(): value.decode("latin-1").strip() for name, value in self.msg.headers}
 
 
-#: The headers the relay itself reads, lower-case name to the short name ``_Framed.fields`` uses.
+#: The headers the relay itself reads, lower-case name to the short name ``Framed.fields`` uses.
 _FIELDS = {b"content-length": "length", b"transfer-encoding": "te", b"expect": "expect",
            b"x-amz-decoded-content-length": "decoded", b"x-amz-copy-source": "copy", b"connection": "connection"}
 
 
-def _chunked_end(framed: _Framed, data: bytes, carried: bytes) -> int:
+def _chunked_end(framed: Framed, data: bytes, carried: bytes) -> int:
     """Feed ``data``, the next bytes of ``framed``'s chunked body (``carried``: the last 3 bytes
     fed before), to its parser, no further than where the message ends: that position in
     ``data``, or -1 if it has not ended. A chunked message ends right after a blank line (its last
@@ -117,11 +122,11 @@ def _chunked_end(framed: _Framed, data: bytes, carried: bytes) -> int:
         if pos < len(data):
             framed.parser.feed_data(view[pos:])
     except httptools.HttpParserError as e:
-        raise _NotHttp(str(e)) from None
+        raise NotHttp(str(e)) from None
     return -1
 
 
-def _body(framed: _Framed, buf: bytes, more) -> Iterator[tuple[bytes, bytes, bytes]]:
+def body_pieces(framed: Framed, buf: bytes, more) -> Iterator[tuple[bytes, bytes, bytes]]:
     """The pieces of ``framed``'s body as they arrive, ``(raw, data, rest)``: its bytes as sent,
     their data without chunk framing (the same bytes unless chunked), and what was read past the
     body's end (b"" but with the last piece). ``buf`` is what was read already; ``more()``
@@ -154,13 +159,13 @@ def _body(framed: _Framed, buf: bytes, more) -> Iterator[tuple[bytes, bytes, byt
             yield data, data, b""
 
 
-class _Headers(Mapping):
+class LazyHeaders(Mapping):
     """A request's headers for the fault rules, lower-case name to value: built on first use,
     so a request no rule looks at never builds them."""
 
     __slots__ = ("_dict", "_framed")
 
-    def __init__(self, framed: _Framed) -> None:
+    def __init__(self, framed: Framed) -> None:
         self._framed, self._dict = framed, None
 
     def _headers(self) -> dict[str, str]:
@@ -178,13 +183,13 @@ class _Headers(Mapping):
         return len(self._headers())
 
 
-def _head(buf: bytes, more) -> tuple[bytes, bytes]:
+def read_head(buf: bytes, more) -> tuple[bytes, bytes]:
     """The message head at the start of ``buf`` (reading on with ``more()`` as needed; EOFError
     if the connection ends first), and what follows it."""
     at = 0
     while (end := buf.find(b"\r\n\r\n", at)) < 0:
         if len(buf) > _MAX_HEAD:
-            raise _NotHttp(f"no message head in the first {_MAX_HEAD} bytes")
+            raise NotHttp(f"no message head in the first {_MAX_HEAD} bytes")
         at = max(0, len(buf) - 3)
         data = more()
         if not data:
@@ -193,7 +198,7 @@ def _head(buf: bytes, more) -> tuple[bytes, bytes]:
     return buf[:end + 4], buf[end + 4:]
 
 
-def _without_header(head: bytes, name: str) -> bytes:
+def without_header(head: bytes, name: str) -> bytes:
     """``head`` without its ``name`` header lines (any case)."""
     drop = name.lower().encode("latin-1")
     lines = head.split(b"\r\n")

@@ -1,5 +1,6 @@
 """``MeteringProxy``: the proxy's lifecycle (a listener and a pool of worker threads), the
-events and injections it keeps, the fault rules in force, and its own uncounted HEADs."""
+events and injections it keeps, the fault rules in force, and its own uncounted HEADs. Its
+sessions see of it only the ``ProxyLink`` it makes for them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from urllib.parse import quote, urlsplit
 
 from ..faults import FaultRules, Injection, profile
 from ..s3ops import Event
-from .session import _Exchange, _Session
+from .session import ProxyLink, Session
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
@@ -43,8 +44,10 @@ class MeteringProxy:
         self._events: list[Event] = []
         self._injections: list[Injection] = []
         self._dropped = 0  # events removed by reset(), so marks stay valid across it
-        self._sessions: set[_Session] = set()
+        self._sessions: set[Session] = set()
         self._faults = FaultRules()
+        self._link = ProxyLink(upstream, self._connect_upstream, self._faults.decide, self._record, self._injected,
+                               self.probe_size)
         self._credentials: tuple[str, str, str] | None = None  # for probe_size's HEAD
         self.fault_profile, self.seed = "none", seed
         self.use_profile(fault_profile, seed)
@@ -55,7 +58,7 @@ class MeteringProxy:
         # moto does (measured: see docs/findings/proxy-overhead.md).
         self._workers: list[threading.Thread] = []
         self._idle_workers = 0
-        self._handoff: queue.SimpleQueue[_Session | None] = queue.SimpleQueue()
+        self._handoff: queue.SimpleQueue[Session | None] = queue.SimpleQueue()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -172,9 +175,9 @@ class MeteringProxy:
         with self._lock:
             self._events.append(event)
 
-    def _injected(self, ex: _Exchange, fault: str) -> None:
+    def _injected(self, injection: Injection) -> None:
         with self._lock:
-            self._injections.append(Injection(ex.start, ex.op, ex.bucket, ex.key, fault))
+            self._injections.append(injection)
 
     # -- serving ---------------------------------------------------------------
 
@@ -186,7 +189,7 @@ class MeteringProxy:
             except OSError:
                 return  # stop() shut the listener
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            session = _Session(self, sock)
+            session = Session(self._link, sock)
             with self._lock:
                 self._sessions.add(session)
                 spawn = self._idle_workers == 0

@@ -1,6 +1,10 @@
 """One client connection of the metering proxy and its upstream connection: each request read,
 classified, handed to the fault rules, then forwarded and its response relayed (or answered,
-replayed, reset as an action says), and recorded as one ``Event``."""
+replayed, reset as an action says), and recorded as one ``Event``.
+
+Its interface, for ``server``: ``Session`` (one connection, served by ``serve()``) and
+``ProxyLink``, all a session may use of the proxy that runs it. A session reaches the proxy only
+through its link, so this module never imports ``server``."""
 
 from __future__ import annotations
 
@@ -11,16 +15,26 @@ import signal
 import socket
 import struct
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import httptools
 
-from ..faults import Answer, Delay, Forward, Hold, KillGroup, LoseResponse, Observed, Replay, RequestInfo, Reset
+from ..faults import (
+    Action,
+    Answer,
+    Delay,
+    Forward,
+    Hold,
+    Injection,
+    KillGroup,
+    LoseResponse,
+    Observed,
+    Replay,
+    RequestInfo,
+    Reset,
+)
 from ..s3ops import BULK_DELETE_CAPTURE, Event, area_of, describe, first_deleted_key
-from .framing import _BUF, _body, _Framed, _head, _Headers, _NotHttp, _without_header
-
-if TYPE_CHECKING:
-    from .server import MeteringProxy
+from .framing import BUF, Framed, LazyHeaders, NotHttp, body_pieces, read_head, without_header
 
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 #: ``s3ops.describe`` reads one header: whether a PUT names a copy source.
@@ -38,6 +52,25 @@ class _ResponseCut(ConnectionError):
 
 class _ClientReset(Exception):
     """The proxy reset the client's connection on purpose (an injected fault)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProxyLink:
+    """What a session needs of the proxy that runs it, and all it may use of it. The proxy makes
+    one and hands it to every session; each callable may be called from any session's thread."""
+
+    #: The store's URL, for the proxy's own 502 answer.
+    upstream: str
+    #: A new connection to the store; OSError if it cannot be reached.
+    connect: Callable[[], socket.socket]
+    #: The fault rules in force, asked once per request (``FaultRules.decide``).
+    decide: Callable[[RequestInfo], Action]
+    #: Keep one request's event.
+    record: Callable[[Event], None]
+    #: Keep one fault applied.
+    injected: Callable[[Injection], None]
+    #: An object's size (bucket, key), from a HEAD the proxy sends itself; for response hooks.
+    probe_size: Callable[[str, str], int | None]
 
 
 @dataclasses.dataclass(slots=True)
@@ -67,17 +100,17 @@ class _Exchange:
                      self.status, bytes_in, self.bytes_out)
 
 
-class _Session:
-    """One client connection and its upstream connection."""
+class Session:
+    """One client connection and its upstream connection, served for the proxy ``link`` stands for."""
 
-    def __init__(self, proxy: MeteringProxy, sock: socket.socket) -> None:
-        self.proxy = proxy
+    def __init__(self, link: ProxyLink, sock: socket.socket) -> None:
+        self.link = link
         self.client = sock
         self.cbuf = b""  # bytes from the client not yet taken: the start of its next message
         self.client_out: list[bytes] = []  # to send to the client before the next wait
         self.up: socket.socket | None = None
         self.ubuf = b""  # bytes from the store not yet taken
-        self.up_out: list[bytes] = []  # to send to the store: a whole request, or _BUF bytes of it
+        self.up_out: list[bytes] = []  # to send to the store: a whole request, or BUF bytes of it
         self.up_out_bytes = 0
         self.up_broken = False  # a send to the store failed during this exchange
 
@@ -91,7 +124,7 @@ class _Session:
         try:
             while self._exchange():
                 pass
-        except (OSError, EOFError, _NotHttp):
+        except (OSError, EOFError, NotHttp):
             pass  # client gone or not speaking HTTP: drop the connection
         finally:
             self._close_upstream()
@@ -105,7 +138,7 @@ class _Session:
         if head is None:
             return False  # the client is done
         start = time.time()
-        request = _Framed(head, httptools.HttpRequestParser)
+        request = Framed(head, httptools.HttpRequestParser)
         method = request.parser.get_method().decode("ascii")
         target = request.msg.url.decode("latin-1")
         fields = request.fields
@@ -115,21 +148,21 @@ class _Session:
                        bytearray() if op == "BULK_DELETE" else None)
         keep_alive = request.msg.keep_alive
         try:
-            info = RequestInfo(method, op, bucket, key, _Headers(request), target)
-            action = self.proxy._faults.decide(info)
+            info = RequestInfo(method, op, bucket, key, LazyHeaders(request), target)
+            action = self.link.decide(info)
             while type(action) in (Delay, Hold):  # in this request's own thread: other connections go on
                 if type(action) is Hold:
                     fault = action.wait()
                     if fault is not None:
-                        self.proxy._injected(ex, fault)
+                        self._injected(ex, fault)
                 else:
-                    self.proxy._injected(ex, action.fault)
+                    self._injected(ex, action.fault)
                     time.sleep(action.seconds)
                 action = action.then
             if type(action) is Reset or (type(action) is KillGroup and not action.after_applied):
                 if type(action) is KillGroup:
                     _kill_group(action.pid)
-                self.proxy._injected(ex, action.fault)
+                self._injected(ex, action.fault)
                 raise _ClientReset
             # A client that sent Expect: 100-continue and no body bytes yet waits for the 100.
             answered_continue = (fields.get("expect", b"").lower() == b"100-continue"
@@ -137,18 +170,18 @@ class _Session:
             if answered_continue:
                 self.client.sendall(_CONTINUE)
             if type(action) is Answer:
-                self.proxy._injected(ex, action.label)
+                self._injected(ex, action.label)
                 self._read_body(ex, request, forward=False)
                 path = target.partition("?")[0]
                 return self._answer(ex, action.status, action.reason, action.body(path), b"application/xml",
                                     close=not keep_alive)
             if type(action) is Replay:
-                self.proxy._injected(ex, action.fault)
+                self._injected(ex, action.fault)
                 self._read_body(ex, request, forward=False)
                 return self._replay(ex, action, keep_alive)
             if type(action) is Forward and action.drop_header is not None:
-                self.proxy._injected(ex, f"dropped {action.drop_header}")
-                head = _without_header(head, action.drop_header)
+                self._injected(ex, f"dropped {action.drop_header}")
+                head = without_header(head, action.drop_header)
             if type(action) is Forward and action.on_response is None:
                 return self._forward(ex, request, head, answered_continue, keep_alive)
             return self._forward_buffered(ex, info, request, head, answered_continue, keep_alive, action)
@@ -160,15 +193,15 @@ class _Session:
             self._close_upstream()
             if not ex.body_done:
                 self._read_body(ex, request, forward=False)
-            body = f"metering proxy: {e} ({self.proxy.upstream})\n".encode()
+            body = f"metering proxy: {e} ({self.link.upstream})\n".encode()
             self._answer(ex, 502, "Bad Gateway", body, b"text/plain", close=True)
             return False
         finally:
             if not ex.recorded:
-                self.proxy._record(ex.event())
+                self.link.record(ex.event())
 
-    def _send_request(self, ex: _Exchange, request: _Framed, head: bytes, answered_continue: bool,
-                      keep_body: int = 0) -> tuple[_Framed, bool]:
+    def _send_request(self, ex: _Exchange, request: Framed, head: bytes, answered_continue: bool,
+                      keep_body: int = 0) -> tuple[Framed, bool]:
         """Send ``head`` and ``request``'s body (read off the client on the way) to the store; the
         store's final response head, and whether a 100 Continue came first."""
         reused = self._ensure_upstream()
@@ -189,7 +222,7 @@ class _Session:
         ex.status = response.parser.get_status_code()
         return response, continued
 
-    def _forward(self, ex: _Exchange, request: _Framed, head: bytes, answered_continue: bool,
+    def _forward(self, ex: _Exchange, request: Framed, head: bytes, answered_continue: bool,
                  keep_alive: bool) -> bool:
         """Forward the request and stream the store's response to the client as it arrives; True
         if the client connection may carry another message (``keep_alive``: the request allows it)."""
@@ -202,7 +235,7 @@ class _Session:
         self._flush_client()
         return self._done_upstream(ex, response, answered_continue, continued) and keep_alive
 
-    def _forward_buffered(self, ex: _Exchange, info: RequestInfo, request: _Framed, head: bytes,
+    def _forward_buffered(self, ex: _Exchange, info: RequestInfo, request: Framed, head: bytes,
                           answered_continue: bool, keep_alive: bool,
                           action: Forward | LoseResponse | KillGroup) -> bool:
         """Forward the request, read the store's whole response, then do what ``action`` says with
@@ -218,16 +251,16 @@ class _Session:
         if type(action) is not Forward:  # the store applied it; the client never hears
             if type(action) is KillGroup:
                 _kill_group(action.pid)
-            self.proxy._injected(ex, action.fault)
+            self._injected(ex, action.fault)
             raise _ClientReset
         kept = bytes(ex.kept) if ex.kept is not None and ex.body_done and len(ex.kept) <= keep else None
         observed = Observed(info, ex.status, response.header_dict(), bytes(body), kept, forwarded,
-                            self.proxy.probe_size)
+                            self.link.probe_size)
         replay = action.on_response(observed)
         for fault in observed.faults:
-            self.proxy._injected(ex, fault)
+            self._injected(ex, fault)
         if replay is not None:
-            self.proxy._injected(ex, replay.fault)
+            self._injected(ex, replay.fault)
             return self._replay(ex, replay, keep_alive)
         ex.bytes_out = len(body)
         self.client_out += raw
@@ -235,7 +268,7 @@ class _Session:
         self._flush_client()
         return keep_alive
 
-    def _done_upstream(self, ex: _Exchange, response: _Framed, answered_continue: bool, continued: bool) -> bool:
+    def _done_upstream(self, ex: _Exchange, response: Framed, answered_continue: bool, continued: bool) -> bool:
         """Keep the upstream connection for the next request if it is clean, else close it;
         whether the client's may carry another message after this response."""
         # A store that answers an ``Expect: 100-continue`` request with a final status and no
@@ -247,12 +280,12 @@ class _Session:
             self._close_upstream()
         return keep_alive
 
-    def _read_body(self, ex: _Exchange, request: _Framed, forward: bool, keep: int = 0) -> None:
+    def _read_body(self, ex: _Exchange, request: Framed, forward: bool, keep: int = 0) -> None:
         """Read the request body off the client, counting it, and send it on if ``forward``;
         keep its first ``keep`` bytes and one more (so a longer body shows) in ``ex.kept``."""
         if keep:
             ex.kept = bytearray()
-        for raw, data, rest in _body(request, self.cbuf, self._from_client):
+        for raw, data, rest in body_pieces(request, self.cbuf, self._from_client):
             self.cbuf = rest
             self._body_piece(ex, raw, data, forward, keep)
         ex.body_done = True
@@ -269,10 +302,10 @@ class _Session:
             ex.kept += data[:keep + 1 - len(ex.kept)]
         if forward:
             self._to_upstream(raw)
-            if self.up_out_bytes >= _BUF:
+            if self.up_out_bytes >= BUF:
                 self._flush_upstream()
 
-    def _response_head(self, method: str, answered_continue: bool) -> tuple[_Framed, bool]:
+    def _response_head(self, method: str, answered_continue: bool) -> tuple[Framed, bool]:
         """The store's final response head, and whether a 100 Continue came first; interim
         responses are relayed, except a 100 Continue the proxy already gave the client itself."""
         continued = False
@@ -281,8 +314,8 @@ class _Session:
             try:
                 # A response to a HEAD has no body, whatever its head says (RFC 9112, 6.3);
                 # llhttp cannot be told which request a response answers.
-                response = _Framed(head, httptools.HttpResponseParser, no_body=method == "HEAD")
-            except _NotHttp as e:
+                response = Framed(head, httptools.HttpResponseParser, no_body=method == "HEAD")
+            except NotHttp as e:
                 raise _UpstreamFailed(f"bad response from the store: {e}") from None
             status = response.parser.get_status_code()
             if status >= 200:
@@ -291,14 +324,15 @@ class _Session:
             if not (status == 100 and answered_continue):
                 self.client_out.append(head)
 
-    def _response_body(self, response: _Framed):
-        """The response body's pieces as they arrive: ``(raw, data)`` as ``_body`` has them;
+    def _response_body(self, response: Framed):
+        """The response body's pieces as they arrive: ``(raw, data)`` as ``body_pieces`` has them;
         _ResponseCut if the store's connection ends or breaks first."""
         try:
-            for raw, data, rest in _body(response, self.ubuf, lambda: self._from_upstream(eof_ok=response.until_close)):
+            for raw, data, rest in body_pieces(response, self.ubuf,
+                                               lambda: self._from_upstream(eof_ok=response.until_close)):
                 self.ubuf = rest
                 yield raw, data
-        except (_UpstreamFailed, _NotHttp, EOFError) as e:
+        except (_UpstreamFailed, NotHttp, EOFError) as e:
             raise _ResponseCut(str(e) or "the store closed the connection") from e
 
     def _answer(self, ex: _Exchange, status: int, reason: str, body: bytes, content_type: bytes,
@@ -335,20 +369,23 @@ class _Session:
 
     def _record(self, ex: _Exchange) -> None:
         ex.recorded = True
-        self.proxy._record(ex.event())
+        self.link.record(ex.event())
+
+    def _injected(self, ex: _Exchange, fault: str) -> None:
+        self.link.injected(Injection(ex.start, ex.op, ex.bucket, ex.key, fault))
 
     # -- the client side -------------------------------------------------------
 
     def _head_from_client(self) -> bytes | None:
         """The next message head from the client; None if it closed before sending one."""
         try:
-            head, self.cbuf = _head(self.cbuf, self._from_client)
+            head, self.cbuf = read_head(self.cbuf, self._from_client)
         except EOFError:
             return None
         return head
 
     def _from_client(self) -> bytes:
-        data = self.client.recv(_BUF)
+        data = self.client.recv(BUF)
         if not data:
             raise EOFError
         return data
@@ -374,17 +411,17 @@ class _Session:
                 pass
             self._close_upstream()
         try:
-            self.up = self.proxy._connect_upstream()
+            self.up = self.link.connect()
         except OSError as e:
             raise _UpstreamFailed(f"cannot connect to the store: {e}") from None
         return False
 
     def _head_from_upstream(self) -> bytes:
         try:
-            head, self.ubuf = _head(self.ubuf, self._from_upstream)
+            head, self.ubuf = read_head(self.ubuf, self._from_upstream)
         except EOFError:
             raise _UpstreamFailed("the store closed the connection") from None
-        except _NotHttp as e:
+        except NotHttp as e:
             raise _UpstreamFailed(f"bad response from the store: {e}") from None
         return head
 
@@ -393,7 +430,7 @@ class _Session:
         _UpstreamFailed if the connection ends (unless ``eof_ok``: then b"") or breaks."""
         self._flush_client()
         try:
-            data = self.up.recv(_BUF)
+            data = self.up.recv(BUF)
         except OSError as e:
             raise _UpstreamFailed(f"no response from the store: {e}") from None
         if not data and not eof_ok:
