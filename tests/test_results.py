@@ -143,7 +143,7 @@ def test_a_failed_run_raises_with_its_reason():
 
 def test_a_record_reads_back_as_written_and_refuses_another_schema(record, tmp_path):
     record.environment["schema_version"] = schema.SCHEMA_VERSION
-    back = disk.read(record.write(tmp_path / "rec"))
+    back = disk.read(disk.write(record, tmp_path / "rec"))
     run = back.run("conditional", "stateful")
     assert metrics.requests_per_batch(run) == pytest.approx(1.2)
     assert metrics.duration_percentile(run, "walCommit", 95) == pytest.approx(48.0)
@@ -179,14 +179,14 @@ def test_a_record_in_parts_reads_merged_and_a_whole_one_replaces_them(tmp_path):
     assert list(disk.read_all(tmp_path)["t"]) == ["crashes"]
     disk.write_part(_crash_part("rename", "c"), where, 1, 3)  # a split into 3 replaces the split into 2
     assert list(disk.read(where).crash_series.strategy) == ["rename", "rename"]
-    _crash_part("conditional", "d").write(where)  # a whole record replaces every part
+    disk.write(_crash_part("conditional", "d"), where)  # a whole record replaces every part
     assert disk.parts_of(where) == [] and list(disk.read(where).crash_series.strategy) == ["conditional"] * 2
 
 
 def test_a_schema_2_record_reads_with_no_settings_recorded(record, tmp_path):
     record.environment["schema_version"] = 2
     record.tables["runs"] = record.runs.drop(columns="settings")  # what schema 2 wrote
-    back = disk.read(record.write(tmp_path / "rec"))
+    back = disk.read(disk.write(record, tmp_path / "rec"))
     assert back.environment["schema_version"] == schema.SCHEMA_VERSION
     assert list(back.runs.settings) == ["{}"] * len(back.runs)
 
@@ -236,7 +236,7 @@ def recorded(spark, lab, metered_stores, tmp_path_factory) -> Path:
     for strategy in ("rename", "conditional"):
         bench.run(recorder, strategy, "stateful", plan.keys[0], plan.warmup, plan.batches)
     record = recorder.results(results.environment(proxied, "measure", "test", dataclasses.asdict(plan)))
-    return record.write(tmp_path_factory.mktemp("record") / "embedded-measure")
+    return disk.write(record, tmp_path_factory.mktemp("record") / "embedded-measure")
 
 
 def test_measure_and_the_suite_show_the_same_numbers(recorded):

@@ -1,0 +1,101 @@
+"""The record's schema (``ckptbench.record.schema``) is the one home of every table's columns, their
+types and their defaults: the recorder checks its rows against it, the writer writes through it and
+the reader conforms what it reads to it, older records included."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from ckptbench.record import disk, results, schema
+from conftest import event, progress
+
+
+def _recorded() -> results.Recorder:
+    recorder = results.Recorder()
+    run = recorder.add_run("conditional", "stateful", 10, "p")
+    recorder.add_batches(run, "measured", [progress(1, 10.0), progress(2, 20.0)])
+    recorder.add_requests(run, [event(1.01, "PUT", "p/offsets/1"), event(9.0, "DELETE", "p/state/old")],
+                          [progress(1, 10.0), progress(2, 20.0)])
+    recorder.add_fault_run(run, profile="eventual", seed=0, batches=2, batches_done=2, outcome="completed", cause="",
+                           recovered=None, exactly_once=None, seconds=1.0)
+    return recorder
+
+
+def _dtypes(frame: pd.DataFrame) -> dict[str, str]:
+    return {column: str(t) for column, t in frame.dtypes.items()}
+
+
+def _declared(name: str) -> dict[str, str]:
+    return {field.name: schema.dtype(field) for field in schema.SCHEMAS[name]}
+
+
+def test_a_misspelt_or_missing_column_is_an_error_at_the_add():
+    recorder = results.Recorder()
+    with pytest.raises(ValueError, match="table fault_runs: no column outcom; missing outcome "):
+        recorder.add_fault_run(0, profile="eventual", seed=0, batches=2, batches_done=2, outcom="completed", cause="",
+                               recovered=None, exactly_once=None, seconds=1.0)
+    with pytest.raises(ValueError, match="table memory: missing heap_mib "):
+        recorder.add_memory(0, batch=1, manager_objects=1, manager_kib=1.0)
+    assert recorder.rows["fault_runs"] == recorder.rows["memory"] == []  # nothing half-added
+    # A nullable column may be left out: it reads as missing (NaN: no outage).
+    recorder.add_fault_run(0, profile="eventual", seed=0, batches=2, batches_done=2, outcome="completed", cause="",
+                           recovered=None, exactly_once=None, seconds=1.0)
+    assert recorder.results({}).fault_runs.outage_s.isna().all()
+
+
+def test_a_row_put_in_rows_directly_is_checked_when_the_record_is_made():
+    recorder = results.Recorder()
+    run = recorder.add_run("direct", "stateful", 10, "p")
+    recorder.rows["runs"][run].update(peak_rss=1.0)  # a misspelt peak_rss_mib
+    with pytest.raises(ValueError, match="table runs has no column peak_rss: its columns are run, strategy"):
+        recorder.results({})
+
+
+def test_every_table_has_its_declared_types_built_written_and_read(tmp_path):
+    """Each table's pandas types are the schema's (``schema.dtype``) in a record built by the
+    recorder, and the same after it is written and read back; an empty table's too."""
+    record = _recorded().results({"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "x"})
+    back = disk.read(disk.write(record, tmp_path / "t-x"))
+    for name in schema.TABLES:
+        assert _dtypes(record.tables[name]) == _declared(name), name
+        assert _dtypes(getattr(back, name)) == _declared(name), name
+    assert list(back.requests.batch_id) == [1, pd.NA] and back.fault_runs.recovered.isna().all()
+
+
+def test_the_writer_refuses_a_table_or_column_the_schema_does_not_have(tmp_path):
+    record = _recorded().results({"schema_version": schema.SCHEMA_VERSION})
+    with pytest.raises(ValueError, match="table runs has no column arm"):
+        disk.write(results.Results(record.environment, {**record.tables, "runs": record.runs.assign(arm="on")}),
+                   tmp_path / "r")
+    with pytest.raises(ValueError, match="a record has no table arms"):
+        disk.write(results.Results(record.environment, {"arms": record.runs}), tmp_path / "r")
+    assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_an_older_record_reads_each_missing_column_as_its_default(tmp_path):
+    """A record written before ``requests.source``, ``runs.settings``, ``preset`` and ``refused``,
+    ``fault_runs``' outage columns: those read as their fields' defaults (NA where none), typed."""
+    directory = disk.write(_recorded().results({"schema_version": 1}), tmp_path / "old")
+    for name, columns in {"requests": ["source", "origin"], "runs": ["settings", "preset", "refused"],
+                          "fault_runs": ["outage_s", "died_after_s", "resumed_after_s"]}.items():
+        table = pq.read_table(directory / f"{name}.parquet")
+        pq.write_table(table.drop_columns(columns), directory / f"{name}.parquet")
+    back = disk.read(directory)
+    assert list(back.requests.source) == ["proxy"] * 2 and back.requests.origin.isna().all()
+    assert back.runs[["settings", "preset", "refused"]].values.tolist() == [["{}", "default", False]]
+    assert back.fault_runs.outage_s.isna().all()
+    for name in ("requests", "runs", "fault_runs"):
+        assert _dtypes(getattr(back, name)) == _declared(name), name
+    defaults = {(name, f.name): schema.default(f) for name, s in schema.SCHEMAS.items() for f in s
+                if schema.has_default(f)}
+    assert defaults == {("runs", "settings"): "{}", ("runs", "preset"): "default", ("runs", "refused"): False,
+                        ("requests", "source"): "proxy", ("crash_series", "preset"): "default"}
+
+
+def test_each_version_since_the_first_says_what_it_changed():
+    history = schema.history()
+    assert list(history) == list(schema.READABLE) == list(range(1, schema.SCHEMA_VERSION + 1))
+    assert all(history[v] for v in history if v > 1), history
+    assert "``requests.source``" in history[2] and "the ``races`` table" in history[7]
