@@ -4,12 +4,16 @@ the reader conforms what it reads to it, older records included."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
 from ckptbench.record import disk, results, schema
 from conftest import event, progress
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _recorded() -> results.Recorder:
@@ -99,3 +103,16 @@ def test_each_version_since_the_first_says_what_it_changed():
     assert list(history) == list(schema.READABLE) == list(range(1, schema.SCHEMA_VERSION + 1))
     assert all(history[v] for v in history if v > 1), history
     assert "``requests.source``" in history[2] and "the ``races`` table" in history[7]
+
+
+def test_an_older_records_renamed_experiment_reads_with_its_new_name(tmp_path):
+    """Schema 9 renamed the crash lab's and fault lab's records (``schema.RENAMED``): an older
+    record's ``crashes`` and ``faults`` read, and are keyed by ``read_all``, as ``crashlab`` and
+    ``faultlab``; the committed sample's among them. A record of this schema keeps its name."""
+    for version, experiment in ((8, "crashes"), (7, "faults"), (schema.SCHEMA_VERSION, "levers")):
+        disk.write(_recorded().results({"schema_version": version, "store": "t", "experiment": experiment}),
+                   tmp_path / f"t-{experiment}")
+    assert sorted(disk.read_all(tmp_path)["t"]) == ["crashlab", "faultlab", "levers"]
+    assert disk.read(tmp_path / "t-crashes").environment["experiment"] == "crashlab"
+    sample = disk.read_all(ROOT / "docs" / "sample-report" / "raw")["ceph"]
+    assert {"crashlab", "faultlab"} <= set(sample) and not {"crashes", "faults"} & set(sample)

@@ -2,8 +2,8 @@
 ``schema_version``) and one Parquet file per non-empty table, each typed by its schema
 (``ckptbench.record.schema``), or parts of one (``part-K-of-N``) written by processes that split a
 plan and merged on read. A reader conforms every table it reads to the schema (an older record's
-missing columns read as their defaults) and refuses a
-schema version it does not know rather than guess at it."""
+missing columns read as their defaults, its renamed experiment as the new name) and refuses a schema
+version it does not know rather than guess at it."""
 
 from __future__ import annotations
 
@@ -111,7 +111,11 @@ def read(directory: Path) -> Results:
                              f"({env.get('commit', 'unknown')[:8]})")
     tables = {path.stem: schema.conform(path.stem, pd.read_parquet(path)) for path in directory.glob("*.parquet")
               if path.stem in TABLES}
-    return Results({**env, "schema_version": SCHEMA_VERSION}, tables)
+    env = {**env, "schema_version": SCHEMA_VERSION}
+    for since, names in sorted(schema.RENAMED.items()):  # an older record's experiment, by its new name
+        if version < since and env.get("experiment") in names:
+            env["experiment"] = names[env["experiment"]]
+    return Results(env, tables)
 
 
 def read_all(raw: Path) -> dict[str, dict[str, Results]]:

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 #: The schema records are written with. What each version changed is ``CHANGES`` and the ``since``
 #: of the columns and tables.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 #: Versions this reader reads: an older record lacks the tables and columns added since, which read
 #: as their defaults.
 READABLE = tuple(range(1, SCHEMA_VERSION + 1))
@@ -31,7 +31,12 @@ READABLE = tuple(range(1, SCHEMA_VERSION + 1))
 CHANGES = {
     3: "a run's settings recorded (an older record's read as none recorded, ``{}``)",
     6: "the benchmark floor's ``memory`` requests include the state files it deleted",
+    9: "the crash lab's and fault lab's records renamed: experiment ``crashes`` is ``crashlab``, "
+       "``faults`` is ``faultlab`` (an older record's environment reads with the new name)",
 }
+#: Experiments renamed in a version: ``{version: {old name: new name}}``. A record older than the
+#: version reads with the new name (``ckptbench.record.disk.read``).
+RENAMED = {9: {"crashes": "crashlab", "faults": "faultlab"}}
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",
