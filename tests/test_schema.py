@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ckptbench.record import disk, results, schema
+from ckptbench.record import disk, results, schema, schema_page
 from conftest import event, progress
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,3 +117,65 @@ def test_an_older_records_renamed_experiment_reads_with_its_new_name(tmp_path):
     assert disk.read(tmp_path / "t-crashes").environment["experiment"] == "crashlab"
     sample = disk.read_all(ROOT / "docs" / "sample-report" / "raw")["ceph"]
     assert {"crashlab", "faultlab"} <= set(sample) and not {"crashes", "faults"} & set(sample)
+
+
+# -- the page, and a column added in one place --------------------------------------------------
+
+
+def check_page(committed: str) -> None:
+    assert committed == schema_page.page(), "docs/record-schema.md is stale: run python -m ckptbench.record.schema_page"
+
+
+def test_the_committed_page_is_what_the_schema_generates():
+    """docs/record-schema.md is regenerated with `python -m ckptbench.record.schema_page`."""
+    check_page(schema_page.PATH.read_text())
+
+
+def _changed_doc(name: str, column: str, doc: str) -> dict[str, pa.Schema]:
+    fields = schema.SCHEMAS[name]
+    i = fields.get_field_index(column)
+    changed = fields.set(i, fields.field(i).with_metadata({**fields.field(i).metadata, b"doc": doc.encode()}))
+    return {**schema.SCHEMAS, name: changed}
+
+
+def test_a_stale_page_is_caught():
+    """A page generated before one field changed (here: its doc) is not what the schema generates,
+    on that column's line alone."""
+    stale = schema_page.page(_changed_doc("memory", "heap_mib", "the heap"))
+    with pytest.raises(AssertionError, match=r"record-schema\.md is stale"):
+        check_page(stale)
+    [(old, new)] = [(a, b) for a, b in zip(stale.splitlines(), schema_page.page().splitlines(), strict=True) if a != b]
+    assert old.startswith("| `heap_mib` |") and old.endswith("| the heap |") and new.startswith("| `heap_mib` |")
+
+
+def test_a_column_added_to_the_schema_alone_flows_through_record_disk_and_page(tmp_path, monkeypatch):
+    """Two columns added to the ``memory`` table's schema, nothing else changed: the recorder
+    requires the one with no missing value, the record built, written and read has both with
+    their types, a record written before them reads their defaults, and the page shows them."""
+    older = disk.write(_memory_record(heap_mib=100.0, manager_objects=1, manager_kib=1.0), tmp_path / "older")
+    added = schema.SCHEMAS["memory"].append(schema.column("gcs", schema.INT, "full GCs before the reading", "count",
+                                                          since=schema.SCHEMA_VERSION, default=1))
+    added = added.append(schema.column("old_gen_mib", schema.FLOAT, "the old generation's share", "MiB",
+                                       nullable=True, since=schema.SCHEMA_VERSION))
+    monkeypatch.setitem(schema.SCHEMAS, "memory", added)
+    assert schema.TABLES["memory"][-2:] == ("gcs", "old_gen_mib")
+    with pytest.raises(ValueError, match="table memory: missing gcs "):
+        _memory_record(heap_mib=100.0, manager_objects=1, manager_kib=1.0)
+    record = _memory_record(heap_mib=100.0, manager_objects=1, manager_kib=1.0, gcs=3)
+    back = disk.read(disk.write(record, tmp_path / "new"))
+    for table in (record.memory, back.memory):
+        assert _dtypes(table) == {**_declared("memory"), "gcs": "int64", "old_gen_mib": "float64"}
+        assert table.gcs.tolist() == [3] and table.old_gen_mib.isna().all()
+    before = disk.read(older).memory
+    assert before.gcs.tolist() == [1] and before.old_gen_mib.isna().all() and _dtypes(before) == _dtypes(back.memory)
+    text = schema_page.page()
+    version = schema.SCHEMA_VERSION
+    assert f"| `gcs` | int64 | count | no | {version} | `1` | int64 | full GCs before the reading |" in text
+    assert f"| `old_gen_mib` | double | MiB | yes | {version} | NA | float64 |" in text
+    assert "`memory.gcs`; `memory.old_gen_mib`" in text
+
+
+def _memory_record(**reading) -> results.Results:
+    recorder = results.Recorder()
+    recorder.add_memory(0, batch=1, **reading)
+    return recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "scale"})

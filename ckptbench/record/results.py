@@ -270,7 +270,7 @@ class Run:
 
 class Recorder:
     """Collects an experiment's rows as they are measured; ``results()`` makes the record. Every
-    ``add_*`` checks its rows against the table's schema (``schema.check_row``): a column the table
+    ``add_*`` checks its rows against the table's schema (``schema.check_rows``): a column the table
     does not have, or a required one left out, is a ``ValueError`` at the add. Rows put in ``rows``
     directly, or filled in there later, are checked when ``results()`` makes the record."""
 
@@ -279,8 +279,7 @@ class Recorder:
 
     def add(self, table: str, rows: list[dict]) -> None:
         """Add ``rows`` to ``table``, each checked against its schema."""
-        for row in rows:
-            schema.check_row(table, row)
+        schema.check_rows(table, rows)
         self.rows[table] += rows
 
     def add_run(self, strategy: str, workload: str, keys: int, prefix: str, settings: dict | None = None,

@@ -9,14 +9,16 @@ a pandas DataFrame. Every measurement ckptbench makes lands in one first; ``meas
 Each column's field carries its doc, its unit where it has one, the schema version it appeared in
 (``since``) and the value a record that lacks it reads (``default``; NA where none). Everything
 else is derived from these schemas: the columns of each table in order (``TABLES``), their pandas
-types (``dtype``), the check of a recorded row (``check_row``), what a record read from disk or
-built from rows is conformed to (``conform``) and the version history (``history``). A column
-added to a table is one field here: the recorder, the writer and the reader follow.
+types (``dtype``), the check of recorded rows (``check_rows``), what a record read from disk or
+built from rows is conformed to (``conform``), the version history (``history``) and the page
+``docs/record-schema.md`` (``ckptbench.record.schema_page``). A column added to a table is one
+field here: the recorder, the writer, the reader and the page follow.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import pandas as pd
 import pyarrow as pa
@@ -29,7 +31,6 @@ SCHEMA_VERSION = 9
 READABLE = tuple(range(1, SCHEMA_VERSION + 1))
 #: Changes of a version that are not a new column or table.
 CHANGES = {
-    3: "a run's settings recorded (an older record's read as none recorded, ``{}``)",
     6: "the benchmark floor's ``memory`` requests include the state files it deleted",
     9: "the crash lab's and fault lab's records renamed: experiment ``crashes`` is ``crashlab``, "
        "``faults`` is ``faultlab`` (an older record's environment reads with the new name)",
@@ -314,8 +315,23 @@ SCHEMAS: dict[str, pa.Schema] = {
         since=4),
 }
 
+
+
+class _Columns(Mapping):
+    """Each table's columns in order, read from ``SCHEMAS`` whenever asked: never a second copy."""
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        return tuple(SCHEMAS[name].names)
+
+    def __iter__(self):
+        return iter(SCHEMAS)
+
+    def __len__(self) -> int:
+        return len(SCHEMAS)
+
+
 #: Every table and its columns, in order.
-TABLES: dict[str, tuple[str, ...]] = {name: tuple(s.names) for name, s in SCHEMAS.items()}
+TABLES: Mapping[str, tuple[str, ...]] = _Columns()
 
 
 def _meta(field: pa.Field | pa.Schema, key: str) -> str | None:
@@ -353,10 +369,11 @@ def dtype(field: pa.Field) -> str:
     return _meta(field, "pandas")
 
 
-def history() -> dict[int, list[str]]:
-    """What each schema version added or changed, from the tables' and columns' ``since`` and ``CHANGES``."""
+def history(schemas: dict[str, pa.Schema] | None = None) -> dict[int, list[str]]:
+    """What each schema version added or changed, from the tables' and columns' ``since`` (of
+    ``schemas``, by default the record's) and ``CHANGES``."""
     out: dict[int, list[str]] = {v: [] for v in READABLE}
-    for name, s in SCHEMAS.items():
+    for name, s in (SCHEMAS if schemas is None else schemas).items():
         if since(s) > 1:
             out[since(s)].append(f"the ``{name}`` table")
         out_of_table = [f for f in s if since(f) > since(s)]
@@ -367,20 +384,22 @@ def history() -> dict[int, list[str]]:
     return out
 
 
-_COLUMNS = {name: frozenset(s.names) for name, s in SCHEMAS.items()}
-_REQUIRED = {name: frozenset(f.name for f in s if not f.nullable) for name, s in SCHEMAS.items()}
 #: The type a column that is not nullable takes while it holds missing values.
 _NULLABLE_FORM = {"int64": "Int64", "bool": "boolean"}
 
 
-def check_row(name: str, row: dict) -> None:
-    """Refuse (``ValueError``) a row of table ``name`` that names a column the table does not have,
-    or leaves out one it requires (one that is not nullable); a nullable one left out reads as missing."""
-    if not _REQUIRED[name] <= row.keys() <= _COLUMNS[name]:
-        unknown, lacking = sorted(row.keys() - _COLUMNS[name]), sorted(_REQUIRED[name] - row.keys())
-        said = [f"no column {', '.join(unknown)}"] if unknown else []
-        said += [f"missing {', '.join(lacking)}"] if lacking else []
-        raise ValueError(f"a row of table {name}: {'; '.join(said)} (its columns: ckptbench.record.schema)")
+def check_rows(name: str, rows: list[dict]) -> None:
+    """Refuse (``ValueError``) rows of table ``name`` if one names a column the table does not
+    have, or leaves out one it requires (one that is not nullable); a nullable one left out reads
+    as missing."""
+    columns = frozenset(SCHEMAS[name].names)
+    required = frozenset(f.name for f in SCHEMAS[name] if not f.nullable)
+    for row in rows:
+        if not required <= row.keys() <= columns:
+            unknown, lacking = sorted(row.keys() - columns), sorted(required - row.keys())
+            said = [f"no column {', '.join(unknown)}"] if unknown else []
+            said += [f"missing {', '.join(lacking)}"] if lacking else []
+            raise ValueError(f"a row of table {name}: {'; '.join(said)} (its columns: ckptbench.record.schema)")
 
 
 def conform(name: str, table: pd.DataFrame) -> pd.DataFrame:
@@ -390,7 +409,7 @@ def conform(name: str, table: pd.DataFrame) -> pd.DataFrame:
     still holds missing values (rows built by hand that leave it out) it takes its type's nullable
     form (Int64, boolean). A column the schema does not have is a ``ValueError``."""
     fields = SCHEMAS[name]
-    if unknown := [c for c in table.columns if c not in _COLUMNS[name]]:
+    if unknown := [c for c in table.columns if c not in fields.names]:
         raise ValueError(f"table {name} has no column {', '.join(map(str, unknown))}: its columns are "
                          f"{', '.join(fields.names)}")
     columns = {}
