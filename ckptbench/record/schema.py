@@ -70,11 +70,12 @@ def _pandas_dtype(kind: pa.DataType, nullable: bool) -> str:
 
 
 def table(doc: str, *fields: pa.Field, since: int = 1) -> pa.Schema:
+    """A table of ``fields`` (``column``), what one row is (``doc``), in records since ``since``."""
     return pa.schema(fields, metadata={"doc": doc, "since": str(since)})
 
 
-def _run(doc: str = "the run (``runs.run``)") -> pa.Field:
-    return column("run", INT, doc)
+#: The ``run`` column of a table of runs' rows.
+_RUN = column("run", INT, "the run (``runs.run``)")
 
 
 _NOT_CHECKED = "NA: not checked"
@@ -102,7 +103,7 @@ SCHEMAS: dict[str, pa.Schema] = {
                since=8, default=False)),
     "batches": table(
         "One row per micro-batch of a run, as Spark's progress reported it.",
-        _run(),
+        _RUN,
         column("batch_id", INT, "Spark's ``batchId``", nullable=True),
         column("phase", TEXT, "``warmup`` or ``measured``"),
         column("timestamp", FLOAT, "the batch's start (its progress ``timestamp``), epoch seconds", "s"),
@@ -116,7 +117,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "requests": table(
         "One row per S3 request of a run. A run usually has both a ``proxy`` and a ``jvm`` count, each a full "
         "count on its own: never add them up (``Run`` shows one source at a time).",
-        _run(),
+        _RUN,
         column("batch_id", INT, "the batch whose window the request started in (NA: between batches, such as "
                "state store maintenance)", nullable=True),
         column("start", FLOAT, "when the request started, epoch seconds", "s"),
@@ -253,7 +254,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         since=7),
     "fault_runs": table(
         "One row per run of the fault lab (``ckptbench.experiments.faultlab``).",
-        _run(),
+        _RUN,
         column("profile", TEXT, "the fault profile in force (``infra.faults.PROFILES``)"),
         column("seed", INT, "the profile's seed"),
         column("batches", INT, "the batches asked", "count"),
@@ -273,21 +274,21 @@ SCHEMAS: dict[str, pa.Schema] = {
                "was back (NaN: it did not resume)", "s", nullable=True, since=7)),
     "injections": table(
         "One row per fault the metering proxy injected into a run's requests.",
-        _run(),
+        _RUN,
         column("start", FLOAT, "when the request started, epoch seconds", "s"),
         column("op", TEXT, "the request's S3 operation"),
         column("key", TEXT, "the request's key"),
         column("fault", TEXT, "the fault's label (``infra.faults``)")),
     "scale": table(
         "One row per run of the scale experiment (``ckptbench.experiments.scale``).",
-        _run(),
+        _RUN,
         column("partitions", INT, "shuffle partitions", "count"),
         column("operators", INT, "stateful operators", "count"),
         column("kind", TEXT, "``point``: a few batches at one point of the partitions and operators axes; "
                "``long``: one long query, the batch-count axis")),
     "memory": table(
         "Heap readings taken while a long scale run ran, after a full GC.",
-        _run(),
+        _RUN,
         column("batch", INT, "the batches done", "count"),
         column("heap_mib", FLOAT, "the driver JVM's heap in use", "MiB"),
         column("manager_objects", INT, "the checkpoint managers' own objects (``ckptbench.checkpoint`` classes)",
@@ -298,7 +299,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         "schedule beside the batches) made to a run's checkpoint manager, as ``ckpt_impls.MAINTENANCE_WATCH`` "
         "logged it; ``results.maintenance_methods`` tells the requests they made from a batch's own. Logged in "
         "local mode only (maintenance runs on the executors).",
-        _run(),
+        _RUN,
         column("start", FLOAT, "when the call began, epoch seconds", "s"),
         column("end", FLOAT, "when it ended (a write's: when its stream closed), epoch seconds", "s"),
         column("method", TEXT, "the manager's method"),
@@ -355,6 +356,7 @@ def since(field: pa.Field | pa.Schema) -> int:
 
 
 def has_default(field: pa.Field) -> bool:
+    """Whether a record that lacks the column reads a value for it, not NA."""
     return _meta(field, "default") is not None
 
 
@@ -376,9 +378,9 @@ def history(schemas: dict[str, pa.Schema] | None = None) -> dict[int, list[str]]
     for name, s in (SCHEMAS if schemas is None else schemas).items():
         if since(s) > 1:
             out[since(s)].append(f"the ``{name}`` table")
-        out_of_table = [f for f in s if since(f) > since(s)]
-        for field in out_of_table:
-            out[since(field)].append(f"``{name}.{field.name}``")
+        for field in s:
+            if since(field) > since(s):  # added to the table after it appeared
+                out[since(field)].append(f"``{name}.{field.name}``")
     for version, change in CHANGES.items():
         out[version].append(change)
     return out
