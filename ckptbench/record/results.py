@@ -92,7 +92,7 @@ class Results:
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         if name in TABLES:
-            return self.tables.get(name, schema.frame(name, []))
+            return self.tables[name] if name in self.tables else schema.frame(name, [])
         raise AttributeError(name)
 
     def __getstate__(self):
