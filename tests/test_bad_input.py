@@ -88,11 +88,11 @@ def test_drift_without_results(tmp_path):
 
 
 def test_cost_at_scale_needs_scale_records(tmp_path):
-    from ckptbench.record import results, schema
+    from ckptbench.record import disk, results, schema
 
     streaming = tmp_path / "embedded-streaming"
-    results.Recorder().results({"schema_version": schema.SCHEMA_VERSION, "plan": {"keys": [10]}, "store": "embedded",
-                                "experiment": "streaming"}).write(streaming)
+    disk.write(results.Recorder().results({"schema_version": schema.SCHEMA_VERSION, "plan": {"keys": [10]},
+                                           "store": "embedded", "experiment": "streaming"}), streaming)
     line = one_error_line(ckptbench("cost", "--partitions", "200", "--record", str(streaming)))
     assert "needs scale records" in line and "streaming" in line
 

@@ -95,7 +95,7 @@ def test_the_race_in_a_record_decides_refusal(tmp_path):
     recorder.rows["two_writers"].append({"strategy": "rename", "workload": "stateless", "head_start": 3, "seed": 1,
                                          "outcome": "clean-error", "overwritten_logs": 0, "race": None})
     env = {"schema_version": schema.SCHEMA_VERSION, "store": "ceph", "experiment": "crashes"}
-    found = page.safety(disk.read(recorder.results(env).write(tmp_path / "ceph-crashes")))
+    found = page.safety(disk.read(disk.write(recorder.results(env), tmp_path / "ceph-crashes")))
     assert {s: f.refuses for s, f in found.items()} == {"direct": False, "conditional": True, "manifest": False}
     assert (found["direct"].race_rounds, found["direct"].race_two_winners) == (3, 3)
     assert found["manifest"].race_one_winner == 2  # the round that did not meet proves nothing
@@ -170,7 +170,7 @@ def probed(tmp_path, failed: dict[str, str]) -> results.Results:
     recorder.add_capabilities({c: {"ok": c not in failed, "detail": failed.get(c, "fine"), "seconds": 0.1}
                                for c in ckpt_impls.CAPABILITIES})
     env = {"schema_version": schema.SCHEMA_VERSION, "store": "ceph", "experiment": "store"}
-    return disk.read(recorder.results(env).write(tmp_path / "ceph-store"))
+    return disk.read(disk.write(recorder.results(env), tmp_path / "ceph-store"))
 
 
 def test_the_recorded_probe_keeps_what_the_store_cannot_run_out(tmp_path):

@@ -61,7 +61,7 @@ def fixed_record() -> results.Results:
 
 
 def test_rates_on_a_fixed_record(tmp_path):
-    record = disk.read(fixed_record().write(tmp_path / "faults"))  # as written and read back
+    record = disk.read(disk.write(fixed_record(), tmp_path / "faults"))  # as written and read back
     assert metrics.death_rate(record, "rename", "eventual") == 0.5
     assert metrics.death_rate(record, "direct", "eventual") == 0.0
     assert metrics.failed_batch_rate(record, "rename", "eventual") == 3 / 8
@@ -142,7 +142,7 @@ def outage_record() -> results.Results:
 
 
 def test_outage_times_and_table_on_a_fixed_record(tmp_path):
-    record = disk.read(outage_record().write(tmp_path / "faults"))
+    record = disk.read(disk.write(outage_record(), tmp_path / "faults"))
     assert metrics.rode_out_rate(record, "rename", "outage-5s") == 1.0
     assert metrics.rode_out_rate(record, "conditional", "outage-5s") == 0.0
     assert metrics.time_to_death(record, "conditional", "outage-5s") == 2.0

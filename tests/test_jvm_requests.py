@@ -203,7 +203,7 @@ def test_a_request_the_proxy_saw_start_after_its_batch_ended_still_agrees():
 
 
 def test_a_record_of_schema_1_reads_as_the_proxys(both_sources, tmp_path):
-    directory = both_sources.write(tmp_path / "old")
+    directory = disk.write(both_sources, tmp_path / "old")
     frame = both_sources.requests
     frame[frame.source == "proxy"].drop(columns="source").to_parquet(directory / "requests.parquet", index=False)
     (directory / "environment.json").write_text('{"schema_version": 1, "plan": {"keys": [10]}}')

@@ -94,7 +94,7 @@ def test_a_configuration_spark_refuses_is_recorded_with_sparks_reason(hdfs_recor
 
 
 def test_the_report_shows_every_configuration_and_opens_in_a_1024_px_window(hdfs_record, tmp_path):
-    hdfs_record.write(disk.directory(tmp_path / "raw", hdfs_record.environment["store"], "levers"))
+    disk.write(hdfs_record, disk.directory(tmp_path / "raw", hdfs_record.environment["store"], "levers"))
     index = page.write(tmp_path)[0]
     html = index.read_text()
     assert f">embedded: {report_levers.TITLE}</h2>" in html

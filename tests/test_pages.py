@@ -276,7 +276,7 @@ def bench_output(pages, tmp_path_factory) -> Path:
     record, the report, and the link from asv's pages to the report."""
     out = tmp_path_factory.mktemp("bench-output")
     shutil.copytree(pages["offline"], out / "html")
-    fixed_streaming_record().write(disk.directory(out / "raw", "ceph", "streaming"))
+    disk.write(fixed_streaming_record(), disk.directory(out / "raw", "ceph", "streaming"))
     page.write(out)
     publish.link_report(out / "html")
     return out

@@ -53,7 +53,7 @@ def fixed(puts: dict[str, int] | None = None) -> results.Results:
 
 
 def test_the_comparison_is_worked_out_from_the_record(tmp_path):
-    record = disk.read(fixed().write(tmp_path / "ceph-recommend"))
+    record = disk.read(disk.write(fixed(), tmp_path / "ceph-recommend"))
     decision = recommendation.decision_of(record)
     text = recommendation.text(record, decision)
     lines = text.splitlines()
@@ -109,7 +109,7 @@ def test_a_configuration_that_lost_rows_in_the_crash_check_is_out(tmp_path):
     record.tables["cycles"] = schema.frame("cycles", [
         {"series": 0, "strategy": "conditional", "workload": "stateful", "cycle": n, "crash_point": "random",
          "restart_ok": True, "duplicates": 0, "lost": 0} for n in (0, 1)])
-    decision = recommendation.decision_of(disk.read(record.write(tmp_path / "ceph-recommend")))
+    decision = recommendation.decision_of(disk.read(disk.write(record, tmp_path / "ceph-recommend")))
     lines = recommendation.text(record, decision).splitlines()
     assert "  run: rename" in lines  # conditional broke exactly-once: only rename is left
     assert ("  - conditional (the crash lab's stateful job): 2 crash cycles, 0 rows duplicated, 3 lost"

@@ -143,7 +143,7 @@ def test_a_failed_run_raises_with_its_reason():
 
 def test_a_record_reads_back_as_written_and_refuses_another_schema(record, tmp_path):
     record.environment["schema_version"] = schema.SCHEMA_VERSION
-    back = disk.read(record.write(tmp_path / "rec"))
+    back = disk.read(disk.write(record, tmp_path / "rec"))
     run = back.run("conditional", "stateful")
     assert metrics.requests_per_batch(run) == pytest.approx(1.2)
     assert metrics.duration_percentile(run, "walCommit", 95) == pytest.approx(48.0)
@@ -161,12 +161,12 @@ def _crash_part(strategy: str, created: str) -> results.Results:
         recorder.rows["crash_series"].append({"series": series, "strategy": strategy, "workload": "stateless",
                                               "cycles": 1, "duplicates": 0, "lost": series})
         recorder.rows["cycles"].append({"series": series, "strategy": strategy, "workload": "stateless", "cycle": 0})
-    return recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "crashes",
+    return recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "crashlab",
                              "created": created, "seed": 1})
 
 
 def test_a_record_in_parts_reads_merged_and_a_whole_one_replaces_them(tmp_path):
-    where = tmp_path / "t-crashes"
+    where = tmp_path / "t-crashlab"
     disk.write_part(_crash_part("direct", "a"), where, 1, 2)
     disk.write_part(_crash_part("manifest", "b"), where, 2, 2)
     merged = disk.read(where)
@@ -176,17 +176,17 @@ def test_a_record_in_parts_reads_merged_and_a_whole_one_replaces_them(tmp_path):
     assert list(merged.cycles.series) == list(merged.crash_series.series)
     assert list(merged.cycles.strategy) == list(merged.crash_series.strategy)
     assert [p["created"] for p in merged.environment["parts"]] == ["a", "b"]
-    assert list(disk.read_all(tmp_path)["t"]) == ["crashes"]
+    assert list(disk.read_all(tmp_path)["t"]) == ["crashlab"]
     disk.write_part(_crash_part("rename", "c"), where, 1, 3)  # a split into 3 replaces the split into 2
     assert list(disk.read(where).crash_series.strategy) == ["rename", "rename"]
-    _crash_part("conditional", "d").write(where)  # a whole record replaces every part
+    disk.write(_crash_part("conditional", "d"), where)  # a whole record replaces every part
     assert disk.parts_of(where) == [] and list(disk.read(where).crash_series.strategy) == ["conditional"] * 2
 
 
 def test_a_schema_2_record_reads_with_no_settings_recorded(record, tmp_path):
     record.environment["schema_version"] = 2
     record.tables["runs"] = record.runs.drop(columns="settings")  # what schema 2 wrote
-    back = disk.read(record.write(tmp_path / "rec"))
+    back = disk.read(disk.write(record, tmp_path / "rec"))
     assert back.environment["schema_version"] == schema.SCHEMA_VERSION
     assert list(back.runs.settings) == ["{}"] * len(back.runs)
 
@@ -236,7 +236,7 @@ def recorded(spark, lab, metered_stores, tmp_path_factory) -> Path:
     for strategy in ("rename", "conditional"):
         bench.run(recorder, strategy, "stateful", plan.keys[0], plan.warmup, plan.batches)
     record = recorder.results(results.environment(proxied, "measure", "test", dataclasses.asdict(plan)))
-    return record.write(tmp_path_factory.mktemp("record") / "embedded-measure")
+    return disk.write(record, tmp_path_factory.mktemp("record") / "embedded-measure")
 
 
 def test_measure_and_the_suite_show_the_same_numbers(recorded):

@@ -44,8 +44,8 @@ def test_copy_is_projected_only_in_its_own_part_and_the_probe_is_recorded(proxie
     assert store.proxy.fault_profile == "none"  # the store's own profile again
     assert said["probe"]["cleanup"] == "removed" and said["probe"]["prefix"].startswith("ckptbench-probe/")
 
-    record = disk.read(recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": store.name,
-                                            "experiment": "store", **said}).write(tmp_path / "store"))
+    record = disk.read(disk.write(recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": store.name,
+                                                       "experiment": "store", **said}), tmp_path / "store"))
     assert metrics.copy_sizes(record) == metrics.copy_sizes(record, metrics.PROJECTED_COPY) == [KiB, MiB]
     # The profile holds a COPY of 1 MiB to 8 MB/s at least: a floor it sets, not a speed.
     assert metrics.copy_percentile(record, "COPY", MiB, 0, metrics.PROJECTED_COPY) >= MiB / 8e6 * 1000

@@ -45,7 +45,7 @@ import infra
 from ckpt_impls import jars
 from ckptbench import config, decide, progress
 from ckptbench.cli.common import UsageError, _names, results_root
-from ckptbench.record import results, schema
+from ckptbench.record import disk, results, schema
 
 #: Rounds of the race per strategy x file kind: few, since one round with two winners settles
 #: "not refused", and every round met with one winner is what "refused" takes.
@@ -302,7 +302,7 @@ def cmd_recommend(args) -> None:
         said["deploy"] = _deploy_plan(said, decision.chosen.strategy)
     said["seconds"] = {**{k: round(v, 1) for k, v in seconds.items()}, "total": round(time.monotonic() - began, 1)}
     print("\n" + recommendation.text(record, decision))
-    record.write(out)  # an earlier record there is replaced, nothing else in the directory
+    disk.write(record, out)  # an earlier record there is replaced, nothing else in the directory
     created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     written = recommendation.write(out, record, decision, created)
     took = ", ".join(f"{k} {v / 60:.1f}" for k, v in said["seconds"].items())

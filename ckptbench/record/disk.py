@@ -1,7 +1,9 @@
-"""A record on disk: a directory holding ``environment.json`` (with ``schema_version``) and one
-Parquet file per non-empty table, or parts of one (``part-K-of-N``) written by processes that
-split a plan and merged on read. A reader refuses a schema version it does not know rather than
-guess at it."""
+"""A record on disk, written and read here: a directory holding ``environment.json`` (with
+``schema_version``) and one Parquet file per non-empty table, each typed by its schema
+(``ckptbench.record.schema``), or parts of one (``part-K-of-N``) written by processes that split a
+plan and merged on read. A reader conforms every table it reads to the schema (an older record's
+missing columns read as their defaults, its renamed experiment as the new name) and refuses a schema
+version it does not know rather than guess at it."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ckptbench.config import Settings
-from ckptbench.record import results
+from ckptbench.record import schema
 from ckptbench.record.results import Results
 from ckptbench.record.schema import READABLE, SCHEMA_VERSION, TABLES
 
@@ -26,6 +30,32 @@ class SchemaMismatch(ValueError):
 PART = re.compile(r"part-(\d+)-of-(\d+)")
 
 
+def write(record: Results, directory: Path) -> Path:
+    """Write ``record`` to ``directory`` (replacing what was there, parts too); returns it. Each
+    table is written with its schema's types (a column it lacks is left out: it reads as its
+    default); a table or column the schema does not have is a ``ValueError``, before anything is
+    written."""
+    tables = {name: _arrow(name, frame) for name, frame in record.tables.items() if not frame.empty}
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.parquet"):
+        stale.unlink()
+    for stale in directory.glob("part-*-of-*"):  # parts of an earlier run split in parts
+        shutil.rmtree(stale)
+    for name, table in tables.items():
+        pq.write_table(table, directory / f"{name}.parquet")
+    (directory / "environment.json").write_text(json.dumps(record.environment, indent=1) + "\n")
+    return directory
+
+
+def _arrow(name: str, frame: pd.DataFrame) -> pa.Table:
+    """Table ``name`` of ``frame`` as written: the columns it has, of their schema's types."""
+    if name not in TABLES:
+        raise ValueError(f"a record has no table {name}: its tables are {', '.join(TABLES)}")
+    frame = schema.conform(name, frame)[[c for c in TABLES[name] if c in frame]]  # ValueError: an unknown column
+    written = pa.schema([f.with_nullable(True) for f in schema.SCHEMAS[name] if f.name in frame])
+    return pa.Table.from_pandas(frame, schema=written, preserve_index=False)
+
+
 def write_part(record: Results, directory: Path, k: int, n: int) -> Path:
     """Write ``record`` as part ``k`` of ``n`` of the record in ``directory`` (replacing that part,
     the parts of a split into another number of parts, and a whole record there); ``read`` of
@@ -36,8 +66,7 @@ def write_part(record: Results, directory: Path, k: int, n: int) -> Path:
     for other in directory.glob("part-*-of-*"):
         if (m := PART.fullmatch(other.name)) and int(m.group(2)) != n:
             shutil.rmtree(other)
-    part = Results({**record.environment, "part": [k, n]}, record.tables)
-    return part.write(directory / f"part-{k}-of-{n}")
+    return write(Results({**record.environment, "part": [k, n]}, record.tables), directory / f"part-{k}-of-{n}")
 
 
 def merge(parts: list[Results]) -> Results:
@@ -63,11 +92,6 @@ def merge(parts: list[Results]) -> Results:
     return Results(env, {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items()})
 
 
-#: What a column added since a record was written reads as, where not missing (NA).
-OLDER_DEFAULTS = {("runs", "settings"): "{}", ("runs", "preset"): "default", ("runs", "refused"): False,
-                  ("crash_series", "preset"): "default"}
-
-
 def parts_of(directory: Path) -> list[Path]:
     """The part directories of a record split in parts, in part order (none for a whole record)."""
     found = [(int(m.group(1)), p) for p in directory.glob("part-*-of-*") if (m := PART.fullmatch(p.name))]
@@ -75,8 +99,8 @@ def parts_of(directory: Path) -> list[Path]:
 
 
 def read(directory: Path) -> Results:
-    """The record written to ``directory`` by ``Results.write`` (or its parts' by
-    ``write_part``, merged)."""
+    """The record written to ``directory`` by ``write`` (or its parts' by ``write_part``, merged),
+    conformed to this schema."""
     if not (directory / "environment.json").exists() and (parts := parts_of(directory)):
         return merge([read(part) for part in parts])
     env = json.loads((directory / "environment.json").read_text())
@@ -85,14 +109,12 @@ def read(directory: Path) -> Results:
         raise SchemaMismatch(f"{directory} has results schema {env.get('schema_version')}, this ckptbench reads "
                              f"{SCHEMA_VERSION}: rerun the benchmark, or read it with the commit that wrote it "
                              f"({env.get('commit', 'unknown')[:8]})")
-    tables = {path.stem: pd.read_parquet(path) for path in directory.glob("*.parquet") if path.stem in TABLES}
-    if version == 1 and "requests" in tables:  # before requests.source, every request was the proxy's
-        tables["requests"]["source"] = "proxy"
-    for name, frame in tables.items():  # columns an older record (or a part of one) lacks
-        for column in TABLES[name]:
-            if column not in frame:
-                frame[column] = OLDER_DEFAULTS.get((name, column), pd.NA)
+    tables = {path.stem: schema.conform(path.stem, pd.read_parquet(path)) for path in directory.glob("*.parquet")
+              if path.stem in TABLES}
     env = {**env, "schema_version": SCHEMA_VERSION}
+    for since, names in sorted(schema.RENAMED.items()):  # an older record's experiment, by its new name
+        if version < since and env.get("experiment") in names:
+            env["experiment"] = names[env["experiment"]]
     return Results(env, tables)
 
 
@@ -118,12 +140,12 @@ def directory(raw: Path, store: str, experiment: str) -> Path:
     return raw / f"{store}-{experiment}"
 
 
-def save(record: results.Results, settings: Settings, part: tuple[int, int] = (1, 1)) -> results.Results:
+def save(record: Results, settings: Settings, part: tuple[int, int] = (1, 1)) -> Results:
     """Write ``record`` where ``settings`` keep raw results (the latest of its store and experiment),
     as part K of N when ``part`` is (K, N) of a plan split over processes (``write_part``)."""
     where = directory(settings.raw, settings.store, record.environment["experiment"])
     if part == (1, 1):
-        record.write(where)
+        write(record, where)
     else:
         write_part(record, where, *part)
     return record

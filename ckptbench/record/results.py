@@ -1,7 +1,7 @@
 """The record of one experiment in memory: ``Results`` (its tables and environment), ``Run`` (one
 run's rows, warm-up and maintenance left out in one place), ``Recorder`` (how an experiment builds
-one), and which requests state store maintenance made (``maintenance_methods``). The tables and
-their columns are ``ckptbench.record.schema``'s."""
+one, each row checked against its table's schema), and which requests state store maintenance made
+(``maintenance_methods``). The tables, their columns and types are ``ckptbench.record.schema``'s."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ import dataclasses
 import datetime as dt
 import functools
 import json
-import shutil
 import socket
 import subprocess
-from pathlib import Path
 
 import pandas as pd
 
@@ -86,14 +84,15 @@ def executors(spark) -> int:
 
 @dataclasses.dataclass
 class Results:
-    """One experiment's record. Build it with ``Recorder``; read it with ``read``."""
+    """One experiment's record. Build it with ``Recorder``; write and read it with
+    ``ckptbench.record.disk`` (``write``, ``read``)."""
 
     environment: dict
     tables: dict[str, pd.DataFrame]
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         if name in TABLES:
-            return self.tables.get(name, schema.frame(name, []))
+            return self.tables[name] if name in self.tables else schema.frame(name, [])
         raise AttributeError(name)
 
     def __getstate__(self):
@@ -166,18 +165,6 @@ class Results:
         """The strategies of the runs, in the order they ran (the benchmark floor is none)."""
         return [s for s in dict.fromkeys(self.runs.strategy) if s != ckpt_impls.FLOOR.name]
 
-    def write(self, directory: Path) -> Path:
-        """Write the record to ``directory`` (replacing what was there); returns it."""
-        directory.mkdir(parents=True, exist_ok=True)
-        for stale in directory.glob("*.parquet"):
-            stale.unlink()
-        for stale in directory.glob("part-*-of-*"):  # parts of an earlier run split in parts
-            shutil.rmtree(stale)
-        for name, frame in self.tables.items():
-            if not frame.empty:
-                frame.to_parquet(directory / f"{name}.parquet", index=False)
-        (directory / "environment.json").write_text(json.dumps(self.environment, indent=1) + "\n")
-        return directory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,19 +269,27 @@ class Run:
 
 
 class Recorder:
-    """Collects an experiment's rows as they are measured; ``results()`` makes the record."""
+    """Collects an experiment's rows as they are measured; ``results()`` makes the record. Every
+    ``add_*`` checks its rows against the table's schema (``schema.check_rows``): a column the table
+    does not have, or a required one left out, is a ``ValueError`` at the add. Rows put in ``rows``
+    directly, or filled in there later, are checked when ``results()`` makes the record."""
 
     def __init__(self) -> None:
         self.rows: dict[str, list[dict]] = {name: [] for name in TABLES}
+
+    def add(self, table: str, rows: list[dict]) -> None:
+        """Add ``rows`` to ``table``, each checked against its schema."""
+        schema.check_rows(table, rows)
+        self.rows[table] += rows
 
     def add_run(self, strategy: str, workload: str, keys: int, prefix: str, settings: dict | None = None,
                 preset: str = "default") -> int:
         """A new run; its outcome columns are filled in (``rows["runs"][run].update``) as it ends."""
         run = len(self.rows["runs"])
-        self.rows["runs"].append({"run": run, "strategy": strategy, "workload": workload, "keys": keys,
-                                  "prefix": prefix, "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0,
-                                  "settings": json.dumps(settings or {}, sort_keys=True), "preset": preset,
-                                  "refused": False})
+        self.add("runs", [{"run": run, "strategy": strategy, "workload": workload, "keys": keys, "prefix": prefix,
+                           "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0,
+                           "settings": json.dumps(settings or {}, sort_keys=True), "preset": preset,
+                           "refused": False}])
         return run
 
     def fail_run(self, run: int, error: str, refused: bool = False) -> None:
@@ -302,15 +297,17 @@ class Recorder:
         self.rows["runs"][run].update(error=" ".join(error.split())[:500], refused=refused)
 
     def add_batches(self, run: int, phase: str, progresses: list[dict]) -> None:
+        rows = []
         for p in progresses:
             durations = p["durationMs"]
             operators = p.get("stateOperators") or []
-            self.rows["batches"].append({
+            rows.append({
                 "run": run, "batch_id": p["batchId"], "phase": phase, "timestamp": batch_window(p)[0],
                 **{name: float(durations.get(name, float("nan"))) for name in DURATIONS},
                 "state_commit_ms": float(sum(op["commitTimeMs"] for op in operators)) if operators else float("nan"),
                 "state_rows": float(sum(op["numRowsTotal"] for op in operators)) if operators else float("nan"),
                 "input_rows": p.get("numInputRows", 0)})
+        self.add("batches", rows)
 
     def add_requests(self, run: int, events, progresses: list[dict], source: str = "proxy") -> None:
         """``events`` (requests, as the metering proxy records them, or as ``source`` did in the
@@ -324,46 +321,49 @@ class Recorder:
         windows = sorted(((start - WINDOW_SLACK_S, end + WINDOW_SLACK_S, p["batchId"]) for p in progresses
                           for start, end in [batch_window(p)]), key=lambda w: w[0])
         starts = [w[0] for w in windows]
+        rows = []
         for e in events:
             last = bisect.bisect_right(starts, e.start) - 1  # the latest window begun by e.start
             batch = next((b for _, end, b in windows[max(last - 1, 0):last + 1] if e.start <= end), None)
-            self.rows["requests"].append({
+            rows.append({
                 "run": run, "batch_id": batch, "start": e.start, "ms": e.duration * 1000, "method": e.method,
                 "op": e.op, "area": e.area, "bucket": e.bucket, "key": e.key, "status": e.status,
                 "bytes_in": e.bytes_in, "bytes_out": e.bytes_out, "source": source,
                 "origin": getattr(e, "origin", None)})
+        self.add("requests", rows)
 
     def add_samples(self, experiment: str, op: str, ms: list[float], route: str = "proxy", size: int = 1024) -> None:
-        self.rows["samples"] += [{"experiment": experiment, "op": op, "route": route, "size": size, "seq": i,
-                                  "ms": value} for i, value in enumerate(ms)]
+        self.add("samples", [{"experiment": experiment, "op": op, "route": route, "size": size, "seq": i,
+                              "ms": value} for i, value in enumerate(ms)])
 
     def add_compaction(self, **row) -> None:
-        self.rows["compactions"].append(row)
+        self.add("compactions", [row])
 
     def add_fault_run(self, run: int, **row) -> None:
-        self.rows["fault_runs"].append({"run": run, **row})
+        self.add("fault_runs", [{"run": run, **row}])
 
     def add_scale(self, run: int, partitions: int, operators: int, kind: str) -> None:
-        self.rows["scale"].append({"run": run, "partitions": partitions, "operators": operators, "kind": kind})
+        self.add("scale", [{"run": run, "partitions": partitions, "operators": operators, "kind": kind}])
 
     def add_memory(self, run: int, **row) -> None:
-        self.rows["memory"].append({"run": run, **row})
+        self.add("memory", [{"run": run, **row}])
 
     def add_maintenance(self, run: int, calls: list[dict]) -> None:
         """The state store maintenance's calls to the run's manager (``querylab.maintenance_calls``)."""
-        self.rows["maintenance"] += [{"run": run, **call} for call in calls]
+        self.add("maintenance", [{"run": run, **call} for call in calls])
 
     def add_injections(self, run: int, injections) -> None:
         """``injections`` (``infra.faults.Injection``s, as the metering proxy keeps them) of ``run``."""
-        self.rows["injections"] += [{"run": run, "start": i.start, "op": i.op, "key": i.key, "fault": i.fault}
-                                    for i in injections]
+        self.add("injections", [{"run": run, "start": i.start, "op": i.op, "key": i.key, "fault": i.fault}
+                                for i in injections])
 
     def add_capabilities(self, checks: dict[str, dict]) -> None:
         """The probe's ``checks`` (``ckptbench.experiments.probe.run``'s: ``{capability: {"ok", "detail", ...}}``)."""
-        self.rows["capabilities"] += [{"capability": name, "ok": bool(check["ok"]), "detail": check["detail"],
-                                       "seconds": check["seconds"]} for name, check in checks.items()]
+        self.add("capabilities", [{"capability": name, "ok": bool(check["ok"]), "detail": check["detail"],
+                                   "seconds": check["seconds"]} for name, check in checks.items()])
 
     def results(self, environment: dict) -> Results:
+        """The record of the rows so far, each table conformed to its schema (``schema.frame``)."""
         return Results(environment, {name: schema.frame(name, rows) for name, rows in self.rows.items()})
 
 
