@@ -35,7 +35,6 @@ from ckptbench.experiments.crashlab.points import (
     publishes,
 )
 from ckptbench.experiments.crashlab.verify import (
-    _one_line,
     classify,
     last_committed,
     leftovers,
@@ -51,6 +50,14 @@ from infra.faults import Kill, Rendezvous
 from infra.s3ops import Event
 
 # -- the lab ------------------------------------------------------------------------------------
+
+
+def _one_line(text: str | None) -> str | None:
+    """The first line of ``text``, its runs of whitespace made one space, at most 300 characters (a
+    row's error column holds one line); None for no text."""
+    if not text:
+        return None
+    return " ".join(text.strip().splitlines()[0].split())[:300]
 
 
 class Lab:
