@@ -36,7 +36,7 @@ def crash_lab(spark, store, keep: bool = False):
     directly, the drivers through the proxy."""
     with MeteredStore(store) as metered:
         recorder = results.Recorder()
-        with crashlab.Lab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
+        with crashlab.CrashLab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
             yield lab, recorder
 
 

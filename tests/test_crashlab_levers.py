@@ -35,7 +35,7 @@ def crash_lab(spark, store, keep: bool = False):
     """A crash lab on ``store`` behind a metering proxy of its own (as ``test_crashlab``'s)."""
     with MeteredStore(store) as metered:
         recorder = results.Recorder()
-        with crashlab.Lab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
+        with crashlab.CrashLab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
             yield lab, recorder
 
 
@@ -159,7 +159,7 @@ def test_a_lever_this_spark_lacks_starts_no_driver():
     recorder = results.Recorder()
     fake = types.SimpleNamespace(version="3.5.6")
     store = types.SimpleNamespace(run_prefix="run/")
-    with crashlab.Lab(fake, store, "b", recorder) as crash:
+    with crashlab.CrashLab(fake, store, "b", recorder) as crash:
         crash.series("rename", "stateful", 3, preset="format-v2", provider="rocksdb")
         assert crash.drivers == []
         with pytest.raises(ValueError, match="unknown state store provider 'hbase'"):

@@ -198,7 +198,7 @@ def test_runs_under_profiles_are_recorded(spark, metered_stores, lab_store):
     and the file sink holds every row once; the lost responses are injected and retried."""
     store, bucket = metered_stores(lab_store)
     plan = faultlab.FaultPlan(("none", "lost-response"), ("file_sink",), 4, (0,), 100)
-    lab = querylab.Lab(spark, store, bucket, config.PLANS["smallest"])
+    lab = querylab.QueryLab(spark, store, bucket, config.PLANS["smallest"])
     recorder = results.Recorder()
     for workload in plan.workloads:
         for profile in plan.profiles:
@@ -229,7 +229,7 @@ def test_a_short_outage_on_ceph_is_ridden_out_or_kills_with_its_time_recorded(sp
     sink's output holds every row once either way."""
     store, bucket = metered_stores(lab.get("ceph"))
     plan = faultlab.FaultPlan(("outage-5s",), ("file_sink",), 3, (0,), 100, outage_after=1)
-    labs = querylab.Lab(spark, store, bucket, config.PLANS["smallest"])
+    labs = querylab.QueryLab(spark, store, bucket, config.PLANS["smallest"])
     recorder = results.Recorder()
     for strategy in ("rename", "conditional"):
         faultlab.run_one(labs, recorder, strategy, "file_sink", "outage-5s", 0, plan)

@@ -88,7 +88,7 @@ def batch_limit(batches: int) -> float:
     return 180 + 30 * batches
 
 
-def run_one(lab: querylab.Lab, recorder: results.Recorder, strategy: str, workload: str, profile: str, seed: int,
+def run_one(lab: querylab.QueryLab, recorder: results.Recorder, strategy: str, workload: str, profile: str, seed: int,
             plan: FaultPlan, bar=None) -> int:
     """One query of ``workload`` checkpointing with ``strategy`` under ``profile``, recorded in
     ``recorder``; returns its run number."""
@@ -131,7 +131,7 @@ def run_one(lab: querylab.Lab, recorder: results.Recorder, strategy: str, worklo
     return run
 
 
-def _drive(lab: querylab.Lab, workload: str, base: str, keys: int, batches: int, bar=None,
+def _drive(lab: querylab.QueryLab, workload: str, base: str, keys: int, batches: int, bar=None,
            outage: tuple[str, int, int] | None = None) -> tuple[list[dict], str, str, str, float | None, object]:
     """Start ``workload`` on ``base`` and wait for ``batches`` batches: (the progress of the batches
     done, outcome, error: Spark's first line, or why it stalled, or "", the innermost cause of a

@@ -19,7 +19,7 @@ from .driver import (  # noqa: F401
     DriverGone,
 )
 from .lab import (  # noqa: F401
-    Lab,
+    CrashLab,
     crashes,
 )
 from .plans import (  # noqa: F401

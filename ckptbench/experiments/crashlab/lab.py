@@ -60,7 +60,7 @@ def _one_line(text: str | None) -> str | None:
     return " ".join(text.strip().splitlines()[0].split())[:300]
 
 
-class Lab:
+class CrashLab:
     """Crash cycles and two-writer runs of drivers on ``store`` (a ``MeteredStore``: the drivers
     go through its proxy) in ``bucket``. ``spark`` is the lab's own session, which verifies; it
     must reach ``bucket`` (on the store itself, not through the proxy, so that its reads are not
@@ -81,7 +81,7 @@ class Lab:
                 driver.kill()
         shutil.rmtree(self.logs, ignore_errors=True)
 
-    def __enter__(self) -> Lab:
+    def __enter__(self) -> CrashLab:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -433,7 +433,7 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
             return disk.save(recorder.results({**env, "finished": finished}), settings, plan.part)
 
         bar = progress.Recorder("crash lab", total_cycles + len(pairs) + len(raced), "cycle")
-        with Lab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
+        with CrashLab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
             for workload, cycles in plan.series_cycles():
                 for strategy in strategies:
                     lab.series(strategy, workload, cycles, points, bar=bar)
