@@ -14,10 +14,6 @@ from .configured import (  # noqa: F401
     configuration,
     refused,
 )
-from .driver import (  # noqa: F401
-    Driver,
-    DriverGone,
-)
 from .lab import (  # noqa: F401
     CrashLab,
     crashes,
@@ -67,4 +63,8 @@ from .verify import (  # noqa: F401
     overwritten_logs,
     stored_batches,
     verify,
+)
+from .victim import (  # noqa: F401
+    Driver,
+    DriverGone,
 )

@@ -21,7 +21,6 @@ from ckptbench import progress
 from ckptbench.config import DEFAULT_PRESET
 from ckptbench.experiments import race as race_experiment
 from ckptbench.experiments.crashlab.configured import REFUSED, configuration, refused
-from ckptbench.experiments.crashlab.driver import Driver, DriverGone
 from ckptbench.experiments.crashlab.plans import PLANS, RACE_WAIT_S, CrashPlan, expected_seconds, measured_times
 from ckptbench.experiments.crashlab.points import (
     CRASH_POINTS,
@@ -43,8 +42,9 @@ from ckptbench.experiments.crashlab.verify import (
     stored_batches,
     verify,
 )
+from ckptbench.experiments.crashlab.victim import Driver, DriverGone
 from ckptbench.harness import querylab, stores
-from ckptbench.harness.driver import Config, StoreSpec
+from ckptbench.harness.query_process import Config, StoreSpec
 from ckptbench.record import disk, results
 from infra.faults import Kill, Rendezvous
 from infra.s3ops import Event
