@@ -235,8 +235,8 @@ def test_figures_per_configuration_leave_the_strategys_own_alone(tmp_path):
     _series(recorder, 0, "default", 0, 0, 2)
     _series(recorder, 1, "async-progress", 7, 3, 1)
     _series(recorder, 2, "format-v2", 0, 0, 0, error=crashlab.REFUSED + "Spark says no")
-    env = {"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "crashes"}
-    record = disk.read(recorder.results(env).write(tmp_path / "t-crashes"))
+    env = {"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "crashlab"}
+    record = disk.read(recorder.results(env).write(tmp_path / "t-crashlab"))
     assert metrics.crash_cycles(record, "direct") == 2
     assert (metrics.duplicated_rows(record, "direct"), metrics.lost_rows(record, "direct")) == (0, 0)
     assert metrics.cycles_not_exactly_once(record, "direct") == 0

@@ -161,12 +161,12 @@ def _crash_part(strategy: str, created: str) -> results.Results:
         recorder.rows["crash_series"].append({"series": series, "strategy": strategy, "workload": "stateless",
                                               "cycles": 1, "duplicates": 0, "lost": series})
         recorder.rows["cycles"].append({"series": series, "strategy": strategy, "workload": "stateless", "cycle": 0})
-    return recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "crashes",
+    return recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "crashlab",
                              "created": created, "seed": 1})
 
 
 def test_a_record_in_parts_reads_merged_and_a_whole_one_replaces_them(tmp_path):
-    where = tmp_path / "t-crashes"
+    where = tmp_path / "t-crashlab"
     disk.write_part(_crash_part("direct", "a"), where, 1, 2)
     disk.write_part(_crash_part("manifest", "b"), where, 2, 2)
     merged = disk.read(where)
@@ -176,7 +176,7 @@ def test_a_record_in_parts_reads_merged_and_a_whole_one_replaces_them(tmp_path):
     assert list(merged.cycles.series) == list(merged.crash_series.series)
     assert list(merged.cycles.strategy) == list(merged.crash_series.strategy)
     assert [p["created"] for p in merged.environment["parts"]] == ["a", "b"]
-    assert list(disk.read_all(tmp_path)["t"]) == ["crashes"]
+    assert list(disk.read_all(tmp_path)["t"]) == ["crashlab"]
     disk.write_part(_crash_part("rename", "c"), where, 1, 3)  # a split into 3 replaces the split into 2
     assert list(disk.read(where).crash_series.strategy) == ["rename", "rename"]
     _crash_part("conditional", "d").write(where)  # a whole record replaces every part

@@ -3,7 +3,7 @@ recommendation per store x workload and its reasons, the tables behind it and th
 
 Reads the records in ``results/raw`` (``ckptbench.record``: the latest ``streaming``, ``levers``
 (Spark's own checkpoint levers: ``report.levers``), ``store`` (with the store probe's checks),
-``manifest-compaction``, ``crashes``, ``faults`` and ``scale`` record per store); every number comes from
+``manifest-compaction``, ``crashlab``, ``faultlab`` and ``scale`` record per store); every number comes from
 ``ckptbench.metrics``, as the asv benchmarks' do, so the page and asv's HTML agree; the verdict
 from ``ckptbench.decide``, which never recommends what the probe found the store cannot run; money
 from ``ckptbench.metrics.cost`` and COPY projected to AWS S3 (``config.PROJECTION``), each labelled a
@@ -338,7 +338,7 @@ def write(out: Path) -> list[Path]:
     sections, summary = [], []
     copy_plot = plots.copy(stores, figures / "copy.png")
     for name, kinds in stores.items():
-        found = safety(kinds["crashes"]) if "crashes" in kinds else None
+        found = safety(kinds["crashlab"]) if "crashlab" in kinds else None
         can_run = runnable(kinds["store"]) if "store" in kinds else None
         if "streaming" in kinds:
             sections.append(_streaming(name, kinds["streaming"], figures, found, can_run))
@@ -347,14 +347,14 @@ def write(out: Path) -> list[Path]:
             summary += levers.summary(name, sections[-1], bool(kinds["levers"].environment.get("emulator")))
         if can_run is not None:
             sections.append(_probe(name, kinds["store"]))
-        if "crashes" in kinds:
-            sections.append(_crashes(name, kinds["crashes"]))
+        if "crashlab" in kinds:
+            sections.append(_crashes(name, kinds["crashlab"]))
         if "store" in kinds:
             sections.append(_store(name, kinds["store"]))
         if "manifest-compaction" in kinds:
             sections.append(_history(name, kinds["manifest-compaction"], figures))
-        if "faults" in kinds:
-            sections.append(_faults(name, kinds["faults"]))
+        if "faultlab" in kinds:
+            sections.append(_faults(name, kinds["faultlab"]))
         if "scale" in kinds:
             sections.append(_scale(name, kinds["scale"], figures))
     if copy_plot:
