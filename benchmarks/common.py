@@ -13,6 +13,11 @@ and line that define the function, so every class that sets
 ``setup_cache = staticmethod(common.streaming)`` reads the same pickled record of one run per
 ``asv run``. Benchmarks are ``track_*`` over those records (``ckptbench.metrics``), never
 ``time_*``: asv would time py4j and Spark's scheduling, not the checkpoint.
+
+asv's version of a benchmark (which decides whether its stored results still count) hashes the
+source of its method and of its ``setup_cache`` function, not the module's name: renaming one of
+the functions here or editing its body restarts the history of every benchmark that uses it
+(docs/regression-tracking.md).
 """
 
 from __future__ import annotations
