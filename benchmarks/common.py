@@ -7,12 +7,17 @@ only for the parameter values of the latest discovery, so runs on two stores und
 parameter would hide each other.
 
 Starting Spark costs ~10 s and asv runs every benchmark, for every parameter combination, in a
-process of its own. So each experiment (streaming, the store alone, log histories, the failure
-lab, the scale axes, Spark's checkpoint levers) runs once, in ``setup_cache``: asv keys it by the module
+process of its own. So each experiment (streaming, the store alone, log histories, the crash lab,
+the fault lab, the scale axes, Spark's checkpoint levers) runs once, in ``setup_cache``: asv keys it by the module
 and line that define the function, so every class that sets
 ``setup_cache = staticmethod(common.streaming)`` reads the same pickled record of one run per
 ``asv run``. Benchmarks are ``track_*`` over those records (``ckptbench.metrics``), never
 ``time_*``: asv would time py4j and Spark's scheduling, not the checkpoint.
+
+asv's version of a benchmark (which decides whether its stored results still count) hashes the
+source of its method and of its ``setup_cache`` function, not the module's name: renaming one of
+the functions here or editing its body restarts the history of every benchmark that uses it
+(docs/regression-tracking.md).
 """
 
 from __future__ import annotations

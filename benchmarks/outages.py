@@ -2,7 +2,7 @@
 strategy and outage profile of the plan, queries whose store went away after their first batches,
 for the profile's seconds (every request reset by the metering proxy), or whose gateway process was
 killed and started again. Whether the query rode it out, how long it took to die or to finish a
-batch after the store was back. Shares the fault lab's record with ``fault_rates``.
+batch after the store was back. Shares the fault lab's record with ``faultlab``.
 """
 
 from ckptbench import metrics

@@ -36,7 +36,7 @@ def crash_lab(spark, store, keep: bool = False):
     directly, the drivers through the proxy."""
     with MeteredStore(store) as metered:
         recorder = results.Recorder()
-        with crashlab.Lab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
+        with crashlab.CrashLab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
             yield lab, recorder
 
 
@@ -270,7 +270,7 @@ def test_metrics_over_a_fixed_record(tmp_path):
                                              "seed": 1, "outcome": outcome, "overwritten_logs": int(start == 0),
                                              "overwritten_files": "checkpoint/offsets/0" if start == 0 else None})
     record = disk.read(disk.write(recorder.results({"schema_version": schema.SCHEMA_VERSION, "store": "t",
-                                                       "experiment": "crashes"}), tmp_path / "t-crashes"))
+                                                       "experiment": "crashlab"}), tmp_path / "t-crashlab"))
     assert metrics.crash_cycles(record, "direct") == 4
     assert metrics.restart_failure_rate(record, "direct") == 0.25
     assert metrics.recovery_percentile(record, "direct", 50) == 200.0  # the failed restart left out

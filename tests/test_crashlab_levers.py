@@ -35,7 +35,7 @@ def crash_lab(spark, store, keep: bool = False):
     """A crash lab on ``store`` behind a metering proxy of its own (as ``test_crashlab``'s)."""
     with MeteredStore(store) as metered:
         recorder = results.Recorder()
-        with crashlab.Lab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
+        with crashlab.CrashLab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
             yield lab, recorder
 
 
@@ -159,7 +159,7 @@ def test_a_lever_this_spark_lacks_starts_no_driver():
     recorder = results.Recorder()
     fake = types.SimpleNamespace(version="3.5.6")
     store = types.SimpleNamespace(run_prefix="run/")
-    with crashlab.Lab(fake, store, "b", recorder) as crash:
+    with crashlab.CrashLab(fake, store, "b", recorder) as crash:
         crash.series("rename", "stateful", 3, preset="format-v2", provider="rocksdb")
         assert crash.drivers == []
         with pytest.raises(ValueError, match="unknown state store provider 'hbase'"):
@@ -235,8 +235,8 @@ def test_figures_per_configuration_leave_the_strategys_own_alone(tmp_path):
     _series(recorder, 0, "default", 0, 0, 2)
     _series(recorder, 1, "async-progress", 7, 3, 1)
     _series(recorder, 2, "format-v2", 0, 0, 0, error=crashlab.REFUSED + "Spark says no")
-    env = {"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "crashes"}
-    record = disk.read(disk.write(recorder.results(env), tmp_path / "t-crashes"))
+    env = {"schema_version": schema.SCHEMA_VERSION, "store": "t", "experiment": "crashlab"}
+    record = disk.read(disk.write(recorder.results(env), tmp_path / "t-crashlab"))
     assert metrics.crash_cycles(record, "direct") == 2
     assert (metrics.duplicated_rows(record, "direct"), metrics.lost_rows(record, "direct")) == (0, 0)
     assert metrics.cycles_not_exactly_once(record, "direct") == 0

@@ -94,8 +94,8 @@ def test_the_race_in_a_record_decides_refusal(tmp_path):
                 "content": "writer-0", "paired": paired, "seconds": 0.2})
     recorder.rows["two_writers"].append({"strategy": "rename", "workload": "stateless", "head_start": 3, "seed": 1,
                                          "outcome": "clean-error", "overwritten_logs": 0, "race": None})
-    env = {"schema_version": schema.SCHEMA_VERSION, "store": "ceph", "experiment": "crashes"}
-    found = page.safety(disk.read(disk.write(recorder.results(env), tmp_path / "ceph-crashes")))
+    env = {"schema_version": schema.SCHEMA_VERSION, "store": "ceph", "experiment": "crashlab"}
+    found = page.safety(disk.read(disk.write(recorder.results(env), tmp_path / "ceph-crashlab")))
     assert {s: f.refuses for s, f in found.items()} == {"direct": False, "conditional": True, "manifest": False}
     assert (found["direct"].race_rounds, found["direct"].race_two_winners) == (3, 3)
     assert found["manifest"].race_one_winner == 2  # the round that did not meet proves nothing

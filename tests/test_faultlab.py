@@ -1,4 +1,4 @@
-"""The failure lab (``ckptbench.experiments.faultlab``): its rates on fixed records, its table in the report,
+"""The fault lab (``ckptbench.experiments.faultlab``): its rates on fixed records, its table in the report,
 bad input on the command line, and real runs: queries on moto and Ceph RGW under fault
 profiles, through the metering proxy."""
 
@@ -52,7 +52,7 @@ def fixed_record() -> results.Results:
                               _event(0.02, "PUT", "PUT", "ck/offsets/1", 200)], [progress(0, 50.0)])
     recorder.add_injections(0, [Injection(T0 + 0.01, "PUT", "b", "ck/offsets/0", "stale-list")] * 3)
     recorder.add_injections(2, [Injection(T0 + 0.01, "PUT", "b", "ck/offsets/0", "stale-missing")])
-    env = {"schema_version": schema.SCHEMA_VERSION, "experiment": "faults", "store": "embedded",
+    env = {"schema_version": schema.SCHEMA_VERSION, "experiment": "faultlab", "store": "embedded",
            "describe": "embedded (emulator)", "emulator": True, "size": "quick", "commit": "0" * 40,
            "created": "2026-11-24T00:00:00+00:00", "versions": {"spark": "4.3.0"},
            "plan": {"batches": 4, "seeds": [0, 1], "recovery_batches": 2},
@@ -61,7 +61,7 @@ def fixed_record() -> results.Results:
 
 
 def test_rates_on_a_fixed_record(tmp_path):
-    record = disk.read(disk.write(fixed_record(), tmp_path / "faults"))  # as written and read back
+    record = disk.read(disk.write(fixed_record(), tmp_path / "faultlab"))  # as written and read back
     assert metrics.death_rate(record, "rename", "eventual") == 0.5
     assert metrics.death_rate(record, "direct", "eventual") == 0.0
     assert metrics.failed_batch_rate(record, "rename", "eventual") == 3 / 8
@@ -73,7 +73,7 @@ def test_rates_on_a_fixed_record(tmp_path):
     assert metrics.injected_per_run(record, "rename", "eventual") == 3 / 2
     assert metrics.injected_per_run(record, "direct", "eventual") == 1 / 2
     assert record.fault_runs.recovered.isna().sum() == 4
-    with pytest.raises(KeyError, match="no failure-lab run of manifest under eventual"):
+    with pytest.raises(KeyError, match="no fault-lab run of manifest under eventual"):
         metrics.death_rate(record, "manifest", "eventual")
 
 
@@ -134,7 +134,7 @@ def outage_record() -> results.Results:
                                recovered=recovered, exactly_once=exactly_once, seconds=9.0,
                                outage_s=5.0 if profile == "outage-5s" else None, died_after_s=died,
                                resumed_after_s=resumed)
-    env = {"schema_version": schema.SCHEMA_VERSION, "experiment": "faults", "store": "ceph", "describe": "ceph",
+    env = {"schema_version": schema.SCHEMA_VERSION, "experiment": "faultlab", "store": "ceph", "describe": "ceph",
            "emulator": False, "size": "quick", "commit": "0" * 40, "created": "2026-11-24T00:00:00+00:00",
            "versions": {"spark": "4.3.0"}, "plan": {"batches": 4, "seeds": [0], "recovery_batches": 2},
            "profiles": {"outage-5s": "the store unreachable for 5 s", "eventual": "pre-2020 S3 consistency"}}
@@ -142,7 +142,7 @@ def outage_record() -> results.Results:
 
 
 def test_outage_times_and_table_on_a_fixed_record(tmp_path):
-    record = disk.read(disk.write(outage_record(), tmp_path / "faults"))
+    record = disk.read(disk.write(outage_record(), tmp_path / "faultlab"))
     assert metrics.rode_out_rate(record, "rename", "outage-5s") == 1.0
     assert metrics.rode_out_rate(record, "conditional", "outage-5s") == 0.0
     assert metrics.time_to_death(record, "conditional", "outage-5s") == 2.0
@@ -198,7 +198,7 @@ def test_runs_under_profiles_are_recorded(spark, metered_stores, lab_store):
     and the file sink holds every row once; the lost responses are injected and retried."""
     store, bucket = metered_stores(lab_store)
     plan = faultlab.FaultPlan(("none", "lost-response"), ("file_sink",), 4, (0,), 100)
-    lab = querylab.Lab(spark, store, bucket, config.PLANS["smallest"])
+    lab = querylab.QueryLab(spark, store, bucket, config.PLANS["smallest"])
     recorder = results.Recorder()
     for workload in plan.workloads:
         for profile in plan.profiles:
@@ -229,7 +229,7 @@ def test_a_short_outage_on_ceph_is_ridden_out_or_kills_with_its_time_recorded(sp
     sink's output holds every row once either way."""
     store, bucket = metered_stores(lab.get("ceph"))
     plan = faultlab.FaultPlan(("outage-5s",), ("file_sink",), 3, (0,), 100, outage_after=1)
-    labs = querylab.Lab(spark, store, bucket, config.PLANS["smallest"])
+    labs = querylab.QueryLab(spark, store, bucket, config.PLANS["smallest"])
     recorder = results.Recorder()
     for strategy in ("rename", "conditional"):
         faultlab.run_one(labs, recorder, strategy, "file_sink", "outage-5s", 0, plan)

@@ -1,7 +1,7 @@
 """S3 requests counted inside Spark's JVMs agree with the metering proxy's count, request for request.
 
 The cross-check runs the stateful workload through each strategy to each store behind the
-metering proxy (``querylab.Lab``, as the suite runs it) and requires both sources to have seen, in
+metering proxy (``querylab.QueryLab``, as the suite runs it) and requires both sources to have seen, in
 every batch (warm-up included) and between batches, the same requests: operation, checkpoint
 area, key, status and payload bytes (``jvm_requests.disagreements``). No operation is exempt.
 Two allowances, each for a precise reason and bounded (``jvm_requests.match``):
@@ -14,7 +14,7 @@ Two allowances, each for a precise reason and bounded (``jvm_requests.match``):
 - An attempt the JVM saw end with no response (status 0) may or may not have reached the store,
   so the proxy may have it with the store's status, or not at all.
 
-What keeps them comparable at a query's end: ``Lab.run`` cuts both sources at a moment no request
+What keeps them comparable at a query's end: ``QueryLab.run`` cuts both sources at a moment no request
 was in flight in any of the application's JVMs after the query stopped (``JvmRequests.settle``; off
 local mode the executors vouch for it in their shipments), so an upload still finishing after
 ``stop()``, or an executor's maintenance LIST, counts in both or in neither.
@@ -256,8 +256,8 @@ def assert_agree(run: results.Run) -> None:
 def run_both(spark, metered, strategy: str, bar=None) -> results.Run:
     proxied, bucket = metered
     recorder = results.Recorder()
-    querylab.Lab(spark, proxied, bucket, config.PLANS["smallest"]).run(recorder, strategy, "stateful", KEYS, WARMUP,
-                                                                 BATCHES, bar)
+    querylab.QueryLab(spark, proxied, bucket, config.PLANS["smallest"]).run(recorder, strategy, "stateful", KEYS,
+                                                                      WARMUP, BATCHES, bar)
     return recorder.results({}).run(strategy, "stateful", KEYS)
 
 
@@ -286,7 +286,7 @@ def assert_moved_to_a_neighbour(run: results.Run) -> None:
 
 
 class _SwitchOff:
-    """A progress bar for ``Lab.run`` that switches JVM counting off after ``after`` batches."""
+    """A progress bar for ``QueryLab.run`` that switches JVM counting off after ``after`` batches."""
 
     def __init__(self, meter: jvm_requests.JvmRequests, after: int) -> None:
         self.meter, self.after, self.batches = meter, after, 0

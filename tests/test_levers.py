@@ -1,5 +1,5 @@
 """Spark's own checkpoint levers, run for real: real queries on the shared SparkSession, checkpointing
-over HTTP to the embedded store behind the metering proxy, through ``querylab.Lab`` as the levers
+over HTTP to the embedded store behind the metering proxy, through ``querylab.QueryLab`` as the levers
 experiment runs them (``ckptbench.experiments.levers``: the experiment itself starts a session of
 its own, which one test process cannot hold beside the suite's).
 
@@ -47,12 +47,12 @@ PUT_DELAY_S = 0.02
 
 
 @pytest.fixture(scope="module")
-def levers_lab(spark, lab, metered_stores) -> querylab.Lab:
+def levers_lab(spark, lab, metered_stores) -> querylab.QueryLab:
     store, bucket = metered_stores(lab.get("embedded"))
-    return querylab.Lab(spark, store, bucket, PLAN)
+    return querylab.QueryLab(spark, store, bucket, PLAN)
 
 
-def record_of(bench: querylab.Lab, recorder: results.Recorder, shapes: list[Shape]) -> results.Results:
+def record_of(bench: querylab.QueryLab, recorder: results.Recorder, shapes: list[Shape]) -> results.Results:
     """``recorder``'s runs as a ``levers`` record, its environment as the experiment writes it."""
     env = results.environment(bench.store, "levers", "smallest", dataclasses.asdict(PLAN), spark=bench.spark,
                               **bench.where, checkpoint_settings=querylab.checkpoint_settings(bench.spark),
@@ -116,7 +116,7 @@ def test_the_report_shows_every_configuration_and_opens_in_a_1024_px_window(hdfs
 
 
 class FailAfterFirstBatch:
-    """A progress bar for ``Lab.run`` that, told of the query's first batch, has the proxy answer
+    """A progress bar for ``QueryLab.run`` that, told of the query's first batch, has the proxy answer
     every PUT from then on with 403 (the store turning the query away mid-run)."""
 
     def __init__(self, proxy) -> None:

@@ -1,7 +1,7 @@
 """The metering proxy's counts for a micro-batch match what each strategy's own logic implies.
 
 A stateful query checkpoints through each strategy to each store behind a metering proxy (the
-harness's ``querylab.Lab``, as the suite runs it); in each measured batch, the requests on the checkpoint files
+harness's ``querylab.QueryLab``, as the suite runs it); in each measured batch, the requests on the checkpoint files
 (offsets/, commits/ and the state store's files) say how each file was made visible:
 
 - ``rename``: every file is a PUT of a temp object, a COPY of it onto the file's key and a
@@ -36,7 +36,7 @@ def batch_requests(spark, metered, strategy) -> tuple[str, list[tuple[int, list]
     """The checkpoint's key and, for each measured batch, its id and its requests."""
     proxied, bucket = metered
     recorder = results.Recorder()
-    lab = querylab.Lab(spark, proxied, bucket, config.PLANS["smallest"])
+    lab = querylab.QueryLab(spark, proxied, bucket, config.PLANS["smallest"])
     lab.run(recorder, strategy, "stateful", KEYS, WARMUP, BATCHES)
     run = recorder.results({}).run(strategy, "stateful", KEYS)
     by_batch = run.requests.groupby("batch_id")
@@ -78,7 +78,7 @@ def test_conditional_sends_one_request_per_checkpoint_file(spark, metered):
     2026-11-24: 4 LISTs of partition directories in 6 batches)."""
     proxied, bucket = metered
     recorder = results.Recorder()
-    lab = querylab.Lab(spark, proxied, bucket, config.PLANS["smallest"])
+    lab = querylab.QueryLab(spark, proxied, bucket, config.PLANS["smallest"])
     for strategy in ("conditional", ckpt_impls.FLOOR.name):
         lab.run(recorder, strategy, "stateful", KEYS, WARMUP, BATCHES)
     record = recorder.results({"plan": {"keys": [KEYS]}})

@@ -232,7 +232,7 @@ def recorded(spark, lab, metered_stores, tmp_path_factory) -> Path:
     plan = dataclasses.replace(measure.plan(batches=4, warmup=1), floor_samples=20)
     recorder = results.Recorder()
     store_alone.record_store_alone(recorder, proxied, bucket, plan, parts=("floor",))
-    bench = querylab.Lab(spark, proxied, bucket, plan)
+    bench = querylab.QueryLab(spark, proxied, bucket, plan)
     for strategy in ("rename", "conditional"):
         bench.run(recorder, strategy, "stateful", plan.keys[0], plan.warmup, plan.batches)
     record = recorder.results(results.environment(proxied, "measure", "test", dataclasses.asdict(plan)))

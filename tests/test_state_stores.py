@@ -52,7 +52,7 @@ def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_st
     up only when maintenance uploads a snapshot, which a short run may not reach."""
     store, bucket = metered_stores(lab.get("embedded"))
     recorder = results.Recorder()
-    querylab.Lab(spark, store, bucket, config.PLANS["smallest"]).run(recorder, "rename", workload, 100, 1, 12)
+    querylab.QueryLab(spark, store, bucket, config.PLANS["smallest"]).run(recorder, "rename", workload, 100, 1, 12)
     record = recorder.results({"plan": {"keys": [100]}})
     run = record.run("rename", workload, 100)
     settings = json.loads(run.info.settings)

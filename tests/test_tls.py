@@ -138,7 +138,7 @@ def test_what_needs_the_proxy_refuses_an_https_store_in_one_line(tls, users_buck
 
 # -- the harness with no proxy, Spark over HTTPS ---------------------------------------------
 
-#: A child that runs a stateful query on ``--store s3`` through the harness (``querylab.Lab``), for as
+#: A child that runs a stateful query on ``--store s3`` through the harness (``querylab.QueryLab``), for as
 #: long as it is let: killed midway by the test.
 ENDLESS_RUN = """
 import sys

@@ -67,8 +67,8 @@ TRIGGERS = {"conditional": "0.5 seconds"}
 TRIGGER = "1 second"
 
 
-class _SpacedLab(querylab.Lab):
-    """``querylab.Lab`` whose stateful queries trigger every ``TRIGGERS[strategy]``."""
+class _SpacedLab(querylab.QueryLab):
+    """``querylab.QueryLab`` whose stateful queries trigger every ``TRIGGERS[strategy]``."""
 
     def start(self, workload: str, base: str, keys: int, options: dict | None = None):
         if workload != "stateful" or options:

@@ -1,4 +1,4 @@
-"""The failure lab: how often a streaming query dies under each fault profile, per strategy.
+"""The fault lab: how often a streaming query dies under each fault profile, per strategy.
 
 For each seed x workload x fault profile x strategy, one query (the stateful workload, and the
 file sink where the plan has it) runs on a fresh prefix for ``batches`` batches while the
@@ -48,6 +48,9 @@ from infra.faults import PROFILES
 
 from . import outages
 
+#: The lab's name: its command, its record (results/raw/<store>-<name>) and its asv module.
+EXPERIMENT = "faultlab"
+
 
 @dataclasses.dataclass(frozen=True)
 class FaultPlan:
@@ -88,7 +91,7 @@ def batch_limit(batches: int) -> float:
     return 180 + 30 * batches
 
 
-def run_one(lab: querylab.Lab, recorder: results.Recorder, strategy: str, workload: str, profile: str, seed: int,
+def run_one(lab: querylab.QueryLab, recorder: results.Recorder, strategy: str, workload: str, profile: str, seed: int,
             plan: FaultPlan, bar=None) -> int:
     """One query of ``workload`` checkpointing with ``strategy`` under ``profile``, recorded in
     ``recorder``; returns its run number."""
@@ -131,7 +134,7 @@ def run_one(lab: querylab.Lab, recorder: results.Recorder, strategy: str, worklo
     return run
 
 
-def _drive(lab: querylab.Lab, workload: str, base: str, keys: int, batches: int, bar=None,
+def _drive(lab: querylab.QueryLab, workload: str, base: str, keys: int, batches: int, bar=None,
            outage: tuple[str, int, int] | None = None) -> tuple[list[dict], str, str, str, float | None, object]:
     """Start ``workload`` on ``base`` and wait for ``batches`` batches: (the progress of the batches
     done, outcome, error: Spark's first line, or why it stalled, or "", the innermost cause of a
@@ -208,22 +211,22 @@ def _exactly_once(spark, output: str) -> bool:
 def faultlab(settings: config.Settings, plan: FaultPlan | None = None,
              strategies: list[str] | None = None) -> results.Results:
     """Every strategy x workload x fault profile x seed of ``plan`` (default: the settings' size),
-    on the settings' store. Written to ``settings.raw`` as experiment ``faults`` and returned."""
+    on the settings' store. Written to ``settings.raw`` as experiment ``EXPERIMENT`` and returned."""
     plan = plan or PLANS[settings.size]
     strategies = strategies or list(ckpt_impls.STRATEGIES)
     settings = dataclasses.replace(settings, fault_profile="none")  # each run sets its own
     recorder = results.Recorder()
-    with stores.started_store(settings, needs_proxy="the failure lab") as (store, bucket), \
+    with stores.started_store(settings, needs_proxy="the fault lab") as (store, bucket), \
             querylab.lab(store, bucket, config.PLANS[settings.size], strategies[0], conf=SPARK_CONF) as lab:
         skipped = [p for p in plan.profiles if not outages.can_run(p, settings.store)]
         if skipped:
-            print(f"failure lab: {', '.join(skipped)} skipped: {store.name} cannot restart its gateway (ceph can)")
+            print(f"fault lab: {', '.join(skipped)} skipped: {store.name} cannot restart its gateway (ceph can)")
         order = [(strategy, workload, profile, seed) for seed in plan.seeds for workload in plan.workloads
                  for profile in plan.profiles if profile not in skipped for strategy in strategies]
-        bar = progress.Recorder("failure lab", len(order) * plan.batches, "batch")
+        bar = progress.Recorder("fault lab", len(order) * plan.batches, "batch")
         for strategy, workload, profile, seed in order:
             run_one(lab, recorder, strategy, workload, profile, seed, plan, bar)
-        env = results.environment(store, "faults", settings.size, dataclasses.asdict(plan),
+        env = results.environment(store, EXPERIMENT, settings.size, dataclasses.asdict(plan),
                                   spark=lab.spark, **lab.where,
                                   fault_profile="per run (fault_runs.profile)", fault_seed=list(plan.seeds),
                                   profiles={name: PROFILES[name].description for name in plan.profiles})

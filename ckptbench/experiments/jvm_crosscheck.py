@@ -42,7 +42,7 @@ def executor_state_puts(jvm: pd.DataFrame) -> dict[str, int]:
 def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> dict:
     """Per strategy: the requests each source counted (in all and per operation), where they
     disagree, what moved between batches, which JVMs reported them; and where the runs ran
-    (``querylab.Lab.where``). On ``config.CLUSTER``, also, taken while the application still runs: the
+    (``querylab.QueryLab.where``). On ``config.CLUSTER``, also, taken while the application still runs: the
     pids of the cluster's JVMs by role (``cluster``) and every process whose command line held the
     store's secret key, by pid and role (``secret_on_command_lines``: {}, or the key leaked)."""
     settings = config.Settings(store=store, size="smallest", bucket=None, raw=config.ROOT / "results" / "raw")

@@ -1,7 +1,7 @@
 """The levers experiment: configurations (a checkpoint strategy and Spark's own levers,
 ``config.presets_for``) measured side by side on jobs a user describes (``config.Shape``).
 
-Each configuration runs as a streaming query of the job's shape (``Lab.run``), its commit latency,
+Each configuration runs as a streaming query of the job's shape (``QueryLab.run``), its commit latency,
 batch time and requests recorded like any strategy's. Where Spark refuses a configuration for the
 job (async progress tracking with state, format v2 on the HDFS-backed store, a sink async progress
 does not support) or lacks a lever, the run is recorded as refused with Spark's reason: a result.

@@ -107,7 +107,7 @@ class HeapReader:
 
 class _Sampled:
     """A progress bar (``update``/``set_postfix_str``) that also reads the heap every ``every``
-    batches of a run: ``Lab.run`` tells it of each batch, so the readings follow the batch count.
+    batches of a run: ``QueryLab.run`` tells it of each batch, so the readings follow the batch count.
     Before each reading the JVM's request log is drained into this process (``JvmRequests.pull``):
     the heap read is then Spark's and the managers', not the harness's buffer of request records."""
 
@@ -127,8 +127,8 @@ class _Sampled:
             self.readings.append({"batch": measured, **self.reader.read()})
 
 
-class ScaleLab(querylab.Lab):
-    """A ``querylab.Lab`` whose stateful queries run with ``operators`` stateful operators."""
+class ScaleLab(querylab.QueryLab):
+    """A ``querylab.QueryLab`` whose stateful queries run with ``operators`` stateful operators."""
 
     operators = 1
 

@@ -1,5 +1,5 @@
 """One store and one SparkSession on it, for running streaming queries one after another
-(``Lab``, started by ``lab``), with every request recorded as the proxy and Spark's JVMs counted
+(``QueryLab``, started by ``lab``), with every request recorded as the proxy and Spark's JVMs counted
 it, the benchmark floor's files and the state store maintenance's calls.
 
 The clocks are Spark's own (progress ``durationMs``, in the JVM) and the metering proxy's (per
@@ -58,7 +58,7 @@ class DriverMemory:
         return next((float(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")), float("nan"))
 
 
-class Lab:
+class QueryLab:
     """One store and one SparkSession on it, for running queries one after another. Requests are
     counted inside Spark's JVMs (``jvm_requests``) and, when ``store`` is a ``MeteredStore``, by its
     metering proxy too: each run records both, under their ``source``. On a store with no proxy (an
@@ -268,7 +268,7 @@ def checkpoint_settings(spark, overrides: dict[str, str] | None = None) -> dict[
 @contextlib.contextmanager
 def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict | None = None,
         master: str = DEFAULT_MASTER):
-    """A ``Lab`` with a SparkSession on ``store``, on ``master`` (``CLUSTER``: a standalone cluster
+    """A ``QueryLab`` with a SparkSession on ``store``, on ``master`` (``CLUSTER``: a standalone cluster
     started here for it), its executors registered; the session, and such a cluster, stop with it.
     ``manifest`` keeps its directory manifests below the store's run prefix (``MANIFEST_ROOT``), not up
     to the bucket root."""
@@ -284,7 +284,7 @@ def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict 
         spark = session(strategy, {bucket: store}, master=master, conf=conf)
         stack.callback(spark.stop)
         hosts = await_executors(spark, cluster.workers if cluster else least_executors(master))
-        bench = Lab(spark, store, bucket, plan)
+        bench = QueryLab(spark, store, bucket, plan)
         bench.cluster = cluster
         bench.where = {"spark_master": master, "cluster": cluster.describe() if cluster else None,
                        "executors": len(hosts), "executor_hosts": hosts}

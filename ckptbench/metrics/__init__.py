@@ -1,8 +1,8 @@
 """Every number derived from a record (``ckptbench.record``), each defined once, by topic: statistics,
-requests, the store alone, Spark's share and a strategy's overhead, crashes, races, faults, scale, what a store
-can run; ``cost`` (a projection at list prices) and ``drift`` (two runs compared) beside them. The
-asv suite, the report, the CLI and the recommendation all read figures through here, so a record
-shows the same figures everywhere. Nothing here runs Spark or a store."""
+requests, the store alone, Spark's share and a strategy's overhead, the crash lab, races, the fault
+lab, scale, what a store can run; ``cost`` (a projection at list prices) and ``drift`` (two runs
+compared) beside them. The asv suite, the report, the CLI and the recommendation all read figures
+through here, so a record shows the same figures everywhere. Nothing here runs Spark or a store."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .capabilities import (  # noqa: F401
     recorded_checks,
     verdicts,
 )
-from .crashes import (  # noqa: F401
+from .crashlab import (  # noqa: F401
     LEFTOVER_KINDS,
     crash_cycles,
     crash_presets,
@@ -28,7 +28,7 @@ from .crashes import (  # noqa: F401
     two_writer_outcome_is,
     two_writer_run,
 )
-from .faults import (  # noqa: F401
+from .faultlab import (  # noqa: F401
     death_rate,
     exactly_once_violations,
     failed_batch_rate,

@@ -3,7 +3,7 @@ recommendation per store x workload and its reasons, the tables behind it and th
 
 Reads the records in ``results/raw`` (``ckptbench.record``: the latest ``streaming``, ``levers``
 (Spark's own checkpoint levers: ``report.levers``), ``store`` (with the store probe's checks),
-``manifest-compaction``, ``crashes``, ``faults`` and ``scale`` record per store); every number comes from
+``manifest-compaction``, ``crashlab``, ``faultlab`` and ``scale`` record per store); every number comes from
 ``ckptbench.metrics``, as the asv benchmarks' do, so the page and asv's HTML agree; the verdict
 from ``ckptbench.decide``, which never recommends what the probe found the store cannot run; money
 from ``ckptbench.metrics.cost`` and COPY projected to AWS S3 (``config.PROJECTION``), each labelled a

@@ -14,12 +14,8 @@ from .configured import (  # noqa: F401
     configuration,
     refused,
 )
-from .driver import (  # noqa: F401
-    Driver,
-    DriverGone,
-)
 from .lab import (  # noqa: F401
-    Lab,
+    CrashLab,
     crashes,
 )
 from .plans import (  # noqa: F401
@@ -68,3 +64,10 @@ from .verify import (  # noqa: F401
     stored_batches,
     verify,
 )
+from .victim import (  # noqa: F401
+    Driver,
+    DriverGone,
+)
+
+#: The lab's name: its command, its record (results/raw/<store>-<name>) and its asv module.
+EXPERIMENT = "crashlab"

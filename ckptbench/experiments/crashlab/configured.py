@@ -31,5 +31,5 @@ def configuration(preset: str = DEFAULT_PRESET, provider: str | None = None) -> 
 
 def refused(driver) -> str | None:
     """Spark's message where it refused ``driver``'s configuration before its first batch ended
-    (``ckptbench.harness.driver``'s ``failed`` event); else None."""
+    (``ckptbench.harness.query_process``'s ``failed`` event); else None."""
     return (driver.first("failed") or {}).get("refused")

@@ -21,7 +21,6 @@ from ckptbench import progress
 from ckptbench.config import DEFAULT_PRESET
 from ckptbench.experiments import race as race_experiment
 from ckptbench.experiments.crashlab.configured import REFUSED, configuration, refused
-from ckptbench.experiments.crashlab.driver import Driver, DriverGone
 from ckptbench.experiments.crashlab.plans import PLANS, RACE_WAIT_S, CrashPlan, expected_seconds, measured_times
 from ckptbench.experiments.crashlab.points import (
     CRASH_POINTS,
@@ -35,7 +34,6 @@ from ckptbench.experiments.crashlab.points import (
     publishes,
 )
 from ckptbench.experiments.crashlab.verify import (
-    _one_line,
     classify,
     last_committed,
     leftovers,
@@ -44,8 +42,9 @@ from ckptbench.experiments.crashlab.verify import (
     stored_batches,
     verify,
 )
+from ckptbench.experiments.crashlab.victim import Driver, DriverGone
 from ckptbench.harness import querylab, stores
-from ckptbench.harness.driver import Config, StoreSpec
+from ckptbench.harness.query_process import Config, StoreSpec
 from ckptbench.record import disk, results
 from infra.faults import Kill, Rendezvous
 from infra.s3ops import Event
@@ -53,7 +52,15 @@ from infra.s3ops import Event
 # -- the lab ------------------------------------------------------------------------------------
 
 
-class Lab:
+def _one_line(text: str | None) -> str | None:
+    """The first line of ``text``, its runs of whitespace made one space, at most 300 characters (a
+    row's error column holds one line); None for no text."""
+    if not text:
+        return None
+    return " ".join(text.strip().splitlines()[0].split())[:300]
+
+
+class CrashLab:
     """Crash cycles and two-writer runs of drivers on ``store`` (a ``MeteredStore``: the drivers
     go through its proxy) in ``bucket``. ``spark`` is the lab's own session, which verifies; it
     must reach ``bucket`` (on the store itself, not through the proxy, so that its reads are not
@@ -74,7 +81,7 @@ class Lab:
                 driver.kill()
         shutil.rmtree(self.logs, ignore_errors=True)
 
-    def __enter__(self) -> Lab:
+    def __enter__(self) -> CrashLab:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -382,13 +389,14 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
     """Crash cycles (strategy x workload, then strategy x workload in each of the plan's
     ``configurations`` of Spark's levers), two-writer runs (per strategy, zombie and raced) and the
     managers' race (strategy x file kind), as ``plan`` (default: the settings' size) says, on the
-    settings' store; written to ``settings.raw`` as the experiment ``crashes`` and returned.
+    settings' store; written to ``settings.raw`` as the experiment ``crashlab.EXPERIMENT`` and returned.
     ``spark``: a session that reaches the store's bucket (one is started, and stopped, otherwise)."""
+    from ckptbench.experiments.crashlab import EXPERIMENT
     from ckptbench.harness.spark import session
 
     plan = plan or PLANS[settings.size]
     strategies = strategies or list(ckpt_impls.STRATEGIES)
-    where = disk.directory(settings.raw, settings.store, "crashes")
+    where = disk.directory(settings.raw, settings.store, EXPERIMENT)
     try:
         previous = disk.read(where)
     except (OSError, ValueError, KeyError):
@@ -417,7 +425,7 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
             stack.callback(spark.stop)
 
         # Taken at the start: the commit that ran, not the one checked out when a part is saved.
-        env = results.environment(store, "crashes", settings.size, dataclasses.asdict(plan), seed=seed,
+        env = results.environment(store, EXPERIMENT, settings.size, dataclasses.asdict(plan), seed=seed,
                                   points=list(points), spark_master="local[2]")
 
         def save(finished: bool) -> results.Results:
@@ -426,7 +434,7 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
             return disk.save(recorder.results({**env, "finished": finished}), settings, plan.part)
 
         bar = progress.Recorder("crash lab", total_cycles + len(pairs) + len(raced), "cycle")
-        with Lab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
+        with CrashLab(spark, store, bucket, recorder, seed=seed, rows_per_batch=plan.rows_per_batch, say=say) as lab:
             for workload, cycles in plan.series_cycles():
                 for strategy in strategies:
                     lab.series(strategy, workload, cycles, points, bar=bar)

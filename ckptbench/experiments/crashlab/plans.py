@@ -36,7 +36,7 @@ class CrashPlan:
     #: a ``config.LEVERS`` preset, and a ``config.PROVIDERS`` name or None (the session's); each run
     #: with ``configuration_cycles`` cycles per strategy of ``configuration_strategies`` (None: every
     #: one measured). Where this Spark lacks a lever or refuses the configuration, the series records
-    #: why and runs no cycle (``Lab.series``).
+    #: why and runs no cycle (``CrashLab.series``).
     configurations: tuple[tuple[str, str, str | None], ...] = ()
     configuration_cycles: int = 1
     configuration_strategies: tuple[str, ...] | None = None

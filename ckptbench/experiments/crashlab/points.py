@@ -17,7 +17,7 @@ IGNORE_MISSING = "spark.sql.files.ignoreMissingFiles"
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
-    """A query ``ckptbench.harness.driver`` runs (``ckptbench.harness.workloads`` builds it) and what its output
+    """A query ``ckptbench.harness.query_process`` runs (``ckptbench.harness.workloads`` builds it) and what its output
     must hold: each output ``value`` belongs to batch ``batch_sql`` (a SQL expression over
     ``value``, with ``{rows}`` rows per batch), which must show ``rows_in(batch, rows)`` distinct
     values exactly once each."""
@@ -42,7 +42,7 @@ class Workload:
 
 #: ``file``: Spark's parquet file sink under the series' prefix, a batch published by its
 #: ``_spark_metadata`` log; ``foreachBatch``: parquet appended under the prefix by a foreachBatch
-#: function, no log; ``foreach``: a Python ForeachWriter's text files (``ckptbench.harness.driver.EpochFiles``)
+#: function, no log; ``foreach``: a Python ForeachWriter's text files (``ckptbench.harness.query_process.EpochFiles``)
 #: in a directory of the lab's own on this machine (the drivers run here, in local mode), not on the
 #: store: no request of the sink is among the proxy's, so no crash point lands inside one.
 SINKS = ("file", "foreachBatch", "foreach")

@@ -225,9 +225,3 @@ def stored_batches(events: list[Event], store, bucket: str, log: str, keys_mirro
         found += [int(change[1]) for change in manifest_format.parse_record(text, int(e.key.rsplit("/", 1)[1]))
                   if change[0] == "put" and change[1].isdigit()]
     return found
-
-
-def _one_line(text: str | None) -> str | None:
-    if not text:
-        return None
-    return " ".join(text.strip().splitlines()[0].split())[:300]

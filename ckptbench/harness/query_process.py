@@ -1,4 +1,5 @@
-"""One streaming query in a process of its own, for the crash lab to kill: ``python -m ckptbench.harness.driver``.
+"""One streaming query in a process of its own, for the crash lab to kill:
+``python -m ckptbench.harness.query_process``.
 
 The settings AND the store's keys arrive as one JSON line on stdin (see ``Config``), never on a
 command line: PySpark passes builder settings to the JVM on its command line, where ``ps`` shows

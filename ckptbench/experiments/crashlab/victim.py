@@ -1,5 +1,6 @@
-"""A streaming query's driver in a process of its own, for the crash lab to kill with SIGKILL and
-start again (``ckptbench.harness.driver`` runs inside it)."""
+"""A streaming query's driver in a process of its own, seen from the crash lab, which kills it with
+SIGKILL and starts it again: the victim of each crash cycle (``ckptbench.harness.query_process`` runs
+inside it)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 from ckptbench.config import ROOT
-from ckptbench.harness.driver import Config
+from ckptbench.harness.query_process import Config
 from infra.net import ending_with_us, live_processes, proc_stat
 
 # -- drivers ---------------------------------------------------------------------------------
@@ -28,7 +29,7 @@ class DriverGone(RuntimeError):
 
 
 class Driver:
-    """A ``ckptbench.harness.driver`` child in a process group of its own (so a SIGKILL to the group takes
+    """A ``ckptbench.harness.query_process`` child in a process group of its own (so a SIGKILL to the group takes
     its JVM too), reached through its stdin and stdout. Its stderr (Spark's log) goes to a file.
 
     The group stays in the lab's session: where Linux schedules by session (autogroup), a session
@@ -47,7 +48,7 @@ class Driver:
                "SPARK_LOCAL_DIRS": str(self.local_dir), "SPARK_SUBMIT_OPTS": submit_opts}
         self.spawned = time.time()
         with open(log, "ab") as err:
-            self.proc = subprocess.Popen(ending_with_us([sys.executable, "-m", "ckptbench.harness.driver"]),
+            self.proc = subprocess.Popen(ending_with_us([sys.executable, "-m", "ckptbench.harness.query_process"]),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
                                          process_group=0, env=env)
         self.proc.stdin.write(config.to_json() + "\n")  # the keys travel here, never in argv

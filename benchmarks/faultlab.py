@@ -1,4 +1,4 @@
-"""Failure rates under injected faults (the failure lab, ``ckptbench.experiments.faultlab``): for each
+"""Failure rates under injected faults (the fault lab, ``ckptbench.experiments.faultlab``): for each
 strategy and fault profile (``infra.faults.PROFILES``), queries run while the metering proxy
 injects the profile's faults. Rates are over all the plan's runs of that strategy and profile
 (every workload, every seed); ``quick`` runs the profiles a commit protocol can notice,

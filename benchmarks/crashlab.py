@@ -1,4 +1,4 @@
-"""Crashes: does each strategy keep exactly-once when the driver is killed (``ckptbench.experiments.crashlab``)?
+"""The crash lab: does each strategy keep exactly-once when the driver is killed (``ckptbench.experiments.crashlab``)?
 
 Per strategy x workload, ``CRASH_PLAN.cycles`` cycles of: kill the driver with SIGKILL (its whole
 process group, the JVM included) at a crash point (a seeded random delay, just after ``offsets/N``

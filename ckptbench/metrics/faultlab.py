@@ -1,4 +1,4 @@
-"""The failure lab's figures (``ckptbench.experiments.faultlab``): deaths, failed batches,
+"""The fault lab's figures (``ckptbench.experiments.faultlab``): deaths, failed batches,
 retries and injected faults per run, exactly-once violations."""
 
 from __future__ import annotations
@@ -7,17 +7,17 @@ import pandas as pd
 
 from ckptbench.record.results import Results
 
-# -- the failure lab (ckptbench.experiments.faultlab) -----------------------------------------
+# -- the fault lab (ckptbench.experiments.faultlab) -------------------------------------------
 
 def fault_runs(results: Results, strategy: str, profile: str, workload: str | None = None) -> pd.DataFrame:
-    """The failure lab's runs of ``strategy`` under fault profile ``profile`` (of ``workload``, or
+    """The fault lab's runs of ``strategy`` under fault profile ``profile`` (of ``workload``, or
     of every workload), one row each: the ``runs`` columns joined with the ``fault_runs`` ones."""
     runs = results.runs.merge(results.fault_runs, on="run")
     match = runs[(runs.strategy == strategy) & (runs.profile == profile)]
     if workload is not None:
         match = match[match.workload == workload]
     if match.empty:
-        raise KeyError(f"no failure-lab run of {strategy} under {profile}" + (f" x {workload}" if workload else ""))
+        raise KeyError(f"no fault-lab run of {strategy} under {profile}" + (f" x {workload}" if workload else ""))
     return match
 
 

@@ -14,7 +14,7 @@ from ckptbench.config import DEFAULT_PRESET
 from ckptbench.metrics.stats import median, percentile
 from ckptbench.record.results import Results
 
-# -- crashes (ckptbench.experiments.crashlab) -----------------------------------------------
+# -- the crash lab (ckptbench.experiments.crashlab) -----------------------------------------
 
 def _of(frame: pd.DataFrame, strategy: str, workload: str | None) -> pd.DataFrame:
     frame = frame[frame.strategy == strategy]
