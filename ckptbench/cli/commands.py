@@ -305,6 +305,7 @@ def cmd_counting(args) -> None:
     from ckptbench import config, progress
     from ckptbench.experiments import counting
     from ckptbench.record import disk
+    from ckptbench.report import tables
 
     store = args.store or config.default_store()
     _names(store, infra.STORES, "store")
@@ -315,7 +316,7 @@ def cmd_counting(args) -> None:
     settings = config.Settings(store, args.size, args.bucket, results_root() / "raw")
     with progress.shown_for(os.environ):  # the experiment's bar, shown on stderr
         overhead = counting.experiment(settings, tuple(strategies), args.queries)
-    print(counting.table(overhead, strategies))
+    print(tables.counting_table(counting.figures(overhead, strategies)).markdown())
     print(f"\nhandler alone: {overhead.handler['on_ns'] / 1000:.1f} µs per HTTP attempt counting, "
           f"{overhead.handler['off_ns'] / 1000:.2f} µs switched off")
     print(f"record: {disk.directory(settings.raw, store, 'jvm_counting')}")

@@ -465,3 +465,15 @@ def contract_table(found: dict[str, list[tuple[str, bool, str]]]) -> str:
                  [[strategy, check, "PASS" if ok else "FAIL", seen]
                   for strategy, checks in found.items() for check, ok, seen in checks]).markdown()
 
+
+COUNTING_HEADER = ["strategy", "batches counted / not", "walCommit p50 counted / not (ms)", "overhead (ms)",
+                   "overhead, % of p50 (90% interval)", "bound, % of p50"]
+
+
+def counting_table(figures: list[dict]) -> Table:
+    """What counting in the JVM costs walCommit, a row per strategy, from
+    ``experiments.counting.figures`` (plain numbers: this layer reads no experiment's objects)."""
+    return Table("", COUNTING_HEADER, [
+        [f["strategy"], f"{f['counted']} / {f['not_counted']}", f"{f['p50_counted']:.1f} / {f['p50_not']:.1f}",
+         f"{f['overhead_ms']:+.2f}", f"{f['overhead_pct']:+.1f}% ({f['low_pct']:+.1f}% to {f['high_pct']:+.1f}%)",
+         f"{f['bound_pct']:.2f}%"] for f in figures])
