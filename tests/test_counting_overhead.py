@@ -9,6 +9,7 @@ import pytest
 
 from ckptbench.experiments import counting
 from ckptbench.record import results
+from ckptbench.report import tables
 from conftest import event, progress
 
 #: What counting adds to each counted batch's walCommit before Spark rounds it to whole milliseconds:
@@ -62,6 +63,6 @@ def test_the_bound_is_the_handler_cost_times_walcommits_requests(overhead):
 
 
 def test_the_table_has_a_row_per_strategy(overhead):
-    lines = counting.table(overhead, ["conditional"]).splitlines()
+    lines = tables.counting_table(counting.figures(overhead, ["conditional"])).markdown().splitlines()
     assert lines[0].startswith("| strategy |") and len(lines) == 3
     assert lines[2].startswith("| conditional | 400 / 400 | 5.0 / 5.0 |")

@@ -102,8 +102,8 @@ def test_the_contract_catches_each_broken_manager(thirdparty):
     args = [a for s in specs for a in ("--strategy", s)]
     done = run(*args, "contract", "--store", "ceph", "--strategies", ",".join(["plain", *BROKEN]))
     assert done.returncode == 1, done.stderr
-    failed = {(line.split()[0], line.split("  FAIL  ")[0].split(None, 1)[1].strip())
-              for line in done.stdout.splitlines() if "  FAIL  " in line}
+    rows = [[c.strip() for c in line.split(" | ")] for line in done.stdout.splitlines() if line.startswith("| ")]
+    failed = {(row[0][2:], row[1]) for row in rows if row[2] == "FAIL"}
     # Plain writes then closes with the FileSystem's own existence check first: two racing creators
     # both win, and that is all it breaks.
     assert {check for name, check in failed if name == "plain"} == {"one of two racing creators wins"}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import math
 import os
 import re
 import socket
@@ -159,9 +158,9 @@ def cmd_bench(args) -> None:
 
 
 def cmd_cost(args) -> None:
-    from ckptbench import metrics
     from ckptbench.metrics import cost
-    from ckptbench.record import disk, results
+    from ckptbench.record import disk
+    from ckptbench.report import costs
 
     try:
         trigger = cost.parse_interval(args.trigger)
@@ -179,29 +178,14 @@ def cmd_cost(args) -> None:
         records = [disk.read(path) for path in paths]
     except (OSError, ValueError) as e:
         raise UsageError(f"not a results record: {e}") from None
-    print(f"Cost per month, one query, a batch every {args.trigger}: {cost.caption()}.\n")
-    print("| store | strategy | workload | billable requests per batch | $ per million batches | "
-          "requests per month | $ per month |")
-    print("|---|---|---|---|---|---|---|")
-    for record in records:
-        for strategy in record.strategies():
-            for workload in dict.fromkeys(record.runs.workload):
-                try:
-                    by_op = metrics.billable_requests_by_op(record.run(strategy, workload))
-                except (results.RunFailed, KeyError):
-                    continue
-                per_batch, dollars = sum(by_op.values()), cost.dollars(by_op)
-                print(f"| {record.environment['store']} | {strategy} | {workload} | {per_batch:.1f} | "
-                      f"{dollars * 1e6:,.2f} | {cost.per_month(per_batch, trigger):,.0f} | "
-                      f"{cost.per_month(dollars, trigger):,.2f} |")
+    print(costs.cost_table(records, args.trigger, trigger).markdown())
 
 
 def _cost_at_scale(args, trigger: float) -> None:
     """``cost --partitions N``: the requests of one batch at N shuffle partitions, from each operation's
     fit against partitions in the recorded scale results, per month and in dollars."""
-    from ckptbench import metrics
-    from ckptbench.metrics import cost
-    from ckptbench.record import disk, results
+    from ckptbench.record import disk
+    from ckptbench.report import costs
 
     if args.partitions < 1:
         raise UsageError(f"--partitions must be at least 1, not {args.partitions}")
@@ -217,45 +201,10 @@ def _cost_at_scale(args, trigger: float) -> None:
     others = [r.environment["experiment"] for r in records if r.environment["experiment"] != "scale"]
     if others:
         raise UsageError(f"--partitions needs scale records (results/raw/<store>-scale), not {', '.join(others)}")
-    print(f"Cost per month, one query with {args.partitions:,} shuffle partitions and one stateful operator, a batch "
-          f"every {args.trigger}: a PROJECTION from the measured slopes ({cost.caption()}).\n")
-    print("| store | strategy | measured partitions | requests per partition (fit) | billable requests per batch "
-          "(projected) | requests per month | $ per month |")
-    print("|---|---|---|---|---|---|---|")
-    shown, notes = 0, []
-    for record in records:
-        for strategy in strategies or record.strategies():
-            try:
-                points = metrics.scale_points(record, "partitions", strategy)
-                by_op = metrics.projected_requests_by_op(record, strategy, args.partitions)
-                _, slope, r2 = metrics.scale_fit(record, "partitions", strategy, "requests")
-            except (results.RunFailed, KeyError, TypeError, ValueError) as e:
-                print(f"| {record.environment['store']} | {strategy} | no fit: {e} | | | | |")
-                continue
-            measured = ", ".join(f"{x:,.0f}" for x, _ in points)
-            beyond = " (extrapolated)" if args.partitions > max(x for x, _ in points) else ""
-            per_batch = sum(by_op.values())
-            print(f"| {record.environment['store']} | {strategy} | {measured} | {slope:.2f} (r² {r2:.2f}) | "
-                  f"{per_batch:,.1f}{beyond} | {cost.per_month(per_batch, trigger):,.0f} | "
-                  f"{cost.per_month(cost.dollars(by_op), trigger):,.2f} |")
-            shown += 1
-            listings, files = metrics.or_none(metrics.maintenance_rates, record, strategy) or (math.nan, math.nan)
-            if not math.isnan(listings):
-                month = cost.maintenance_per_month(listings, 0.0 if math.isnan(files) else files, args.partitions,
-                                                   trigger)
-                by_batch = (f"snapshots and deletes {files:.2f} per state partition and batch over the long query"
-                            if not math.isnan(files) else "snapshots and deletes not measured (no long query in the "
-                            "record: a point's few batches stay under the retention)")
-                notes.append(f"{record.environment['store']} {strategy}: listings {listings:.2f} requests per state "
-                             f"partition and round over its scale runs; {by_batch}; about "
-                             f"{month:,.0f} requests a month more")
-    if not shown:
+    table, fitted = costs.cost_at_scale_table(records, args.partitions, args.trigger, trigger, strategies)
+    print(table.markdown())
+    if not fitted:
         raise UsageError("no strategy asked for has a partitions fit in the scale results")
-    if notes:
-        print(f"\nNot in these figures: the state store's maintenance (listings every round, snapshots and deletes "
-              f"past retention with the batches), which runs on its own schedule. Measured, and PROJECTED to "
-              f"{args.partitions:,} partitions at Spark's default interval of {cost.SPARK_MAINTENANCE_INTERVAL_S} s:")
-        print("\n".join(f"- {note}" for note in notes))
 
 
 def cmd_scale(args) -> None:
@@ -305,6 +254,7 @@ def cmd_counting(args) -> None:
     from ckptbench import config, progress
     from ckptbench.experiments import counting
     from ckptbench.record import disk
+    from ckptbench.report import tables
 
     store = args.store or config.default_store()
     _names(store, infra.STORES, "store")
@@ -315,7 +265,7 @@ def cmd_counting(args) -> None:
     settings = config.Settings(store, args.size, args.bucket, results_root() / "raw")
     with progress.shown_for(os.environ):  # the experiment's bar, shown on stderr
         overhead = counting.experiment(settings, tuple(strategies), args.queries)
-    print(counting.table(overhead, strategies))
+    print(tables.counting_table(counting.figures(overhead, strategies)).markdown())
     print(f"\nhandler alone: {overhead.handler['on_ns'] / 1000:.1f} µs per HTTP attempt counting, "
           f"{overhead.handler['off_ns'] / 1000:.2f} µs switched off")
     print(f"record: {disk.directory(settings.raw, store, 'jvm_counting')}")

@@ -185,23 +185,19 @@ class Overhead:
         return 100 * added_ms / self.p50(strategy, "off")
 
 
-#: ``table``'s columns.
-HEADER = ("strategy", "batches counted / not", "walCommit p50 counted / not (ms)", "overhead (ms)",
-          "overhead, % of p50 (90% interval)", "bound, % of p50")
-
-
-def table(overhead: Overhead, strategies) -> str:
-    """``overhead`` per strategy as a Markdown table."""
-    rows = []
+def figures(overhead: Overhead, strategies) -> list[dict]:
+    """``overhead``'s figures per strategy as plain numbers, for ``report.tables.counting_table``:
+    batches counted and not, walCommit p50 of each arm, the overhead in ms and in percent of p50
+    with its 90% interval, and the bound."""
+    out = []
     for strategy in strategies:
         low, high = overhead.overhead_interval(strategy)
-        rows.append([strategy, f"{overhead.count(strategy, 'on')} / {overhead.count(strategy, 'off')}",
-                     f"{overhead.p50(strategy, 'on'):.1f} / {overhead.p50(strategy, 'off'):.1f}",
-                     f"{overhead.overhead_ms(strategy):+.2f}",
-                     f"{overhead.overhead_pct(strategy):+.1f}% ({low:+.1f}% to {high:+.1f}%)",
-                     f"{overhead.bound_pct(strategy):.2f}%"])
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+        out.append({"strategy": strategy, "counted": overhead.count(strategy, "on"),
+                    "not_counted": overhead.count(strategy, "off"), "p50_counted": overhead.p50(strategy, "on"),
+                    "p50_not": overhead.p50(strategy, "off"), "overhead_ms": overhead.overhead_ms(strategy),
+                    "overhead_pct": overhead.overhead_pct(strategy), "low_pct": low, "high_pct": high,
+                    "bound_pct": overhead.bound_pct(strategy)})
+    return out
 
 
 def _usual(counted: np.ndarray) -> int:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from ckptbench import config, decide
 from ckptbench.metrics import cost
 from ckptbench.record import results
-from ckptbench.report.tables import TRIGGER_S, Box, Section, Table, cell, counted_by
+from ckptbench.report.table import Table, cell
+from ckptbench.report.tables import TRIGGER_S, Box, Section, counted_by
 
 TITLE = "configurations side by side"
 HEADER = ["configuration", "commits p50 (ms)", "batch p50 (ms)",

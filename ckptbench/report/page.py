@@ -13,7 +13,8 @@ CI artifact with no network; it links to asv's pages (``../html/index.html``) fo
 were published beside the records. Where a ``levers`` record holds a decision, the page opens with
 the configuration (strategy and levers) recommended per job; each workload's strategy stays in
 the streaming section.
-Rendered with Jinja2 (``templates/report.html``), which escapes everything it inserts.
+Rendered with Jinja2 (``templates/report.html``, its tables by ``report.table``'s macro), which escapes
+everything it inserts.
 """
 
 from __future__ import annotations
@@ -21,16 +22,13 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-import jinja2
-
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import disk, results
 from ckptbench.report import levers, plots, tables
-from ckptbench.report.tables import Figure, Section, Table, cell, crash_tables, scale_tables
+from ckptbench.report.table import ENV, Table, cell
+from ckptbench.report.tables import Box, Figure, Section, crash_tables, scale_tables
 from infra.faults import PROFILES
-
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def _where(record: results.Results) -> str:
@@ -153,9 +151,9 @@ def _streaming(name: str, record: results.Results, figures: Path,
         f"{cell(metrics.put_floor_ms(record), '.1f')} ms as Spark's own S3 client makes it in the driver JVM "
         "(the client's work included), each after the store sat idle for "
         f"{config.FLOOR_PAUSE_S * 1000:.0f} ms, as a checkpoint's PUT comes."])
-    section.decisions = [decide.decide(record, workload, tables.TRIGGER_S, safety=found, runnable=can_run)
-                         for workload in plan["workloads"]
-                         if workload in set(record.runs.workload)]
+    section.boxes = [Box(d, tables.candidates_table(d))
+                     for d in (decide.decide(record, workload, tables.TRIGGER_S, safety=found, runnable=can_run)
+                               for workload in plan["workloads"] if workload in set(record.runs.workload))]
     rows = []
     for strategy in record.strategies():
         def stateful(metric, *args, keys=None, strategy=strategy):
@@ -361,13 +359,11 @@ def write(out: Path) -> list[Path]:
         sections.append(Section("Rename cost on every store", figures=[
             Figure(copy_plot, "Server-side COPY (a rename's cost) and PUT against object size, measured on each "
                               "store; dotted: the same COPYs projected to AWS S3, a projection.")]))
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
-    html = env.get_template("report.html").render(
+    html = ENV.get_template("report.html").render(
         sections=sections, summary=summary, cost_caption=cost.caption(), trigger_s=tables.TRIGGER_S,
         decide_doc=decide.__doc__,
         asv_pages=(out / "html" / "index.html").exists(),
-        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), fmt=cell)
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     index = page / "index.html"
     index.write_text(html)
     return [index, *sorted(figures.glob("*.png"))]

@@ -22,16 +22,14 @@ import math
 import shlex
 from pathlib import Path
 
-import jinja2
 import pandas as pd
 
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import results
 from ckptbench.report import page, tables
-from ckptbench.report.tables import Table, cell
+from ckptbench.report.table import ENV, Table, cell
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: The page's file name, beside the record in the command's output directory.
 PAGE = "index.html"
 #: Said before the flags when the command started the store it measured (it is gone now).
@@ -82,13 +80,16 @@ def _times(chosen: float, base: float, fewer: str, more: str) -> str:
     return f"{ratio:,.1f} times {fewer if chosen < base else more}"
 
 
-def comparison(decision: decide.Decision) -> list[list[str]]:
-    """Rows of (figure, recommended, Spark's default configuration, difference) on the same store."""
+def comparison(decision: decide.Decision) -> Table:
+    """The recommended configuration against Spark's default on the same store, a row per figure:
+    the figure, the recommended's, the default's, the difference; no rows where there is no default
+    to compare with, or it is the one recommended."""
     c, b = decision.chosen, decision.baseline
+    header = ["figure", "recommended", f"Spark's default ({b.label if b else '-'})", "difference"]
     if c is None or b is None or b.out is not None or b is c:
-        return []
+        return Table("", header, [])
     dollars = c.dollars_per_month - b.dollars_per_month
-    return [
+    return Table("", header, [
         ["commit latency p50 (ms)", cell(c.commit_p50_ms, ",.0f"), cell(b.commit_p50_ms, ",.0f"),
          f"{abs(c.commit_p50_ms - b.commit_p50_ms):,.0f} ms {'less' if c.commit_p50_ms <= b.commit_p50_ms else 'more'}"
          f" ({_times(c.commit_p50_ms, b.commit_p50_ms, 'faster', 'slower')})"],
@@ -99,7 +100,7 @@ def comparison(decision: decide.Decision) -> list[list[str]]:
          _times(total_requests(c), total_requests(b), "fewer requests", "more requests")],
         [f"$ per month ({cost.LABEL})", f"${c.dollars_per_month:,.2f}", f"${b.dollars_per_month:,.2f}",
          f"${abs(dollars):,.2f} a month {'less' if dollars <= 0 else 'more'}"],
-    ]
+    ])
 
 
 @dataclasses.dataclass
@@ -110,7 +111,7 @@ class Summary:
     measured_on: str
     decision: decide.Decision
     runner_up: decide.Candidate | None
-    comparison: list[list[str]]
+    comparison: Table
     options: dict[str, str]  # the chosen configuration's query options, for writeStream
     submit: list[str]  # spark-submit's lines: the deploy plan's, then the levers' --conf
     deploy_command: str
@@ -206,12 +207,12 @@ def text(record: results.Results, decision: decide.Decision) -> str:
         levers = c.preset if c.levers else "none (Spark's defaults)"
         lines += [f"  run: {c.label}", f"  manager: {c.strategy}", f"  Spark's levers: {levers}", ""]
         lines += [f"Against Spark's default configuration ({config.SPARK_DEFAULT[0]}, no levers) on the same store:"]
-        width = max((len(row[0]) for row in s.comparison), default=0)
+        width = max((len(row[0]) for row in s.comparison.rows), default=0)
         if d.baseline is c:
             lines += ["  it is Spark's default configuration: nothing to change"]
-        elif not s.comparison:
+        elif not s.comparison.rows:
             lines += [f"  not comparable: {d.baseline.out if d.baseline else 'it was not measured'}"]
-        lines += [f"  {row[0]:<{width}}  {row[1]} against {row[2]}: {row[3]}" for row in s.comparison]
+        lines += [f"  {row[0]:<{width}}  {row[1]} against {row[2]}: {row[3]}" for row in s.comparison.rows]
     lines += ["", "Why:", *(f"  - {r}" for r in d.reasons), *(f"  - {n}" for n in s.notes)]
     if s.crashes:
         lines += ["", "Crash check (kill -9 and restart, exactly-once checked):", *(f"  - {c}" for c in s.crashes)]
@@ -233,8 +234,6 @@ def text(record: results.Results, decision: decide.Decision) -> str:
 def html(record: results.Results, decision: decide.Decision, created: str) -> str:
     """The same as ``text``, as one self-contained HTML page."""
     s = summary(record, decision)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
     extra = [tables.race_table(record)] if len(record.races) else []
     checks = metrics.recorded_checks(record)
     if checks:
@@ -242,7 +241,7 @@ def html(record: results.Results, decision: decide.Decision, created: str) -> st
                            ["strategy", "can run", "why not, or notes"],
                            [[name, metrics.can_run(v), "; ".join(v["reasons"] + v["notes"]) or "-"]
                             for name, v in metrics.verdicts(checks).items()]))
-    return env.get_template("recommendation.html").render(
+    return ENV.get_template("recommendation.html").render(
         s=s, created=created, cost_caption=cost.caption(), decide_doc=decide.__doc__, tables=extra, fresh=FRESH,
         option_lines=_option_lines(s.options), submit="\n  ".join(s.submit))
 

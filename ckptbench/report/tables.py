@@ -1,5 +1,8 @@
-"""Every table the report shows and the CLI prints, built from a record through
-``ckptbench.metrics`` alone: the page and the terminal show the same figures."""
+"""Every table the report shows and the CLI prints (``cost``'s are in ``report.costs``), each a
+``report.table.Table`` built from a record through ``ckptbench.metrics`` alone (the probe's, the
+contract's and counting's from a live run's plain data): the page and the terminal show the same
+figures. Functions the CLI prints as they are return the Markdown text; the others, the ``Table``.
+Also the page's structure the report and its levers section fill (``Section``, ``Box``, ``Figure``)."""
 
 from __future__ import annotations
 
@@ -14,24 +17,9 @@ from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.metrics.capabilities import can_run
 from ckptbench.record import results
+from ckptbench.report.table import Table, cell
 
 TRIGGER_S = 10.0  # the trigger interval money per month is shown at
-
-
-@dataclasses.dataclass
-class Table:
-    caption: str
-    header: list[str]
-    rows: list[list[str]]
-    note: str = ""
-
-    def markdown(self) -> str:
-        """The table as Markdown, for a terminal (``python -m ckptbench crashlab``)."""
-        def cells(row):
-            return "| " + " | ".join(str(c).replace("|", "/") for c in row) + " |"
-
-        lines = [cells(self.header), "|" + "---|" * len(self.header), *map(cells, self.rows)]
-        return "\n".join([f"{self.caption}:", "", *lines] + (["", self.note] if self.note else []))
 
 
 @dataclasses.dataclass
@@ -46,8 +34,8 @@ class Figure:
 
 @dataclasses.dataclass
 class Box:
-    """A decision shown with a table of its own candidates (not the streaming section's columns),
-    lines said beneath its reasons, and the page id a link to it takes."""
+    """A decision shown with a table of its candidates, lines said beneath its reasons, and the
+    page id a link to it takes ("": none links to it)."""
 
     decision: decide.Decision
     table: Table
@@ -61,15 +49,19 @@ class Section:
     text: list[str] = dataclasses.field(default_factory=list)
     tables: list[Table] = dataclasses.field(default_factory=list)
     figures: list[Figure] = dataclasses.field(default_factory=list)
-    decisions: list[decide.Decision] = dataclasses.field(default_factory=list)
     boxes: list[Box] = dataclasses.field(default_factory=list)
 
 
-def cell(value, spec: str = ".0f") -> str:
-    """A table cell of the report and of `measure`: a failed run's metric says so; NaN is n/a."""
-    if value is None:
-        return "failed"
-    return "n/a" if value != value else format(value, spec)
+def candidates_table(d: decide.Decision) -> Table:
+    """A workload's decision's candidates, one row per strategy: commit p50 / p95, billable
+    requests, dollars (a projection), a second writer, and the verdict."""
+    rows = [[c.strategy, f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", cell(c.requests_per_batch, ".1f"),
+             cell(c.dollars_per_month, ",.2f"), c.second_writer,
+             "recommended" if c.strategy == d.recommended else f"out: {c.out}" if c.out else c.note]
+            for c in d.candidates]
+    return Table("The candidates", ["strategy", "commits per batch, p50 / p95 (ms)", "billable requests per batch",
+                                    "$ per month (projection)", "a second writer", "verdict"], rows,
+                 classes=("", "", "", "projection"))
 
 
 def crash_tables(record: results.Results) -> list[Table]:
@@ -261,20 +253,17 @@ def scale_tables(record: results.Results) -> list[Table]:
 
 
 def probe_table(data: dict) -> str:
-    """The probe's data as text: one table of the checks, then what each strategy can do here."""
-    checks = data["checks"]
-    width = max(map(len, checks))
+    """The probe's data (``experiments.probe``'s dict) as Markdown: where it probed, a table of the
+    checks, a table of what each strategy can do here, then whether a COPY here moves the data."""
+    checks = [[name, "ok" if c["ok"] else "FAIL", c["detail"]] for name, c in data["checks"].items()]
+    strategies = [[name, can_run(v), ", ".join(v["depends_on"]),
+                   "; ".join([f"cannot run: {reason}" for reason in v["reasons"]] + v["notes"]) or "-"]
+                  for name, v in data["strategies"].items()]
     lines = [f"store: {data['describe']}, bucket {data['bucket']}",
              f"probed under {data['prefix']}: {data['cleanup']}", "",
-             f"{'check':<{width}}  result  detail"]
-    lines += [f"{name:<{width}}  {'ok' if c['ok'] else 'FAIL':<6}  {c['detail']}" for name, c in checks.items()]
-    lines += ["", "strategies this store can run:"]
-    sw = max(map(len, data["strategies"]))
-    for name, v in data["strategies"].items():
-        verdict = can_run(v)
-        lines.append(f"{name:<{sw}}  {verdict:<3}  depends on: {', '.join(v['depends_on'])}")
-        lines += [f"{'':<{sw}}       cannot run: {reason}" for reason in v["reasons"]]
-        lines += [f"{'':<{sw}}       {note}" for note in v["notes"]]
+             Table("", ["check", "result", "detail"], checks).markdown(), "",
+             Table("strategies this store can run", ["strategy", "can run", "depends on", "cannot run, or notes"],
+                   strategies).markdown()]
     share = (data.get("copy") or {}).get("share_of_put")
     if share is not None and share < 2 * metrics.COPY_MOVES_DATA:
         lines += ["", "note: a COPY here does not move (all) the data, so a rename costs far less than on a store "
@@ -385,20 +374,17 @@ def outage_rows(record: results.Results) -> list[list[str]]:
     return out
 
 
-def _markdown(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows)]
-
-
 def fault_table(record: results.Results) -> str:
-    """A failure-lab record as a Markdown table, then its store outages (``outage_rows``, if it ran
-    any), then what the eventual profiles did (``eventual_findings``)."""
-    lines = _markdown(FAULT_HEADER, fault_rows(record))
+    """A failure-lab record as Markdown (``python -m ckptbench faultlab``): its table, then its
+    store outages (``outage_rows``, if it ran any), then what the eventual profiles did
+    (``eventual_findings``)."""
+    out = [Table("", FAULT_HEADER, fault_rows(record))]
     outages = outage_rows(record)
     if outages:
-        lines += ["", "Store outages (seconds from the outage's start; medians):", *_markdown(OUTAGE_HEADER, outages)]
+        out.append(Table("Store outages (seconds from the outage's start; medians)", OUTAGE_HEADER, outages))
     findings = eventual_findings(record)
-    return "\n".join(lines + (["", "Pre-2020 consistency (eventual profiles):", *findings] if findings else []))
+    return "\n\n".join([t.markdown() for t in out]
+                        + (["\n".join(["Pre-2020 consistency (eventual profiles):", *findings])] if findings else []))
 
 
 def measure_rows(record: results.Results) -> list[dict]:
@@ -426,29 +412,31 @@ def measure_rows(record: results.Results) -> list[dict]:
     return out
 
 
+MEASURE_HEADER = ["store", "strategy", "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)",
+                  "walCommit / (HEAD+PUT)", "Spark's share of walCommit p50 (ms)", "overhead: ms / x PUT",
+                  "S3 requests per batch (mean)", "checkpoint files per batch",
+                  "requests per checkpoint file (a batch's own)", "PUT p50 in Spark's JVM (ms)",
+                  "store PUT / HEAD p50 (ms)", "temp objects"]
+
+
 def measure_table(records: list[results.Results]) -> str:
-    """The records as a Markdown table. Spark's share is walCommit p50 through the benchmark floor
-    (files in the JVM's memory, no store); the overhead is walCommit p50 minus that share minus a
-    PUT's p50 as Spark's own S3 client makes it (``metrics.put_floor_ms``; the store's own, timed at
-    the store, beside it)."""
-    head = ("| store | strategy | walCommit p50 / p95 (ms) | commitOffsets p50 / p95 (ms) | "
-            "walCommit / (HEAD+PUT) | Spark's share of walCommit p50 (ms) | overhead: ms / x PUT | "
-            "S3 requests per batch (mean) | checkpoint files per batch | "
-            "requests per checkpoint file (a batch's own) | PUT p50 in Spark's JVM (ms) | "
-            "store PUT / HEAD p50 (ms) | temp objects |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    """The records as Markdown (``python -m ckptbench measure``), one row per store x strategy, in
+    ``MEASURE_HEADER``'s columns. Spark's share is walCommit p50 through the benchmark floor (files
+    in the JVM's memory, no store); the overhead is walCommit p50 minus that share minus a PUT's p50
+    as Spark's own S3 client makes it (``metrics.put_floor_ms``; the store's own, timed at the store,
+    beside it)."""
+    rows = []
     for r in (row for record in records for row in measure_rows(record)):
         ops = ", ".join(f"{op} {n:.3g}" for op, n in r["requests_by_op"].items())
-        store = r["store"] + (" (emulator)" if r["emulator"] else "")
-        lines.append(
-            f"| {store} | {r['strategy']} | {r['wal_commit_p50']:.1f} / {r['wal_commit_p95']:.1f} | "
-            f"{r['commit_offsets_p50']:.1f} / {r['commit_offsets_p95']:.1f} | "
-            f"{r['wal_commit_p50'] / (r['put_p50'] + r['head_p50']):.1f}x | {cell(r['spark_share_p50'], '.1f')} | "
-            f"{cell(r['overhead_ms'], '.1f')} / {cell(r['overhead_of_put'], '.2f')} | "
-            f"{r['requests_per_batch']:.3g} ({ops}) | {cell(r['checkpoint_files_per_batch'], '.3g')} | "
-            f"{cell(r['requests_per_checkpoint_file'], '.2f')} | "
-            f"{cell(r['jvm_put_p50'], '.1f')} | {r['put_p50']:.1f} / {r['head_p50']:.1f} | {r['temp_objects']} |")
-    return "\n".join(lines)
+        rows.append([r["store"] + (" (emulator)" if r["emulator"] else ""), r["strategy"],
+                     f"{r['wal_commit_p50']:.1f} / {r['wal_commit_p95']:.1f}",
+                     f"{r['commit_offsets_p50']:.1f} / {r['commit_offsets_p95']:.1f}",
+                     f"{r['wal_commit_p50'] / (r['put_p50'] + r['head_p50']):.1f}x", cell(r["spark_share_p50"], ".1f"),
+                     f"{cell(r['overhead_ms'], '.1f')} / {cell(r['overhead_of_put'], '.2f')}",
+                     f"{r['requests_per_batch']:.3g} ({ops})", cell(r["checkpoint_files_per_batch"], ".3g"),
+                     cell(r["requests_per_checkpoint_file"], ".2f"), cell(r["jvm_put_p50"], ".1f"),
+                     f"{r['put_p50']:.1f} / {r['head_p50']:.1f}", str(r["temp_objects"])])
+    return Table("", MEASURE_HEADER, rows).markdown()
 
 
 def counted_by(record: results.Results) -> str:
@@ -472,10 +460,20 @@ def foreign_said(environment: dict) -> str:
 
 
 def contract_table(found: dict[str, list[tuple[str, bool, str]]]) -> str:
-    """``contract``'s checks per strategy as text: strategy, check, PASS or FAIL, what it saw."""
-    rows = [(strategy, check, "PASS" if ok else "FAIL", seen)
-            for strategy, checks in found.items() for check, ok, seen in checks]
-    widths = [max(len(r[i]) for r in [("strategy", "check", "result", ""), *rows]) for i in range(3)]
-    lines = [f"{'strategy':<{widths[0]}}  {'check':<{widths[1]}}  {'result':<{widths[2]}}  what was seen"]
-    lines += [f"{s:<{widths[0]}}  {c:<{widths[1]}}  {r:<{widths[2]}}  {seen}" for s, c, r, seen in rows]
-    return "\n".join(lines)
+    """``contract``'s checks per strategy as Markdown: strategy, check, PASS or FAIL, what it saw."""
+    return Table("", ["strategy", "check", "result", "what was seen"],
+                 [[strategy, check, "PASS" if ok else "FAIL", seen]
+                  for strategy, checks in found.items() for check, ok, seen in checks]).markdown()
+
+
+COUNTING_HEADER = ["strategy", "batches counted / not", "walCommit p50 counted / not (ms)", "overhead (ms)",
+                   "overhead, % of p50 (90% interval)", "bound, % of p50"]
+
+
+def counting_table(figures: list[dict]) -> Table:
+    """What counting in the JVM costs walCommit, a row per strategy, from
+    ``experiments.counting.figures`` (plain numbers: this layer reads no experiment's objects)."""
+    return Table("", COUNTING_HEADER, [
+        [f["strategy"], f"{f['counted']} / {f['not_counted']}", f"{f['p50_counted']:.1f} / {f['p50_not']:.1f}",
+         f"{f['overhead_ms']:+.2f}", f"{f['overhead_pct']:+.1f}% ({f['low_pct']:+.1f}% to {f['high_pct']:+.1f}%)",
+         f"{f['bound_pct']:.2f}%"] for f in figures])
