@@ -34,7 +34,7 @@ from ckptbench.cli.commands import (
     cmd_scale,
     cmd_strategies,
 )
-from ckptbench.cli.common import SPARK_VENVS, ContractFailed, Parser, UsageError, _under_spark
+from ckptbench.cli.common import SPARK_VENVS, ContractFailed, Parser, UsageError, rerun_under_spark
 from ckptbench.cli.continuous import DEFAULT_FACTOR, Regression
 from ckptbench.config import CLUSTER, DEFAULT_MASTER, PLANS, Settings
 from ckptbench.experiments.crashlab import DEFAULT_POINTS
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
-        _under_spark(args, argv)
+        rerun_under_spark(args, argv)
         if getattr(args, "continuous", None) or getattr(args, "commits", None):
             jars.s3a_jars()  # bench on other commits: each builds its own managers' jar, the S3A jars are shared
         elif hasattr(args, "spark"):  # measure, bench: a missing jar is said before any store starts

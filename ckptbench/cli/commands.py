@@ -23,10 +23,10 @@ from ckptbench.cli.common import (
     RESULTS,
     ContractFailed,
     UsageError,
-    _master,
-    _names,
-    _part,
-    _proxy_profile,
+    parse_master,
+    parse_names,
+    parse_part,
+    parse_proxy_profile,
     results_root,
 )
 from ckptbench.config import ROOT
@@ -54,12 +54,12 @@ def cmd_measure(args) -> None:
             raise UsageError(f"not a results record: {e}") from None
         print(tables.measure_table(records))
         return
-    stores = _names(args.stores, infra.STORES, "store")
-    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
-    fault_profile = _proxy_profile(args.fault_profile)
+    stores = parse_names(args.stores, infra.STORES, "store")
+    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    fault_profile = parse_proxy_profile(args.fault_profile)
     if args.batches < 20 and not args.allow_few_batches:
         raise UsageError("--batches below 20 gives unstable percentiles; pass --allow-few-batches to insist")
-    master = _master(args.master)
+    master = parse_master(args.master)
     out = results_root()
     raw = out / "raw"
     records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, master, raw,
@@ -95,10 +95,10 @@ def cmd_bench(args) -> None:
     from ckptbench.report import page, publish
 
     store = args.store or os.environ.get(config.Settings.ENV["store"]) or config.default_store()
-    _names(store, infra.STORES, "store")
-    _names(args.size, config.PLANS, "size")
-    fault_profile = _proxy_profile(args.fault_profile)
-    master = _master(args.master)
+    parse_names(store, infra.STORES, "store")
+    parse_names(args.size, config.PLANS, "size")
+    fault_profile = parse_proxy_profile(args.fault_profile)
+    master = parse_master(args.master)
     commits = continuous.checked(args)  # --continuous, --commits
     # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
     # wrong keys, a missing bucket), not after asv has spent minutes on it.
@@ -205,7 +205,7 @@ def _cost_at_scale(args, trigger: float) -> None:
 
     if args.partitions < 1:
         raise UsageError(f"--partitions must be at least 1, not {args.partitions}")
-    strategies = _names(args.strategy, ckpt_impls.STRATEGIES, "strategy") if args.strategy else None
+    strategies = parse_names(args.strategy, ckpt_impls.STRATEGIES, "strategy") if args.strategy else None
     paths = [Path(p) for p in args.record] if args.record else sorted((results_root() / "raw").glob("*-scale"))
     if not paths:
         raise UsageError("no scale results in results/raw: run `python -m ckptbench scale` or `make bench` first, "
@@ -265,8 +265,8 @@ def cmd_scale(args) -> None:
     from ckptbench.report import tables
 
     store = args.store or config.default_store()
-    _names(store, infra.STORES, "store")
-    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    parse_names(store, infra.STORES, "store")
+    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     default = scale.AXES[args.size]
 
     def counts(text: str | None, fallback: tuple[int, ...], option: str) -> tuple[int, ...]:
@@ -289,7 +289,7 @@ def cmd_scale(args) -> None:
     axes = scale.only(dataclasses.replace(default, operators=operators, long_batches=long_batches,
                                           partitions=counts(args.partitions, default.partitions, "--partitions")),
                       names)
-    part = _part(args.part, len(strategies), "the strategies asked for")
+    part = parse_part(args.part, len(strategies), "the strategies asked for")
     settings = config.Settings(store, args.size, args.bucket, results_root() / "raw")
     record = scale.scale(settings, strategies, axes, part)
     where = disk.directory(settings.raw, store, "scale")
@@ -307,8 +307,8 @@ def cmd_counting(args) -> None:
     from ckptbench.record import disk
 
     store = args.store or config.default_store()
-    _names(store, infra.STORES, "store")
-    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    parse_names(store, infra.STORES, "store")
+    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     if args.queries is not None and args.queries < 2:
         raise UsageError(f"--queries must be at least 2 (each query's first arm is the other's in the next), "
                          f"not {args.queries}")
@@ -334,13 +334,13 @@ def cmd_faultlab(args) -> None:
             raise UsageError(f"not a results record: {e}") from None
         return
     store = args.store or os.environ.get(config.Settings.ENV["store"]) or config.default_store()
-    _names(store, infra.STORES, "store")
+    parse_names(store, infra.STORES, "store")
     plan = faultlab.PLANS[args.size]
     changes = {}
     if args.profiles:
-        changes["profiles"] = tuple(_names(args.profiles, PROFILES, "fault profile"))
+        changes["profiles"] = tuple(parse_names(args.profiles, PROFILES, "fault profile"))
     if args.workloads:
-        changes["workloads"] = tuple(_names(args.workloads, ("stateful", "file_sink"), "workload"))
+        changes["workloads"] = tuple(parse_names(args.workloads, ("stateful", "file_sink"), "workload"))
     if args.batches is not None:
         if args.batches < 1:
             raise UsageError(f"--batches must be at least 1, not {args.batches}")
@@ -349,7 +349,7 @@ def cmd_faultlab(args) -> None:
         if args.seeds < 1:
             raise UsageError(f"--seeds must be at least 1, not {args.seeds}")
         changes["seeds"] = tuple(range(args.seeds))
-    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     settings = config.Settings(store, args.size, args.bucket, RESULTS / "raw")
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
@@ -384,7 +384,7 @@ def cmd_probe(args) -> None:
     from ckptbench.experiments import probe
     from ckptbench.report import tables
     name = args.store or os.environ.get(config.Settings.ENV["store"]) or config.default_store()
-    _names(name, infra.STORES, "store")
+    parse_names(name, infra.STORES, "store")
     reason = infra.store_class(name).unavailable_reason()
     if reason:
         raise infra.StoreUnavailable(reason)
@@ -398,7 +398,7 @@ def cmd_clean(args) -> None:
     from ckptbench import config
     from ckptbench.harness import stores
     name = args.store or os.environ.get(config.Settings.ENV["store"]) or config.default_store()
-    _names(name, infra.STORES, "store")
+    parse_names(name, infra.STORES, "store")
     if not args.bucket:
         raise UsageError("clean needs --bucket: the bucket whose ended runs' prefixes to remove")
     reason = infra.store_class(name).unavailable_reason()
@@ -418,7 +418,7 @@ def cmd_deploy(args) -> None:
 
     ckpt_impls.get(args.strategy)
     name = args.store or ("endpoint" if os.environ.get(deploy.ENDPOINT_ENV) else "s3")
-    _names(name, infra.STORES, "store")
+    parse_names(name, infra.STORES, "store")
     if not args.bucket:
         raise UsageError("deploy needs --bucket: the S3A settings it prints are per bucket (fs.s3a.bucket.B.*)")
     store = deploy.target(name)
@@ -436,8 +436,8 @@ def cmd_contract(args) -> None:
     from ckptbench.report import tables
 
     name = args.store or os.environ.get(config.Settings.ENV["store"]) or config.default_store()
-    _names(name, infra.STORES, "store")
-    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    parse_names(name, infra.STORES, "store")
+    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     settings = config.Settings(name, "smallest", args.bucket, results_root() / "raw")
     with stores.started_store(settings) as (store, bucket):
         spark = session(strategies[0], {bucket: store})
@@ -457,17 +457,17 @@ def cmd_crashlab(args) -> None:
     from ckptbench.report import tables
 
     store = args.store or config.default_store()
-    _names(store, infra.STORES, "store")
-    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    parse_names(store, infra.STORES, "store")
+    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     plan = crashlab.PLANS[args.size] if args.size else crashlab.CrashPlan(3, ("stateless", "stateful"), ("stateless",),
                                                                            two_writer_starts=(3, 0))
     changes = {}
     if args.workloads is not None:
-        changes["workloads"] = tuple(_names(args.workloads, crashlab.WORKLOADS, "workload"))
+        changes["workloads"] = tuple(parse_names(args.workloads, crashlab.WORKLOADS, "workload"))
     if args.two_writers is not None:
         changes["two_writers"] = () if args.two_writers in ("", "none") else tuple(
-            _names(args.two_writers, crashlab.WORKLOADS, "workload"))
-    points = _names(args.points, crashlab.CRASH_POINTS, "crash point")
+            parse_names(args.two_writers, crashlab.WORKLOADS, "workload"))
+    points = parse_names(args.points, crashlab.CRASH_POINTS, "crash point")
     if args.cycles is not None:
         if args.cycles < 1:
             raise UsageError(f"--cycles must be at least 1, not {args.cycles}")
@@ -484,7 +484,7 @@ def cmd_crashlab(args) -> None:
         if any(n < 0 for n in starts):
             raise UsageError(f"--two-writer-starts takes batch counts of 0 or more, not {args.two_writer_starts!r}")
     plan = dataclasses.replace(plan, **changes)
-    plan = plan.in_part(*_part(args.part))
+    plan = plan.in_part(*parse_part(args.part))
     settings = config.Settings(store, args.size or "cli", args.bucket, RESULTS / "raw")
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = crashlab.crashes(settings, strategies, plan, points=tuple(points), seed=args.seed)

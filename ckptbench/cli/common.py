@@ -39,7 +39,9 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"ckptbench: error: {message} (see {self.prog} --help)\n")
 
 
-def _names(text: str, valid, kind: str) -> list[str]:
+def parse_names(text: str, valid, kind: str) -> list[str]:
+    """The comma-separated names in ``text``, each one of ``valid``; else UsageError naming the
+    unknown ones and listing the valid ones (``kind``, such as "strategy", names them)."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in valid]
     if unknown or not names:
@@ -48,12 +50,12 @@ def _names(text: str, valid, kind: str) -> list[str]:
     return names
 
 
-def _proxy_profile(text: str) -> str:
+def parse_proxy_profile(text: str) -> str:
     """One fault profile the metering proxy can inject for a whole run: not one that restarts the
     store's gateway, which only the fault lab can do."""
     from infra.faults import PROFILES
 
-    [name] = _names(text, PROFILES, "fault profile")
+    [name] = parse_names(text, PROFILES, "fault profile")
     outage = PROFILES[name].outage
     if outage is not None and outage.restart:
         raise UsageError(f"fault profile {name} restarts the store's gateway: only faultlab --store ceph runs it")
@@ -67,7 +69,7 @@ def results_root() -> Path:
     return RESULTS if version == next(iter(SPARK_VENVS)) else ROOT / f"results-spark{version}"
 
 
-def _under_spark(args, argv: list[str]) -> None:
+def rerun_under_spark(args, argv: list[str]) -> None:
     """Re-run this command with the python of the venv of the Spark version ``--spark`` asks for,
     unless it already runs that Spark (and with its own python then: the venv decides the Spark)."""
     wanted = getattr(args, "spark", None)
@@ -84,14 +86,15 @@ def _under_spark(args, argv: list[str]) -> None:
     os.execve(python, [str(python), "-m", "ckptbench", *argv], {**os.environ, _REEXEC_ENV: wanted})
 
 
-def _master(master: str) -> str:
+def parse_master(master: str) -> str:
+    """``--master`` checked (``config.check_master``); UsageError in one line for one the lab cannot run on."""
     try:
         return check_master(master)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
 
-def _part(text: str | None, most: int | None = None, what: str = "") -> tuple[int, int]:
+def parse_part(text: str | None, most: int | None = None, what: str = "") -> tuple[int, int]:
     """``--part K/N`` as (K, N), (1, 1) when not given; N at most ``most`` (``what`` there are)."""
     if text is None:
         return 1, 1

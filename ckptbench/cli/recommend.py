@@ -44,7 +44,7 @@ import ckpt_impls
 import infra
 from ckpt_impls import jars
 from ckptbench import config, decide, progress
-from ckptbench.cli.common import UsageError, _names, results_root
+from ckptbench.cli.common import UsageError, parse_names, results_root
 from ckptbench.record import results, schema
 
 #: Rounds of the race per strategy x file kind: few, since one round with two winners settles
@@ -125,7 +125,7 @@ def _fresh_store(name: str) -> bool:
 def _checked(args) -> tuple[config.Shape, list[str], Path]:
     """The job, the strategies to measure (Spark's default first) and the output directory, or
     UsageError: everything that can be said wrong before a store starts."""
-    _names(args.store, infra.STORES, "store")
+    parse_names(args.store, infra.STORES, "store")
     shape = shape_of(args)
     if not 3 <= args.batches <= 1000:
         raise UsageError(f"--batches must be 3 to 1000 (a p50 of fewer says little), not {args.batches}")
@@ -137,7 +137,7 @@ def _checked(args) -> tuple[config.Shape, list[str], Path]:
     reason = infra.store_class(args.store).unavailable_reason()
     if reason:
         raise infra.StoreUnavailable(reason)
-    strategies = _names(args.strategies, ckpt_impls.STRATEGIES, "strategy") if args.strategies \
+    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy") if args.strategies \
         else list(ckpt_impls.STRATEGIES)
     default = config.SPARK_DEFAULT[0]
     strategies = [default, *(s for s in strategies if s != default)]
