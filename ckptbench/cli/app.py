@@ -246,7 +246,7 @@ def parser() -> argparse.ArgumentParser:
     ct.add_argument("--bucket", help=BUCKET_HELP)
     ct.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
     ct.set_defaults(run=cmd_contract)
-    recommend.add_parser(sub)
+    recommend.register(sub)
     return p
 
 
