@@ -113,6 +113,15 @@ def test_scale_cost_and_counting_options_say_what_is_wrong(args, says):
     assert says in one_error_line(ckptbench(*args))
 
 
+@pytest.mark.parametrize("command", ["bench", "scale", "counting", "faultlab", "crashlab", "contract", "probe",
+                                     "clean"])
+def test_every_command_on_one_store_reads_ckpt_store(command):
+    """``$CKPT_STORE`` names the store when ``--store`` does not, for every command that runs on one:
+    an unknown one is refused in one line before anything starts."""
+    line = one_error_line(ckptbench(command, env={"CKPT_STORE": "nonsense"}))
+    assert "unknown store 'nonsense'; valid stores: embedded, ceph" in line
+
+
 #: A recommend command line that is right, which each case below spoils in one option.
 RECOMMEND = {"--store": "embedded", "--workload": "stateless", "--partitions": "2", "--trigger": "10s"}
 

@@ -1,5 +1,7 @@
-"""What the commands share: bad input as one line (``UsageError``, exit status 2), where results
-go, re-running under another Spark version's venv, and option parsers."""
+"""What the commands share: bad input as one line (``UsageError``, exit status 2), the store a
+command uses (``store_of``), the records it reads (``read_records``), where results go
+(``results_root``), re-running under another Spark version's venv, option parsers, and the
+options and help texts several commands take."""
 
 from __future__ import annotations
 
@@ -8,20 +10,28 @@ import os
 import sys
 from pathlib import Path
 
+import infra
 from ckpt_impls import jars
-from ckptbench.config import ROOT, check_master
+from ckptbench.config import CLUSTER, DEFAULT_MASTER, ROOT, Settings, check_master, default_store
 
+#: The results directory on the default Spark version; ``results_root`` is the one a command uses.
 RESULTS = ROOT / "results"
 #: The Spark versions measure and bench run on (--spark), each in a venv of its own: (venv, the make
 #: target that makes it). The first is the default.
 SPARK_VENVS = {"4.3": (ROOT / ".venv", "setup"), "3.5": (ROOT / ".venv-spark35", "setup-spark35")}
-#: The asv benchmarks (name prefixes) that need the metering proxy: the crash and failure labs, the
-#: log histories (``stores.started_store(needs_proxy=...)``), the proxy's own overhead and the COPY
-#: projected through its ``aws-projection`` profile. ``bench`` leaves them out on a store it cannot front.
-PROXY_BENCHMARKS = ("failures.", "fault_rates.", "outages.", "manifest_compaction.", "floor.ProxyOverhead",
-                    "rename_cost.ProjectedCopy")
 #: Set in a command that re-ran itself under another venv, so that it never does so twice.
 _REEXEC_ENV = "CKPT_SPARK_REEXEC"
+
+#: ``--store`` of every command that runs on one store (``store_of``).
+STORE_HELP = (f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where it can start here, "
+              "else embedded)")
+BUCKET_HELP = "an existing bucket (needed for s3/endpoint/external MinIO)"
+MASTER_HELP = (f"the Spark master: local[N] (default {DEFAULT_MASTER}), spark://HOST:PORT (a standalone "
+               f"cluster whose executors reach the store), or {CLUSTER}: a master and two workers started on "
+               "this machine for the run, executors in JVMs of their own")
+SPARK_HELP = (f"the Spark version to run on: {', '.join(SPARK_VENVS)} (default: the running pyspark's); the "
+              "command re-runs itself in that version's venv. Results go to results/ on "
+              f"{next(iter(SPARK_VENVS))}, to results-spark<version>/ on another")
 
 
 class UsageError(Exception):
@@ -39,6 +49,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"ckptbench: error: {message} (see {self.prog} --help)\n")
 
 
+def fault_options(p: argparse.ArgumentParser, default: str) -> None:
+    """``--fault-profile`` (checked by ``parse_proxy_profile``) and ``--fault-seed`` on ``p``."""
+    from infra.faults import PROFILES
+
+    p.add_argument("--fault-profile", default=default, metavar="NAME",
+                   help=f"faults the metering proxy injects, one of: {', '.join(PROFILES)} (default {default}; "
+                        "`faults` describes them)")
+    p.add_argument("--fault-seed", type=int, default=0, help="seed of the fault profile's randomness (default 0)")
+
+
 def parse_names(text: str, valid, kind: str) -> list[str]:
     """The comma-separated names in ``text``, each one of ``valid``; else UsageError naming the
     unknown ones and listing the valid ones (``kind``, such as "strategy", names them)."""
@@ -48,6 +68,39 @@ def parse_names(text: str, valid, kind: str) -> list[str]:
         plural = kind.removesuffix("y") + "ies" if kind.endswith("y") else kind + "s"
         raise UsageError(f"unknown {kind} '{','.join(unknown) or text}'; valid {plural}: {', '.join(valid)}")
     return names
+
+
+def known_store(name: str) -> str:
+    """``name`` if it is one of ``infra.STORES``, else UsageError in one line listing them."""
+    if name not in infra.STORES:
+        raise UsageError(f"unknown store '{name}'; valid stores: {', '.join(infra.STORES)}")
+    return name
+
+
+def store_of(args) -> str:
+    """The store a command runs on: ``--store``, else ``$CKPT_STORE``, else ``config.default_store()``
+    (ceph where it can start here, else embedded), checked by ``known_store``."""
+    return known_store(args.store or os.environ.get(Settings.ENV["store"]) or default_store())
+
+
+def read_records(paths: list[str] | None, kind: str | None = None, run: str = "`make bench`") -> list:
+    """The records a command reads (``record.Results``): those at ``paths`` (``--record DIR ...``),
+    else every ``<store>-<kind>`` record under ``results_root()/raw``. UsageError in one line when
+    one is not a record, or when none is found (``run`` names the command that makes one)."""
+    from ckptbench.record import disk
+
+    if paths:
+        found = [Path(p) for p in paths]
+    else:
+        raw = results_root() / "raw"
+        found = sorted(raw.glob(f"*-{kind}"))
+        if not found:
+            where = raw.relative_to(ROOT) if raw.is_relative_to(ROOT) else raw
+            raise UsageError(f"no {kind} results in {where}: run {run} first, or name one with --record DIR")
+    try:
+        return [disk.read(path) for path in found]
+    except (OSError, ValueError) as e:
+        raise UsageError(f"not a results record: {e}") from None
 
 
 def parse_proxy_profile(text: str) -> str:

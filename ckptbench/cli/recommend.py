@@ -23,7 +23,7 @@ import ckpt_impls
 import infra
 from ckpt_impls import jars
 from ckptbench import config, decide, progress
-from ckptbench.cli.common import UsageError, parse_names, results_root
+from ckptbench.cli.common import UsageError, known_store, parse_names, results_root
 from ckptbench.experiments import recommend as experiment
 
 
@@ -71,7 +71,7 @@ def shape_of(args) -> config.Shape:
 def _checked(args) -> tuple[config.Shape, list[str], Path]:
     """The job, the strategies to measure (Spark's default first) and the output directory, or
     UsageError: everything that can be said wrong before a store starts."""
-    parse_names(args.store, infra.STORES, "store")
+    known_store(args.store)
     shape = shape_of(args)
     if not 3 <= args.batches <= 1000:
         raise UsageError(f"--batches must be 3 to 1000 (a p50 of fewer says little), not {args.batches}")
