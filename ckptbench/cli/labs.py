@@ -11,7 +11,6 @@ import os
 import ckpt_impls
 from ckptbench.cli.common import (
     BUCKET_HELP,
-    RESULTS,
     STORE_HELP,
     UsageError,
     parse_names,
@@ -95,6 +94,14 @@ def register(sub) -> None:
     c.set_defaults(run=cmd_crashlab)
 
 
+def lab_settings(args, size: str):
+    """A lab's ``config.Settings``: the store it runs on (``store_of``), ``size``, ``--bucket``, and its
+    raw records under ``results_root()``, like every command's."""
+    from ckptbench import config
+
+    return config.Settings(store_of(args), size, args.bucket, results_root() / "raw")
+
+
 def _counts(text: str | None, fallback: tuple[int, ...], option: str) -> tuple[int, ...]:
     """``option``'s whole numbers above 0, comma-separated, sorted and once each; ``fallback`` when not given."""
     if text is None:
@@ -106,12 +113,11 @@ def _counts(text: str | None, fallback: tuple[int, ...], option: str) -> tuple[i
 
 
 def cmd_scale(args) -> None:
-    from ckptbench import config
     from ckptbench.experiments import scale
     from ckptbench.record import disk
     from ckptbench.report import tables
 
-    store = store_of(args)
+    settings = lab_settings(args, args.size)
     strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     default = scale.AXES[args.size]
     operators = _counts(args.operators, default.operators, "--operators")
@@ -127,9 +133,8 @@ def cmd_scale(args) -> None:
                                           partitions=_counts(args.partitions, default.partitions, "--partitions")),
                       names)
     part = parse_part(args.part, len(strategies), "the strategies asked for")
-    settings = config.Settings(store, args.size, args.bucket, results_root() / "raw")
     record = scale.scale(settings, strategies, axes, part)
-    where = disk.directory(settings.raw, store, "scale")
+    where = disk.directory(settings.raw, settings.store, "scale")
     if part != (1, 1):
         record = disk.read(where)  # every part written so far, merged
         print(f"the parts written so far: {', '.join(p.name for p in disk.parts_of(where))}")
@@ -139,26 +144,25 @@ def cmd_scale(args) -> None:
 
 
 def cmd_counting(args) -> None:
-    from ckptbench import config, progress
+    from ckptbench import progress
     from ckptbench.experiments import counting
     from ckptbench.record import disk
 
-    store = store_of(args)
+    settings = lab_settings(args, args.size)
     strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     if args.queries is not None and args.queries < 2:
         raise UsageError(f"--queries must be at least 2 (each query's first arm is the other's in the next), "
                          f"not {args.queries}")
-    settings = config.Settings(store, args.size, args.bucket, results_root() / "raw")
     with progress.shown_for(os.environ):  # the experiment's bar, shown on stderr
         overhead = counting.experiment(settings, tuple(strategies), args.queries)
     print(counting.table(overhead, strategies))
     print(f"\nhandler alone: {overhead.handler['on_ns'] / 1000:.1f} µs per HTTP attempt counting, "
           f"{overhead.handler['off_ns'] / 1000:.2f} µs switched off")
-    print(f"record: {disk.directory(settings.raw, store, 'jvm_counting')}")
+    print(f"record: {disk.directory(settings.raw, settings.store, 'jvm_counting')}")
 
 
 def cmd_faultlab(args) -> None:
-    from ckptbench import config, progress
+    from ckptbench import progress
     from ckptbench.experiments import faultlab
     from ckptbench.record import disk
     from ckptbench.report import tables
@@ -167,7 +171,7 @@ def cmd_faultlab(args) -> None:
         [record] = read_records([args.record])
         print(tables.fault_table(record))
         return
-    store = store_of(args)
+    settings = lab_settings(args, args.size)
     plan = faultlab.PLANS[args.size]
     changes = {}
     if args.profiles:
@@ -183,11 +187,10 @@ def cmd_faultlab(args) -> None:
             raise UsageError(f"--seeds must be at least 1, not {args.seeds}")
         changes["seeds"] = tuple(range(args.seeds))
     strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
-    settings = config.Settings(store, args.size, args.bucket, RESULTS / "raw")
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
     print(tables.fault_table(record))
-    print(f"\nrecord: {disk.directory(settings.raw, store, 'faults').relative_to(ROOT)} "
+    print(f"\nrecord: {disk.directory(settings.raw, settings.store, 'faults').relative_to(ROOT)} "
           "(python -m ckptbench faultlab --record DIR prints its table again)")
 
 
@@ -223,22 +226,22 @@ def _crash_plan(args, points: list[str]):
 
 
 def cmd_crashlab(args) -> None:
-    from ckptbench import config, progress
+    from ckptbench import progress
     from ckptbench.experiments import crashlab
     from ckptbench.record import disk
     from ckptbench.report import tables
 
-    store = store_of(args)
+    settings = lab_settings(args, args.size or "cli")
     strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
     points = parse_names(args.points, crashlab.CRASH_POINTS, "crash point")
     plan = _crash_plan(args, points)
-    settings = config.Settings(store, args.size or "cli", args.bucket, RESULTS / "raw")
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = crashlab.crashes(settings, strategies, plan, points=tuple(points), seed=args.seed)
-    where = disk.directory(settings.raw, store, "crashes")
+    where = disk.directory(settings.raw, settings.store, "crashes")
     if plan.part != (1, 1):
         record = disk.read(where)  # every part written so far, merged
         print(f"the parts written so far: {', '.join(p.name for p in disk.parts_of(where))}")
     print("\n\n".join(table.markdown() for table in tables.crash_tables(record)))
     print(f"\nrecord: {where.relative_to(ROOT)} (seed {args.seed}; the same tables are in "
-          "results/report/index.html after a bench run or `python -m ckptbench report`)")
+          f"{(results_root() / 'report' / 'index.html').relative_to(ROOT)} after a bench run or "
+          "`python -m ckptbench report`)")

@@ -8,13 +8,14 @@ import math
 from pathlib import Path
 
 import ckpt_impls
-from ckptbench.cli.common import RESULTS, UsageError, parse_names, read_records
+from ckptbench.cli.common import UsageError, parse_names, read_records, results_root
 
 
 def register(sub) -> None:
     """Add this module's commands to the app's subcommands (``sub``, argparse's)."""
     r = sub.add_parser("report", help="the HTML report (recommendation, tables, figures) from the recorded results")
-    r.add_argument("--results", help="results directory (default: results/ in the repository)")
+    r.add_argument("--results", help="results directory (default: results/ in the repository; results-spark<v>/ "
+                                     "on another Spark than the default)")
     r.set_defaults(run=cmd_report)
     c = sub.add_parser("cost", help="what the measured requests would cost on AWS S3 (a projection)")
     c.add_argument("--trigger", default="10s", help="the query's trigger interval (default 10s)")
@@ -35,7 +36,7 @@ def cmd_report(args) -> None:
     from ckptbench.record import disk
     from ckptbench.report import page
 
-    out = Path(args.results).resolve() if args.results else RESULTS
+    out = Path(args.results).resolve() if args.results else results_root()
     if not disk.record_dirs(out / "raw"):
         raise UsageError(f"no records in {out / 'raw'}: run `make bench` first (or name --results DIR)")
     written = page.write(out)
