@@ -32,7 +32,7 @@ from ckptbench.cli.common import (
 )
 from ckptbench.config import DEFAULT_MASTER, PLANS, ROOT, Settings
 
-#: The asv benchmarks (name prefixes) that need the metering proxy: the crash and failure labs, the
+#: The asv benchmarks (name prefixes) that need the metering proxy: the crash and fault labs, the
 #: log histories (``stores.started_store(needs_proxy=...)``), the proxy's own overhead and the COPY
 #: projected through its ``aws-projection`` profile. ``bench`` leaves them out on a store it cannot front.
 PROXY_BENCHMARKS = ("failures.", "fault_rates.", "outages.", "manifest_compaction.", "floor.ProxyOverhead",

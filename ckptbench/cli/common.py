@@ -55,7 +55,7 @@ def fault_options(p: argparse.ArgumentParser, default: str) -> None:
 
     p.add_argument("--fault-profile", default=default, metavar="NAME",
                    help=f"faults the metering proxy injects, one of: {', '.join(PROFILES)} (default {default}; "
-                        "`faults` describes them)")
+                        "`fault-profiles` describes them)")
     p.add_argument("--fault-seed", type=int, default=0, help="seed of the fault profile's randomness (default 0)")
 
 

@@ -55,7 +55,7 @@ def register(sub) -> None:
                     help="comma-separated (default rename,conditional: the most and the fewest requests per walCommit)")
     co.add_argument("--bucket", help=BUCKET_HELP)
     co.set_defaults(run=cmd_counting)
-    f = sub.add_parser("faultlab", help="failure rates per strategy under the fault profiles (the failure lab)")
+    f = sub.add_parser("faultlab", help="failure rates per strategy under the fault profiles (the fault lab)")
     f.add_argument("--store", help=STORE_HELP)
     f.add_argument("--size", choices=["smallest", "quick", "full"], default="quick",
                    help="quick (default: the profiles make bench runs), full (every profile, 2 seeds), smallest")
@@ -67,7 +67,7 @@ def register(sub) -> None:
                    help="runs per strategy x workload x profile, seeds 0..N-1 (default: the size's)")
     f.add_argument("--bucket", help=BUCKET_HELP)
     f.add_argument("--record", metavar="DIR",
-                   help="print the table of a recorded failure lab (results/raw/<store>-faults)")
+                   help="print the table of a recorded fault lab (results/raw/<store>-faultlab)")
     f.set_defaults(run=cmd_faultlab)
     c = sub.add_parser("crashlab", help="kill -9 drivers at crash points and check exactly-once, per strategy")
     c.add_argument("--store", help=STORE_HELP)
@@ -78,7 +78,7 @@ def register(sub) -> None:
                         "the options below change it. Default: 3 cycles of each workload")
     c.add_argument("--part", metavar="K/N",
                    help="run part K of N of the plan (its share of every series' cycles and of the two-writer "
-                        "runs, its own seed); the parts' records (results/raw/<store>-crashes/part-K-of-N) are "
+                        "runs, its own seed); the parts' records (results/raw/<store>-crashlab/part-K-of-N) are "
                         "read merged by report and by this command")
     c.add_argument("--workloads", help="comma-separated, of: stateless, stateful, wide (the multipart-upload "
                                        "point's); unsafe-foreach is a sink that is not idempotent on purpose")
@@ -190,7 +190,7 @@ def cmd_faultlab(args) -> None:
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
     print(tables.fault_table(record))
-    print(f"\nrecord: {disk.directory(settings.raw, settings.store, 'faults').relative_to(ROOT)} "
+    print(f"\nrecord: {disk.directory(settings.raw, settings.store, faultlab.EXPERIMENT).relative_to(ROOT)} "
           "(python -m ckptbench faultlab --record DIR prints its table again)")
 
 
@@ -237,7 +237,7 @@ def cmd_crashlab(args) -> None:
     plan = _crash_plan(args, points)
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = crashlab.crashes(settings, strategies, plan, points=tuple(points), seed=args.seed)
-    where = disk.directory(settings.raw, settings.store, "crashes")
+    where = disk.directory(settings.raw, settings.store, crashlab.EXPERIMENT)
     if plan.part != (1, 1):
         record = disk.read(where)  # every part written so far, merged
         print(f"the parts written so far: {', '.join(p.name for p in disk.parts_of(where))}")

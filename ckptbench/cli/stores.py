@@ -1,5 +1,5 @@
 """The commands about stores and what runs on them, rather than about measurements:
-``strategies`` and ``faults`` (what can be measured, listed), ``probe`` (what a store can run),
+``strategies`` and ``fault-profiles`` (what can be measured, listed), ``probe`` (what a store can run),
 ``clean`` (what ended runs left in a bucket) and ``deploy`` (the flags to run a strategy in
 production)."""
 
@@ -18,7 +18,9 @@ from infra.faults import describe_profiles
 def register(sub) -> None:
     """Add this module's commands to the app's subcommands (``sub``, argparse's)."""
     sub.add_parser("strategies", help="list the checkpoint strategies").set_defaults(run=cmd_strategies)
-    sub.add_parser("faults", help="list the fault profiles the metering proxy can inject").set_defaults(run=cmd_faults)
+    # "faults" was this command's name: an alias, so that no script breaks.
+    sub.add_parser("fault-profiles", aliases=["faults"],
+                   help="list the fault profiles the metering proxy can inject").set_defaults(run=cmd_fault_profiles)
     pr = sub.add_parser("probe", help="check what each strategy needs from a store, and say which it can run")
     pr.add_argument("--store", help=STORE_HELP)
     pr.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO); a store the "
@@ -45,7 +47,7 @@ def cmd_strategies(args) -> None:
     print(ckpt_impls.describe())
 
 
-def cmd_faults(args) -> None:
+def cmd_fault_profiles(args) -> None:
     print(describe_profiles())
 
 

@@ -48,6 +48,9 @@ from infra.faults import PROFILES
 
 from . import outages
 
+#: The lab's name: its command, its record (results/raw/<store>-<name>) and its asv module.
+EXPERIMENT = "faultlab"
+
 
 @dataclasses.dataclass(frozen=True)
 class FaultPlan:

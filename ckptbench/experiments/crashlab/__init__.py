@@ -68,3 +68,6 @@ from .verify import (  # noqa: F401
     stored_batches,
     verify,
 )
+
+#: The lab's name: its command, its record (results/raw/<store>-<name>) and its asv module.
+EXPERIMENT = "crashlab"
