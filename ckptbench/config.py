@@ -16,6 +16,9 @@ from infra.faults import PROFILES
 #: The repository: where results, the venvs and the built jars live.
 ROOT = Path(__file__).resolve().parent.parent
 KiB, MiB = 1024, 1024 * 1024
+#: Each lab's one name: its command, its experiment's record (``results/raw/<store>-<name>``), its
+#: metrics module and its asv module.
+CRASHLAB, FAULTLAB = "crashlab", "faultlab"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from ckptbench.cli.common import RESULTS
-from conftest import bucket_of
+from conftest import ROOT, bucket_of, skip_unless_ci
 
 
 def ckptbench(*args: str, env: dict | None = None, unset=()) -> subprocess.CompletedProcess:
@@ -113,6 +113,15 @@ def test_scale_cost_and_counting_options_say_what_is_wrong(args, says):
     assert says in one_error_line(ckptbench(*args))
 
 
+@pytest.mark.parametrize("command", ["bench", "scale", "counting", "faultlab", "crashlab", "contract", "probe",
+                                     "clean"])
+def test_every_command_on_one_store_reads_ckpt_store(command):
+    """``$CKPT_STORE`` names the store when ``--store`` does not, for every command that runs on one:
+    an unknown one is refused in one line before anything starts."""
+    line = one_error_line(ckptbench(command, env={"CKPT_STORE": "nonsense"}))
+    assert "unknown store 'nonsense'; valid stores: embedded, ceph" in line
+
+
 #: A recommend command line that is right, which each case below spoils in one option.
 RECOMMEND = {"--store": "embedded", "--workload": "stateless", "--partitions": "2", "--trigger": "10s"}
 
@@ -156,3 +165,30 @@ def test_recommend_on_a_missing_bucket(lab, tmp_path):
     assert "bucket 'no-such-bucket' does not exist" in line
     assert store.credentials.secret_key not in line
     assert not (tmp_path / "out").exists()
+
+
+# -- where a command writes --------------------------------------------------------------------------
+
+SPARK35 = ROOT / ".venv-spark35" / "bin" / "python"
+
+
+def test_the_labs_write_under_the_running_sparks_results():
+    """On Spark 3.5 a lab's records go under results-spark3.5/, like every command's (``results_root``),
+    never into the default Spark's results/."""
+    if not SPARK35.exists():
+        skip_unless_ci(f"no Spark 3.5 venv at {SPARK35.parent.parent}: run `make setup-spark35`")
+    code = ("from ckptbench.cli import app, labs\n"
+            "for command in ('faultlab', 'crashlab', 'scale', 'counting'):\n"
+            "    print(labs.lab_settings(app.parser().parse_args([command, '--store', 'embedded']), 'quick').raw)\n")
+    done = subprocess.run([str(SPARK35), "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [str(ROOT / "results-spark3.5" / "raw")] * 4
+
+
+def test_no_command_names_the_default_results_directory_itself():
+    """Every command writes under ``results_root()``: a path built on ``RESULTS`` would be the default
+    Spark's on every Spark."""
+    found = [f"{path.name}:{n}" for path in sorted((ROOT / "ckptbench" / "cli").glob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if "RESULTS /" in line]
+    assert found == []

@@ -185,6 +185,6 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     (config.Shape("stateful", sink="file"), ("offsets", "commits", "state", "_spark_metadata")),
 ])
 def test_the_race_covers_the_files_the_job_writes(shape, kinds):
-    from ckptbench.cli import recommend
+    from ckptbench.experiments import recommend
 
     assert recommend.race_kinds(shape) == kinds

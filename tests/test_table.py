@@ -71,7 +71,7 @@ def test_the_recommendation_text_and_page_show_the_same_cells_escaped_each_its_w
     record = fixed()
     refused = record.runs.error.notna()
     record.tables["runs"].loc[refused, "error"] = "Spark says <script>x</script> | no"
-    record = disk.read(record.write(tmp_path / "ceph-recommend"))
+    record = disk.read(disk.write(record, tmp_path / "ceph-recommend"))
     decision = recommendation.decision_of(record)
     table = recommendation.summary(record, decision).candidates
     assert any("<script>x</script> | no" in cell for row in table.rows for cell in row)

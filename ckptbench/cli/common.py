@@ -1,5 +1,7 @@
-"""What the commands share: bad input as one line (``UsageError``, exit status 2), where results
-go, re-running under another Spark version's venv, and option parsers."""
+"""What the commands share: bad input as one line (``UsageError``, exit status 2), the store a
+command uses (``store_of``), the records it reads (``read_records``), where results go
+(``results_root``), re-running under another Spark version's venv, option parsers, and the
+options and help texts several commands take."""
 
 from __future__ import annotations
 
@@ -8,20 +10,28 @@ import os
 import sys
 from pathlib import Path
 
+import infra
 from ckpt_impls import jars
-from ckptbench.config import ROOT, check_master
+from ckptbench.config import CLUSTER, DEFAULT_MASTER, ROOT, Settings, check_master, default_store
 
+#: The results directory on the default Spark version; ``results_root`` is the one a command uses.
 RESULTS = ROOT / "results"
 #: The Spark versions measure and bench run on (--spark), each in a venv of its own: (venv, the make
 #: target that makes it). The first is the default.
 SPARK_VENVS = {"4.3": (ROOT / ".venv", "setup"), "3.5": (ROOT / ".venv-spark35", "setup-spark35")}
-#: The asv benchmarks (name prefixes) that need the metering proxy: the crash and failure labs, the
-#: log histories (``stores.started_store(needs_proxy=...)``), the proxy's own overhead and the COPY
-#: projected through its ``aws-projection`` profile. ``bench`` leaves them out on a store it cannot front.
-PROXY_BENCHMARKS = ("failures.", "fault_rates.", "outages.", "manifest_compaction.", "floor.ProxyOverhead",
-                    "rename_cost.ProjectedCopy")
 #: Set in a command that re-ran itself under another venv, so that it never does so twice.
 _REEXEC_ENV = "CKPT_SPARK_REEXEC"
+
+#: ``--store`` of every command that runs on one store (``store_of``).
+STORE_HELP = (f"one of: {', '.join(infra.STORES)} (default: $CKPT_STORE, else ceph where it can start here, "
+              "else embedded)")
+BUCKET_HELP = "an existing bucket (needed for s3/endpoint/external MinIO)"
+MASTER_HELP = (f"the Spark master: local[N] (default {DEFAULT_MASTER}), spark://HOST:PORT (a standalone "
+               f"cluster whose executors reach the store), or {CLUSTER}: a master and two workers started on "
+               "this machine for the run, executors in JVMs of their own")
+SPARK_HELP = (f"the Spark version to run on: {', '.join(SPARK_VENVS)} (default: the running pyspark's); the "
+              "command re-runs itself in that version's venv. Results go to results/ on "
+              f"{next(iter(SPARK_VENVS))}, to results-spark<version>/ on another")
 
 
 class UsageError(Exception):
@@ -39,7 +49,19 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"ckptbench: error: {message} (see {self.prog} --help)\n")
 
 
-def _names(text: str, valid, kind: str) -> list[str]:
+def fault_options(p: argparse.ArgumentParser, default: str) -> None:
+    """``--fault-profile`` (checked by ``parse_proxy_profile``) and ``--fault-seed`` on ``p``."""
+    from infra.faults import PROFILES
+
+    p.add_argument("--fault-profile", default=default, metavar="NAME",
+                   help=f"faults the metering proxy injects, one of: {', '.join(PROFILES)} (default {default}; "
+                        "`fault-profiles` describes them)")
+    p.add_argument("--fault-seed", type=int, default=0, help="seed of the fault profile's randomness (default 0)")
+
+
+def parse_names(text: str, valid, kind: str) -> list[str]:
+    """The comma-separated names in ``text``, each one of ``valid``; else UsageError naming the
+    unknown ones and listing the valid ones (``kind``, such as "strategy", names them)."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in valid]
     if unknown or not names:
@@ -48,12 +70,45 @@ def _names(text: str, valid, kind: str) -> list[str]:
     return names
 
 
-def _proxy_profile(text: str) -> str:
+def known_store(name: str) -> str:
+    """``name`` if it is one of ``infra.STORES``, else UsageError in one line listing them."""
+    if name not in infra.STORES:
+        raise UsageError(f"unknown store '{name}'; valid stores: {', '.join(infra.STORES)}")
+    return name
+
+
+def store_of(args) -> str:
+    """The store a command runs on: ``--store``, else ``$CKPT_STORE``, else ``config.default_store()``
+    (ceph where it can start here, else embedded), checked by ``known_store``."""
+    return known_store(args.store or os.environ.get(Settings.ENV["store"]) or default_store())
+
+
+def read_records(paths: list[str] | None, kind: str | None = None, run: str = "`make bench`") -> list:
+    """The records a command reads (``record.Results``): those at ``paths`` (``--record DIR ...``),
+    else every ``<store>-<kind>`` record under ``results_root()/raw``. UsageError in one line when
+    one is not a record, or when none is found (``run`` names the command that makes one)."""
+    from ckptbench.record import disk
+
+    if paths:
+        found = [Path(p) for p in paths]
+    else:
+        raw = results_root() / "raw"
+        found = sorted(raw.glob(f"*-{kind}"))
+        if not found:
+            where = raw.relative_to(ROOT) if raw.is_relative_to(ROOT) else raw
+            raise UsageError(f"no {kind} results in {where}: run {run} first, or name one with --record DIR")
+    try:
+        return [disk.read(path) for path in found]
+    except (OSError, ValueError) as e:
+        raise UsageError(f"not a results record: {e}") from None
+
+
+def parse_proxy_profile(text: str) -> str:
     """One fault profile the metering proxy can inject for a whole run: not one that restarts the
     store's gateway, which only the fault lab can do."""
     from infra.faults import PROFILES
 
-    [name] = _names(text, PROFILES, "fault profile")
+    [name] = parse_names(text, PROFILES, "fault profile")
     outage = PROFILES[name].outage
     if outage is not None and outage.restart:
         raise UsageError(f"fault profile {name} restarts the store's gateway: only faultlab --store ceph runs it")
@@ -67,7 +122,7 @@ def results_root() -> Path:
     return RESULTS if version == next(iter(SPARK_VENVS)) else ROOT / f"results-spark{version}"
 
 
-def _under_spark(args, argv: list[str]) -> None:
+def rerun_under_spark(args, argv: list[str]) -> None:
     """Re-run this command with the python of the venv of the Spark version ``--spark`` asks for,
     unless it already runs that Spark (and with its own python then: the venv decides the Spark)."""
     wanted = getattr(args, "spark", None)
@@ -84,14 +139,15 @@ def _under_spark(args, argv: list[str]) -> None:
     os.execve(python, [str(python), "-m", "ckptbench", *argv], {**os.environ, _REEXEC_ENV: wanted})
 
 
-def _master(master: str) -> str:
+def parse_master(master: str) -> str:
+    """``--master`` checked (``config.check_master``); UsageError in one line for one the lab cannot run on."""
     try:
         return check_master(master)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
 
-def _part(text: str | None, most: int | None = None, what: str = "") -> tuple[int, int]:
+def parse_part(text: str | None, most: int | None = None, what: str = "") -> tuple[int, int]:
     """``--part K/N`` as (K, N), (1, 1) when not given; N at most ``most`` (``what`` there are)."""
     if text is None:
         return 1, 1

@@ -48,9 +48,6 @@ from infra.faults import PROFILES
 
 from . import outages
 
-#: The lab's name: its command, its record (results/raw/<store>-<name>) and its asv module.
-EXPERIMENT = "faultlab"
-
 
 @dataclasses.dataclass(frozen=True)
 class FaultPlan:
@@ -211,7 +208,7 @@ def _exactly_once(spark, output: str) -> bool:
 def faultlab(settings: config.Settings, plan: FaultPlan | None = None,
              strategies: list[str] | None = None) -> results.Results:
     """Every strategy x workload x fault profile x seed of ``plan`` (default: the settings' size),
-    on the settings' store. Written to ``settings.raw`` as experiment ``EXPERIMENT`` and returned."""
+    on the settings' store. Written to ``settings.raw`` as experiment ``config.FAULTLAB`` and returned."""
     plan = plan or PLANS[settings.size]
     strategies = strategies or list(ckpt_impls.STRATEGIES)
     settings = dataclasses.replace(settings, fault_profile="none")  # each run sets its own
@@ -226,7 +223,7 @@ def faultlab(settings: config.Settings, plan: FaultPlan | None = None,
         bar = progress.Recorder("fault lab", len(order) * plan.batches, "batch")
         for strategy, workload, profile, seed in order:
             run_one(lab, recorder, strategy, workload, profile, seed, plan, bar)
-        env = results.environment(store, EXPERIMENT, settings.size, dataclasses.asdict(plan),
+        env = results.environment(store, config.FAULTLAB, settings.size, dataclasses.asdict(plan),
                                   spark=lab.spark, **lab.where,
                                   fault_profile="per run (fault_runs.profile)", fault_seed=list(plan.seeds),
                                   profiles={name: PROFILES[name].description for name in plan.profiles})

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 import pandas as pd
 import pyarrow as pa
 
+from ckptbench.config import CRASHLAB, FAULTLAB
+
 #: The schema records are written with. What each version changed is ``CHANGES`` and the ``since``
 #: of the columns and tables.
 SCHEMA_VERSION = 9
@@ -37,7 +39,7 @@ CHANGES = {
 }
 #: Experiments renamed in a version: ``{version: {old name: new name}}``. A record older than the
 #: version reads with the new name (``ckptbench.record.disk.read``).
-RENAMED = {9: {"crashes": "crashlab", "faults": "faultlab"}}
+RENAMED = {9: {"crashes": CRASHLAB, "faults": FAULTLAB}}
 
 #: Spark's progress ``durationMs`` entries kept per batch (milliseconds).
 DURATIONS = ("latestOffset", "queryPlanning", "getBatch", "addBatch", "walCommit", "commitOffsets",

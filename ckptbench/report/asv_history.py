@@ -26,10 +26,10 @@ import json
 import sys
 from pathlib import Path
 
-from ckptbench.config import ROOT
+from ckptbench.config import CRASHLAB, FAULTLAB, ROOT
 
 #: asv benchmark modules renamed, old name -> new name (issue #32: one name per lab).
-RENAMED = {"failures": "crashlab", "fault_rates": "faultlab"}
+RENAMED = {"failures": CRASHLAB, "fault_rates": FAULTLAB}
 
 
 def renamed(name: str, renames: dict[str, str] = RENAMED) -> str:

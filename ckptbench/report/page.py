@@ -336,7 +336,7 @@ def write(out: Path) -> list[Path]:
     sections, summary = [], []
     copy_plot = plots.copy(stores, figures / "copy.png")
     for name, kinds in stores.items():
-        found = safety(kinds["crashlab"]) if "crashlab" in kinds else None
+        found = safety(kinds[config.CRASHLAB]) if config.CRASHLAB in kinds else None
         can_run = runnable(kinds["store"]) if "store" in kinds else None
         if "streaming" in kinds:
             sections.append(_streaming(name, kinds["streaming"], figures, found, can_run))
@@ -345,14 +345,14 @@ def write(out: Path) -> list[Path]:
             summary += levers.summary(name, sections[-1], bool(kinds["levers"].environment.get("emulator")))
         if can_run is not None:
             sections.append(_probe(name, kinds["store"]))
-        if "crashlab" in kinds:
-            sections.append(_crashes(name, kinds["crashlab"]))
+        if config.CRASHLAB in kinds:
+            sections.append(_crashes(name, kinds[config.CRASHLAB]))
         if "store" in kinds:
             sections.append(_store(name, kinds["store"]))
         if "manifest-compaction" in kinds:
             sections.append(_history(name, kinds["manifest-compaction"], figures))
-        if "faultlab" in kinds:
-            sections.append(_faults(name, kinds["faultlab"]))
+        if config.FAULTLAB in kinds:
+            sections.append(_faults(name, kinds[config.FAULTLAB]))
         if "scale" in kinds:
             sections.append(_scale(name, kinds["scale"], figures))
     if copy_plot:

@@ -272,7 +272,7 @@ def probe_table(data: dict) -> str:
 
 
 def fault_summary(record: results.Results) -> list[dict]:
-    """One row per workload x profile x strategy of a failure-lab record, in the order they ran:
+    """One row per workload x profile x strategy of a fault-lab record, in the order they ran:
     runs, deaths, stalls and the rates (``ckptbench.metrics``), and what the first run that did not
     complete died of (its innermost cause, else Spark's error or why it stalled)."""
 
@@ -375,7 +375,7 @@ def outage_rows(record: results.Results) -> list[list[str]]:
 
 
 def fault_table(record: results.Results) -> str:
-    """A failure-lab record as Markdown (``python -m ckptbench faultlab``): its table, then its
+    """A fault-lab record as Markdown (``python -m ckptbench faultlab``): its table, then its
     store outages (``outage_rows``, if it ran any), then what the eventual profiles did
     (``eventual_findings``)."""
     out = [Table("", FAULT_HEADER, fault_rows(record))]

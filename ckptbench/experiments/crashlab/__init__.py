@@ -68,6 +68,3 @@ from .victim import (  # noqa: F401
     Driver,
     DriverGone,
 )
-
-#: The lab's name: its command, its record (results/raw/<store>-<name>) and its asv module.
-EXPERIMENT = "crashlab"

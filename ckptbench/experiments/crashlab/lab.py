@@ -18,7 +18,7 @@ from pathlib import Path
 
 import ckpt_impls
 from ckptbench import progress
-from ckptbench.config import DEFAULT_PRESET
+from ckptbench.config import CRASHLAB, DEFAULT_PRESET
 from ckptbench.experiments import race as race_experiment
 from ckptbench.experiments.crashlab.configured import REFUSED, configuration, refused
 from ckptbench.experiments.crashlab.plans import PLANS, RACE_WAIT_S, CrashPlan, expected_seconds, measured_times
@@ -389,14 +389,13 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
     """Crash cycles (strategy x workload, then strategy x workload in each of the plan's
     ``configurations`` of Spark's levers), two-writer runs (per strategy, zombie and raced) and the
     managers' race (strategy x file kind), as ``plan`` (default: the settings' size) says, on the
-    settings' store; written to ``settings.raw`` as the experiment ``crashlab.EXPERIMENT`` and returned.
+    settings' store; written to ``settings.raw`` as the experiment ``config.CRASHLAB`` and returned.
     ``spark``: a session that reaches the store's bucket (one is started, and stopped, otherwise)."""
-    from ckptbench.experiments.crashlab import EXPERIMENT
     from ckptbench.harness.spark import session
 
     plan = plan or PLANS[settings.size]
     strategies = strategies or list(ckpt_impls.STRATEGIES)
-    where = disk.directory(settings.raw, settings.store, EXPERIMENT)
+    where = disk.directory(settings.raw, settings.store, CRASHLAB)
     try:
         previous = disk.read(where)
     except (OSError, ValueError, KeyError):
@@ -425,7 +424,7 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
             stack.callback(spark.stop)
 
         # Taken at the start: the commit that ran, not the one checked out when a part is saved.
-        env = results.environment(store, EXPERIMENT, settings.size, dataclasses.asdict(plan), seed=seed,
+        env = results.environment(store, CRASHLAB, settings.size, dataclasses.asdict(plan), seed=seed,
                                   points=list(points), spark_master="local[2]")
 
         def save(finished: bool) -> results.Results:

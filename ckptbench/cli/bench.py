@@ -1,0 +1,149 @@
+"""``python -m ckptbench bench``: the asv suite on one store, published as asv's HTML pages and the
+report (``make bench`` runs it); on other commits (``--continuous``, ``--commits``) through
+``ckptbench.cli.continuous``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import infra
+from ckpt_impls import jars
+from ckptbench.cli import continuous
+from ckptbench.cli.common import (
+    BUCKET_HELP,
+    MASTER_HELP,
+    RESULTS,
+    SPARK_HELP,
+    SPARK_VENVS,
+    STORE_HELP,
+    UsageError,
+    fault_options,
+    parse_master,
+    parse_names,
+    parse_proxy_profile,
+    results_root,
+    store_of,
+)
+from ckptbench.config import DEFAULT_MASTER, PLANS, ROOT, Settings
+
+#: The asv benchmarks (name prefixes) that need the metering proxy: the crash and fault labs, the
+#: log histories (``stores.started_store(needs_proxy=...)``), the proxy's own overhead and the COPY
+#: projected through its ``aws-projection`` profile. ``bench`` leaves them out on a store it cannot front.
+PROXY_BENCHMARKS = ("crashlab.", "faultlab.", "outages.", "manifest_compaction.", "floor.ProxyOverhead",
+                    "rename_cost.ProjectedCopy")
+
+
+def register(sub) -> None:
+    """Add ``bench`` to the app's subcommands (``sub``, argparse's)."""
+    b = sub.add_parser("bench", help="run the asv suite and publish it (HTML, report and plots under results/)")
+    b.add_argument("--store", help=STORE_HELP)
+    b.add_argument("--size", choices=list(PLANS), default=os.environ.get(Settings.ENV["size"]) or "quick",
+                   help="quick (default), full, or smallest (every benchmark once, tiny; for CI)")
+    b.add_argument("--bucket", help=BUCKET_HELP)
+    b.add_argument("--bench", "-b", help="only benchmarks matching this regular expression (asv run --bench)")
+    b.add_argument("--continuous", nargs=2, metavar=("BASE", "HEAD"),
+                   help="asv continuous: build and measure both commits (each in asv's virtualenv, not this tree), "
+                        "print what changed, publish, and exit with status 1 when a benchmark got worse by more "
+                        "than --factor at HEAD (docs/regression-tracking.md)")
+    b.add_argument("--commits", metavar="A..B",
+                   help="asv run A..B: build and measure every commit after A up to B, publish the history and "
+                        "print asv's regressions page")
+    b.add_argument("--factor", help=f"with --continuous: worse means above BASE's value x this (default "
+                                    f"{continuous.DEFAULT_FACTOR}; 1 flags any increase)")
+    b.add_argument("--results", help="results directory (default: results/ in the repository; results-spark<v>/ "
+                                     "on another Spark than the default)")
+    b.add_argument("--master", default=os.environ.get(Settings.ENV["master"]) or DEFAULT_MASTER,
+                   help=MASTER_HELP)
+    b.add_argument("--spark", choices=list(SPARK_VENVS), help=SPARK_HELP)
+    fault_options(b, os.environ.get(Settings.ENV["fault_profile"]) or "none")
+    b.set_defaults(run=cmd_bench)
+
+
+def _asv_config(results: Path) -> Path:
+    """The top-level asv.conf.json, or, for another results directory, a copy writing there."""
+    config = ROOT / "asv.conf.json"
+    if results == RESULTS:
+        return config
+    from asv import util
+
+    conf = util.load_json(str(config), js_comments=True)
+    conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / "benchmarks"),
+                results_dir=str(results / "asv"), html_dir=str(results / "html"))
+    results.mkdir(parents=True, exist_ok=True)
+    derived = results / "asv.conf.json"
+    derived.write_text(json.dumps(conf, indent=1))
+    return derived
+
+
+def cmd_bench(args) -> None:
+    from ckptbench import config, progress
+    from ckptbench.harness import stores
+    from ckptbench.report import page, publish
+
+    store = store_of(args)
+    parse_names(args.size, config.PLANS, "size")
+    fault_profile = parse_proxy_profile(args.fault_profile)
+    master = parse_master(args.master)
+    commits = continuous.checked(args)  # --continuous, --commits
+    # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
+    # wrong keys, a missing bucket), not after asv has spent minutes on it.
+    with stores.started_stores([store], args.bucket, say=lambda line: None, fault_profile=fault_profile) as started:
+        if not started:
+            raise infra.StoreUnavailable(infra.store_class(store).unavailable_reason())
+        proxied = getattr(started[store][0], "proxy", None) is not None
+    bench = args.bench
+    if not proxied:
+        print(f"store {store} is not plain http://, so no metering proxy can front it: requests are counted in "
+              f"Spark's JVMs, and the benchmarks that need the proxy are left out ({', '.join(PROXY_BENCHMARKS)})")
+        bench = "^(?!{})".format("|".join(map(re.escape, PROXY_BENCHMARKS))) + (f"(?=.*(?:{bench}))" if bench else "")
+    if infra.store_class(store).emulator:
+        print(f"store: {store}, an emulator: its timings are not a real store's "
+              "(Ceph RGW, the default where it can start, gives real ones)")
+    else:
+        print(f"store: {store}, a real store")
+    results = Path(args.results).resolve() if args.results else results_root()
+    # asv keys results by machine: one per store and Spark version keeps each a series of its own.
+    machine = f"{socket.gethostname()}-{store}-spark{jars.spark_version()}"
+    settings = config.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed, master)
+    if fault_profile != "none":
+        print(f"fault profile: {fault_profile} (seed {args.fault_seed}), injected by the metering proxy")
+    if commits:  # asv builds and measures other commits (ckptbench.cli.continuous)
+        env = {**os.environ, **settings.env()}
+        print(f"running the {args.size} suite on each commit", flush=True)
+        with progress.shown_for(env):
+            continuous.run(args, env, machine, results, bench, config.Settings.ENV["raw"])
+        return
+    asv_conf = _asv_config(results)
+    # asv drops PYTHONPATH from its benchmark processes, which would then import whichever checkout
+    # the venv points at (a worktree's runs would bench main's code): this checkout's, always.
+    env = {**os.environ, **settings.env(), "ASV_PYTHONPATH": str(ROOT)}
+    asv = [sys.executable, "-m", "asv"]
+    print(f"running the {args.size} suite", flush=True)
+    subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(asv_conf)],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+    with progress.shown_for(env):  # the tree as it is, in this venv: asv's existing environment
+        run = subprocess.run([*asv, "run", "--config", str(asv_conf), "--python=same", "--set-commit-hash", "HEAD",
+                              "--machine", machine, "--show-stderr", *(["--bench", bench] if bench else [])],
+                             env=env)
+    subprocess.run([*asv, "publish", "--config", str(asv_conf)], check=True, env=env)
+    try:  # asv's pages load their scripts from CDNs: local copies, so that they open offline
+        publish.offline(results / "html")
+        offline_error = None
+    except publish.NotOffline as e:
+        offline_error = e
+    written = page.write(results)
+    publish.link_report(results / "html")
+    print(f"\nHTML: {results / 'html' / 'index.html'}  (opens with no network, as a file or served; "
+          f"asv machine {machine}; "
+          f"raw results in {results / 'asv'} and {results / 'raw'})")
+    print(f"report: {written[0]} ({len(written) - 1} figures beside it)")
+    if offline_error is not None:
+        raise UsageError(f"the HTML needs the network to open: {offline_error}")
+    if run.returncode:
+        raise UsageError("some benchmarks failed: they are marked failed in the HTML; asv's output above says why")

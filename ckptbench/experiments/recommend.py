@@ -1,0 +1,234 @@
+"""The recommend experiment (``python -m ckptbench recommend``): the smallest set of measurements
+that decides which configuration (a checkpoint manager and Spark's own checkpoint levers) one
+streaming job (``config.Shape``) should run on one store, made there and then.
+
+In order, each shown as a progress bar on stderr:
+
+1. the store probe (``experiments.probe``, through ``store_alone``): which strategies the store can
+   run; the others are not measured and are named with the probe's reason;
+2. the race (``experiments.race``, as the crash lab's ``CrashLab.race`` runs it) of the strategies the
+   store can run, ``RACE_ROUNDS`` rounds per file kind the job writes (``race_kinds``): the
+   decision's rule 2 (refusing a second writer) comes from it alone. It needs the metering proxy,
+   so on a store the proxy cannot front (https, AWS S3) it is not run and the record says so;
+3. the staged levers experiment for the job's one shape (``experiments.levers``, ``staged=True``):
+   Spark's default manager in every configuration of levers, then every strategy in Spark's
+   defaults and the two cheapest configurations;
+4. ``crash_check``: crash cycles (``crashlab.CrashLab.series``) of the two leading configurations,
+   whose exactly-once result the final decision reads (its rule 1).
+
+Which configurations lead is the decision's to say, and the decision is a layer above the
+experiments: ``recommend`` takes it as a callable (``leaders``, passed in by the CLI), asks it
+after the levers experiment and again after each crash check, and checks the leaders it names
+that were not checked yet, up to ``CRASH_ROUNDS`` times, so that the configuration recommended
+has been crash-checked.
+
+The probe and the race share one store and one SparkSession; the levers experiment starts a store
+of its own (it owns its store and session), and so does the crash check, each on the named bucket
+when one is named; the sessions share one JVM. A crash check that fails leaves the measurements
+standing: the record says the check is missing (``crash_note``), and the decision that
+exactly-once under crashes was not measured.
+
+The record returned: the levers runs, ``races``, ``capabilities``, ``cycles`` and
+``crash_series``, and what was asked and found under ``environment["recommend"]`` (a dict the
+caller may add to before writing it, such as the deploy plan of the configuration chosen).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Protocol
+
+import infra
+from ckptbench import config, progress
+from ckptbench.record import results, schema
+
+#: Rounds of the race per strategy x file kind: few, since one round with two winners settles
+#: "not refused", and every round met with one winner is what "refused" takes.
+RACE_ROUNDS = 3
+#: Crash cycles ``crash_check`` gives each of the two leading configurations, at two of the crash
+#: lab's points in turn: a cycle costs a driver's restart and a check of the output (tens of
+#: seconds on 2 cores), on top of the series' first start and its check at rest.
+CRASH_CYCLES = 2
+#: How many times ``crash_check`` runs at most: when the check puts the leaders out, the two that
+#: lead then are checked in turn, so the configuration recommended has been crash-checked.
+CRASH_ROUNDS = 3
+#: The measured batches per configuration by default, after ``WARMUP`` warm-up batches: enough
+#: for a p50, few enough that the command ends within minutes.
+BATCHES = 10
+WARMUP = 2
+
+
+class Leader(Protocol):
+    """A configuration the decision puts in the lead (``decide.Candidate`` is one)."""
+
+    strategy: str
+    preset: str
+
+
+#: The decision, as ``recommend`` asks it: the configurations leading on a record, best first
+#: (the chosen one and the runner-up, those there are).
+Leaders = Callable[[results.Results], list[Leader]]
+
+
+def race_kinds(shape: config.Shape) -> tuple[str, ...]:
+    """The checkpoint files the job writes, as the race names them (``race.KINDS``)."""
+    return ("offsets", "commits", *(("state",) if shape.stateful else ()),
+            *(("_spark_metadata",) if shape.sink == "file" else ()))
+
+
+def plan_of(shape: config.Shape, batches: int) -> config.Plan:
+    """The levers experiment's plan: ``WARMUP`` then ``batches`` batches per configuration, after
+    one untimed batch that warms the JVM."""
+    return dataclasses.replace(config.PLANS["smallest"], jvm_warmup=1, warmup=WARMUP, batches=batches,
+                               keys=(shape.keys,), sweep=())
+
+
+def fresh_store(name: str) -> bool:
+    """Whether store ``name`` is one the experiment starts, with a fresh bucket of its own."""
+    from infra.minio import ENDPOINT_ENV
+
+    return infra.store_class(name).owns_buckets and not (name == "minio" and os.environ.get(ENDPOINT_ENV))
+
+
+def probe_and_race(settings: config.Settings, shape: config.Shape, strategies: list[str]
+                   ) -> tuple[results.Recorder, dict]:
+    """The store probe, then the race of the strategies it found the store can run, on one store:
+    (a recorder holding the ``capabilities`` and ``races`` rows, what the environment says of them)."""
+    from ckptbench.experiments import race
+    from ckptbench.experiments.store_alone import record_store_alone
+    from ckptbench.harness import stores
+    from ckptbench.harness.spark import session
+    from ckptbench.metrics import verdicts
+
+    recorder, said = results.Recorder(), {}
+    with stores.started_store(settings) as (store, bucket):
+        inner = getattr(store, "inner", store)
+        said.update(store=settings.store, bucket=bucket, endpoint=inner.endpoint, fresh=fresh_store(settings.store))
+        bar = progress.Recorder("store probe", 1, "probe")
+        said.update(record_store_alone(recorder, store, bucket, config.PLANS["smallest"], parts=("probe",), bar=bar))
+        found = verdicts({row["capability"]: {"ok": row["ok"], "detail": row["detail"]}
+                          for row in recorder.rows["capabilities"]})
+        said["skipped"] = {s: "the store cannot run it (the probe): " + "; ".join(found[s]["reasons"])
+                           for s in strategies if s != config.SPARK_DEFAULT[0] and not found[s]["can_run"]}
+        runnable = [s for s in strategies if found[s]["can_run"]]
+        kinds = race_kinds(shape)
+        said["race"] = {"kinds": list(kinds), "rounds": RACE_ROUNDS, "strategies": runnable}
+        if getattr(store, "proxy", None) is None:
+            said["race_note"] = (f"the race was not run: it needs the metering proxy, which cannot front "
+                                 f"{inner.endpoint or 'AWS S3'} (https or AWS S3)")
+            return recorder, said
+        if not runnable:
+            return recorder, said
+        bar = progress.Recorder("race", len(runnable) * len(kinds) * RACE_ROUNDS, "round")
+        spark = session(runnable[0] if runnable else strategies[0], {bucket: inner})
+        try:
+            for strategy in runnable:  # as ckptbench.experiments.crashlab.lab.CrashLab.race runs it
+                prefix = f"{store.run_prefix}crash/race-{strategy}-{uuid.uuid4().hex[:8]}"
+                rows = race.race(spark, store, bucket, prefix, strategy, kinds, RACE_ROUNDS,
+                                 say=lambda line: (bar.set_postfix_str(line[:60]), bar.update()))
+                recorder.rows["races"].extend(rows)
+                inner.empty_bucket(bucket, prefix + "/")
+        finally:
+            spark.stop()
+    return recorder, said
+
+
+def crash_workload(shape: config.Shape) -> str:
+    """The crash lab's workload (``crashlab.WORKLOADS``) closest to the job: its kind and, for a
+    stateless job, a sink async progress tracking takes (foreach) unless the job writes files;
+    the crash lab's own sinks, since a noop sink leaves no output to check exactly-once on."""
+    if shape.stateful:
+        return "stateful"
+    return "stateless" if shape.sink == "file" else "stateless-foreach"
+
+
+def crash_check(settings: config.Settings, shape: config.Shape, leaders: list[Leader],
+                cycles: int = CRASH_CYCLES, first_series: int = 0) -> dict[str, list[dict]]:
+    """Exactly-once under crashes of ``leaders`` (the two configurations leading after the race and
+    the levers experiment), for rule 1 of the decision: each configuration, its manager with its
+    Spark levers and the job's state store, runs as the crash lab's driver of the job's kind
+    (``crash_workload``), killed with ``kill -9`` at the crash lab's points and restarted,
+    ``cycles`` times on a fresh checkpoint (``crashlab.CrashLab.series``), series numbered from
+    ``first_series``; the rows its output lost or duplicated put it out (``decide``). Returns the
+    rows of the record's ``cycles`` and ``crash_series``. Needs the metering proxy, as the crash
+    lab does.
+
+    Runs on a store of its own, with a session in the JVM the levers experiment used: its cached
+    S3A filesystems are closed first, since on a store started afresh the same bucket name is at
+    another endpoint, and the lab reads the output through the session."""
+    from ckptbench.experiments.crashlab.lab import CrashLab
+    from ckptbench.harness import stores
+    from ckptbench.harness.spark import session
+
+    recorder = results.Recorder()
+    with stores.started_store(settings, needs_proxy="the crash check") as (store, bucket):
+        spark = session(leaders[0].strategy, {bucket: store.inner})
+        try:
+            spark._jvm.org.apache.hadoop.fs.FileSystem.closeAll()
+            bar = progress.Recorder("crash check", cycles * len(leaders), "cycle")
+            with CrashLab(spark, store, bucket, recorder, say=lambda line: None) as lab:
+                for c in leaders:
+                    lab.series(c.strategy, crash_workload(shape), cycles, bar=bar, preset=c.preset,
+                               provider=shape.provider if shape.stateful else None)
+        finally:
+            spark.stop()
+    for name in ("cycles", "crash_series"):  # numbered after the series of earlier rounds
+        for row in recorder.rows[name]:
+            row["series"] += first_series
+    return {name: recorder.rows[name] for name in ("cycles", "crash_series")}
+
+
+def combined(record: results.Results, said: dict, rows: dict[str, list[dict]]) -> results.Results:
+    """The levers experiment's record with ``rows`` (the probe's checks, the race's rounds, the
+    crash check's cycles and series) as its tables and ``said`` as ``environment["recommend"]``."""
+    tables = {**record.tables, **{name: schema.frame(name, found) for name, found in rows.items() if found}}
+    return results.Results({**record.environment, "recommend": said}, tables)
+
+
+def recommend(settings: config.Settings, shape: config.Shape, strategies: list[str], leaders: Leaders,
+              trigger: str, batches: int = BATCHES, crash_cycles: int = CRASH_CYCLES) -> results.Results:
+    """The probe, race, staged levers and crash check of ``shape`` on ``settings``' store (raw
+    records under ``settings.raw``), ``strategies`` with Spark's default first; ``leaders`` is the
+    decision (see the module's docstring), ``trigger`` the job's interval as the user wrote it
+    (recorded), ``crash_cycles`` 0 skips the crash check. Returns the combined record;
+    ``environment["recommend"]["seconds"]`` holds each stage's duration."""
+    from ckptbench.experiments import levers
+
+    began = time.monotonic()
+    recorder, said = probe_and_race(settings, shape, strategies)
+    measured = [s for s in strategies if s not in said["skipped"]]
+    said.update(shape={**dataclasses.asdict(shape), "name": shape.name}, trigger=trigger,
+                trigger_s=shape.trigger_s, strategies=measured)
+    seconds = {"probe and race": time.monotonic() - began}
+    record = levers.levers(settings, (shape,), measured, plan_of(shape, batches), staged=True, experiment="recommend")
+    seconds["levers"] = time.monotonic() - began - sum(seconds.values())
+    record = combined(record, said, recorder.rows)
+    leading = leaders(record)
+    if not leading or crash_cycles == 0 or said.get("race_note"):
+        said["crash_note"] = "exactly-once under crashes was not checked: " + (
+            "no configuration leads" if not leading else "--crash-cycles is 0" if crash_cycles == 0
+            else "the crash check needs the metering proxy too")
+    else:
+        crashed: dict[str, list[dict]] = {"cycles": [], "crash_series": []}
+        checked: set[tuple[str, str]] = set()
+        try:
+            # Leaders the check puts out make way for others: check those too, up to CRASH_ROUNDS.
+            for _ in range(CRASH_ROUNDS):
+                leading = [c for c in leading if (c.strategy, c.preset) not in checked]
+                if not leading:
+                    break
+                found = crash_check(settings, shape, leading, crash_cycles, first_series=len(crashed["crash_series"]))
+                for name in crashed:
+                    crashed[name] += found[name]
+                checked |= {(c.strategy, c.preset) for c in leading}
+                record = combined(record, said, {**recorder.rows, **crashed})
+                leading = leaders(record)
+        except Exception as e:  # the measurements so far stand; the record says the check is missing
+            said["crash_note"] = f"the crash check failed: {' '.join(str(e).split())[:300]}"
+        seconds["crash check"] = time.monotonic() - began - sum(seconds.values())
+    said["seconds"] = {**{k: round(v, 1) for k, v in seconds.items()}, "total": round(time.monotonic() - began, 1)}
+    return record
