@@ -21,7 +21,7 @@ import browser  # tests/browser.py
 import pytest
 
 from ckptbench import metrics
-from conftest import ended_beside, skip_unless_ci
+from helpers import ended_beside, skip_unless_ci
 from infra.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,7 @@ from ckptbench import config
 from ckptbench.experiments import jvm_crosscheck
 from ckptbench.harness import spark
 from ckptbench.report import page
-from conftest import cluster_cross_check_run, comparable_totals
+from helpers import cluster_cross_check_run, comparable_totals
 from infra.net import proc_stat
 
 # -- without a cluster --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from ckptbench import metrics
 from ckptbench.metrics import cost
 from ckptbench.record import results
-from conftest import event, progress
+from helpers import event, progress
 from infra.s3ops import OPS
 
 

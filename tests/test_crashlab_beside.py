@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_beside_pytest_passed, beside_pytest, child_beside
+from helpers import assert_beside_pytest_passed, beside_pytest, child_beside
 
 CRASHLAB_TESTS = "tests/test_crashlab.py"
 TIMEOUT_S = 1800  # against a hang only: in line it took 9.4 minutes

@@ -28,7 +28,7 @@ from ckptbench.harness import querylab
 from ckptbench.metrics import drift
 from ckptbench.record import disk, results, schema
 from ckptbench.report import tables
-from conftest import T0, event, progress
+from helpers import T0, event, progress
 
 ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
@@ -224,10 +224,10 @@ def test_drift_moves_and_summary(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def recorded(spark, lab, metered_stores, tmp_path_factory) -> Path:
+def recorded(spark, suite_stores, metered_stores, tmp_path_factory) -> Path:
     """A real record: the stateful workload for two strategies through the metering proxy, with the
     store's floor, as ``measure`` records it, written to disk."""
-    store = lab.get("embedded")
+    store = suite_stores.get("embedded")
     proxied, bucket = metered_stores(store)
     plan = dataclasses.replace(measure.plan(batches=4, warmup=1), floor_samples=20)
     recorder = results.Recorder()

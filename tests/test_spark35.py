@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assert_beside_pytest_passed, beside_pytest, child_beside, skip_unless_ci
+from helpers import ROOT, assert_beside_pytest_passed, beside_pytest, child_beside, skip_unless_ci
 
 PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
 TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py",

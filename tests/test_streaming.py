@@ -12,7 +12,7 @@ import pytest
 
 import ckpt_impls
 from ckptbench.harness import workloads
-from conftest import LEFTOVERS, CheckpointFiles, bucket_of
+from helpers import LEFTOVERS, CheckpointFiles, bucket_of
 
 BATCHES = 10
 
