@@ -334,8 +334,8 @@ def test_executors_in_their_own_jvms_ship_their_counts_to_the_driver():
     for strategy, checked in out["strategies"].items():
         assert "error" not in checked, checked
         assert checked["disagreements"] == [], (strategy, checked["disagreements"])
-        # Equal but for attempts that never reached the proxy (one in a fresh-clone CI run, 2026-11-23)
-        # and the proxy's unanswered records no attempt pairs with.
+        # Equal but for attempts that never reached the proxy and the proxy's unanswered records no
+        # attempt pairs with.
         jvm, proxy = comparable_totals(checked)
         assert jvm == proxy and sum(proxy.values()) > 0, strategy
         assert set(checked["origins"]) - {"driver"}, f"{strategy}: no executor shipped a count: {checked['origins']}"

@@ -78,7 +78,7 @@ def test_an_honest_store_runs_every_strategy(fresh_bucket, copy_sizes):
     if store.name == "embedded":  # moto copies the bytes in memory: about as long as a PUT of them
         assert copy["moves_data"], copy
     else:
-        # Ceph RGW copies only an object's head (4 MiB) and shares its tail (shared/notes/environment.md):
+        # Ceph RGW copies only an object's head (4 MiB) and shares its tail (``infra.CephStore``):
         # copy_fit's share of a PUT's per-MiB cost lands near its 0.1 threshold over 1 KiB..32 MiB, so
         # the verdict may go either way; what holds is that a 32 MiB COPY costs a fraction of its PUT.
         assert largest["COPY"] < largest["PUT"] / 3, copy

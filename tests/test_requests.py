@@ -74,8 +74,8 @@ def test_conditional_sends_one_request_per_checkpoint_file(spark, metered):
     existence checks are answered from memory. A LIST per check (the old way) makes it 1.5.
 
     A batch's own on both sides (``metrics.requests_per_checkpoint_file``): the state store's
-    maintenance, on its own schedule, lands in a run's few batches or not (a fresh-clone CI run,
-    2026-11-24: 4 LISTs of partition directories in 6 batches)."""
+    maintenance, on its own schedule, lands in a run's few batches or not (its LISTs of partition
+    directories among them)."""
     proxied, bucket = metered
     recorder = results.Recorder()
     lab = querylab.Lab(spark, proxied, bucket, config.PLANS["smallest"])

@@ -244,7 +244,7 @@ def test_bench_on_an_https_endpoint_end_to_end(tls, users_bucket, tmp_path):
     puts = record.requests[(record.requests.source == "jvm") & (record.requests.op == "PUT")]
     assert len(puts)
     # The query's stop may interrupt a PUT in flight: that attempt has no answer (status 0) and
-    # falls after the last batch (twice in a fresh-clone CI run, 2026-11-24); every answer is a 200.
+    # falls after the last batch; every answer is a 200.
     unanswered = puts[puts.status == 0]
     assert unanswered.batch_id.isna().all(), unanswered
     assert (puts[puts.status != 0].status == 200).all(), puts[puts.status != 200]
