@@ -7,7 +7,7 @@ PY35 := .venv-spark35/bin/python
 SPARK ?= 4.3
 BENCH_SPARKS := $(if $(filter all,$(SPARK)),4.3 3.5,$(SPARK))
 
-.PHONY: setup setup-spark35 test bench
+.PHONY: setup setup-spark35 test test-fast bench
 setup: .venv/.installed
 	$(PY) -m ckptbench.install
 
@@ -34,6 +34,14 @@ setup-spark35: .venv-spark35/.installed
 test: setup setup-spark35
 	.venv/bin/ruff check .
 	$(PY) -m pytest
+
+# The fast tier (docs/testing.md): no Spark or other JVM, no Ceph, no command beside the suite. It
+# needs the venv and the jars (`deploy` and `recommend` name them before anything runs), not the
+# rest of `setup`: Ceph's and Chromium's packages, npm's copies of asv's scripts (their tests skip).
+test-fast: .venv/.installed
+	$(PY) -c "from ckpt_impls import build, jars; jars.fetch_bundled(); build.build()"
+	.venv/bin/ruff check .
+	$(PY) -m pytest -m "not spark and not ceph and not beside"
 
 bench: setup $(if $(filter-out 4.3,$(BENCH_SPARKS)),setup-spark35)
 	for version in $(BENCH_SPARKS); do $(PY) -m ckptbench bench --spark $$version || exit 1; done

@@ -4,7 +4,7 @@ For the tests of the pages ckptbench publishes (asv's pages, the report). Give i
 a ``file://`` URL or an ``http://127.0.0.1`` / ``localhost`` URL) and get back a ``PageCheck``::
 
     with browser.Chromium() as chrome:
-        page = chrome.check_page(Path("results/report/index.html"), screenshot=Path("/tmp/report.png"))
+        page = chrome.check_page(Path("results/report/index.html"), screenshot=Path("report.png"))
     assert page.problems() == [], page.problems()
 
 ``problems()`` is [] for a clean load, else every console error (``console.error``/``assert``,

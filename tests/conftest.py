@@ -1,21 +1,26 @@
-"""Shared fixtures: every store that can start here, and one SparkSession that reaches them all.
+"""Shared fixtures and hooks: every store that can start here, one SparkSession that reaches them
+all, the tiers' markers and the processes beside the suite (the helpers test files import live in
+``helpers.py``).
 
-A SparkSession takes 6-12 s to start, so the whole run shares one; tests switch strategy on it
+A SparkSession takes seconds to start, so the whole run shares one; tests switch strategy on it
 with ``ckpt_impls.use``. Under CI (CI=true, root, Debian) Ceph must run: its absence fails the
 run instead of skipping it.
+
+Markers say what a test starts (registered in pyproject.toml; docs/testing.md): ``store``,
+``ceph``, ``spark`` and ``beside``, most of them set here from the fixtures a test uses. A test
+that starts Ceph without ``ceph``, or any JVM without ``spark``, fails: so ``-m "not ceph and
+not spark"`` can be trusted to start neither.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
+import functools
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -25,145 +30,51 @@ import pytest
 
 import ckpt_impls
 import infra
-from ckptbench.experiments import contract
 from ckptbench.harness.spark import session
+from helpers import (
+    BESIDE,
+    CEPH_STORES,
+    LEFTOVERS,
+    RUNNING,
+    TEST_JVM_OPTS,
+    TEST_STORES,
+    SuiteStores,
+    bucket_of,
+    child_beside,
+    cluster_cross_check_run,
+    refuse_unmarked_ceph,
+)
 from infra.metered import MeteredStore
 from infra.net import live_processes
-from infra.s3ops import Event
 
-#: The JIT setting of every driver JVM the tests start (this session's, the crash lab's drivers, the
-#: spark-submit runs, the bench beside the suite: the environment carries it to them all, and a
-#: bench records it, ``results.jvm_flags``). Tests check behaviour, never speed, and most of their
-#: JVMs live seconds: without C2 a driver starts and runs its first job on about a third less CPU
-#: (10.3-10.7 s against 15.9-17.1 s of JVM CPU, a local[2] session with the S3A jars, 2026-11-23),
-#: and make test is CPU-bound on 2 cores.
-TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
 if TEST_JVM_OPTS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):  # a suite beside this one inherits it
     os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), TEST_JVM_OPTS]))
 
-TEST_STORES = ("embedded", "ceph", "minio")
-ROOT = Path(__file__).resolve().parent.parent
-#: (strategy, store, test) -> temp objects left under the checkpoint, filled by the streaming tests.
-LEFTOVERS = pytest.StashKey[dict]()
-#: start function of a ``beside_the_suite`` test -> (its child process, its working directory).
-BESIDE = pytest.StashKey[dict]()
 #: nice(1) value of the processes beside the suite: 10 leaves them a tenth of a busy core's time.
 BESIDE_NICENESS = 10
-
-
-# -- fixed inputs for the results model: progress reports and requests at known times ----------
-
-T0 = 1_800_000_000.0  # epoch seconds of batch 0's start
-
-
-def progress(batch: int, wal: float, trigger: float = 500.0, state_ms: float | None = None) -> dict:
-    """A Spark progress report for batch ``batch`` starting at T0 + batch seconds."""
-    stamp = dt.datetime.fromtimestamp(T0 + batch, dt.timezone.utc).isoformat(timespec="milliseconds")
-    p = {"batchId": batch, "timestamp": stamp.replace("+00:00", "Z"), "numInputRows": 10,
-         "durationMs": {"walCommit": wal, "commitOffsets": wal / 2, "triggerExecution": trigger}}
-    if state_ms is not None:
-        p["stateOperators"] = [{"commitTimeMs": state_ms, "numRowsTotal": 5, "memoryUsedBytes": 1}]
-    return p
-
-
-def event(batch: float, op: str, key: str, ms: float = 2.0, bytes_in: int = 0) -> Event:
-    """A request that started ``batch`` seconds after T0: inside batch N's window (N to N + its
-    triggerExecution) for N plus a few hundredths."""
-    start = T0 + batch
-    return Event(start, start + ms / 1000, "PUT", op, "offsets" if "offsets" in key else "state", "b", key, 200,
-                 bytes_in, 0)
-
-
-def skip_unless_ci(reason: str):
-    """Skip for want of ``reason``, except under CI (CI=true), which must run everything."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: not skipped)")
-    pytest.skip(reason)
-
-
-def comparable_totals(checked: dict) -> tuple[dict[str, int], dict[str, int]]:
-    """A ``jvm_crosscheck`` result's requests per operation as each source counted them, the JVM's
-    less its attempts the proxy never saw (``unseen_by_proxy``), the proxy's less its unanswered
-    records no attempt pairs with (``unanswered_only_in_proxy``): ``(jvm, proxy)``, equal when the
-    sources agree."""
-    def less(counts: dict, minus: dict) -> dict:
-        return {op: n - minus.get(op, 0) for op, n in counts.items() if n > minus.get(op, 0)}
-
-    return (less(checked["by_op"]["jvm"], checked["unseen_by_proxy"]),
-            less(checked["by_op"]["proxy"], checked["unanswered_only_in_proxy"]))
-
-
-def bucket_of(store) -> str:
-    return f"ckptbench-{store.name}"
-
-
-
-class CheckpointFiles(contract.CheckpointFiles):
-    """``contract.CheckpointFiles`` in the test store's own bucket (``bucket_of``) unless told another."""
-
-    def __init__(self, spark, strategy: str, store, prefix: str, bucket: str | None = None,
-                 settings: dict | None = None) -> None:
-        super().__init__(spark, strategy, store, prefix, bucket or bucket_of(store), settings)
-
-
-class Lab:
-    def __init__(self) -> None:
-        self.stores: dict[str, infra.ObjectStore] = {}
-        self.reasons: dict[str, str] = {}
-        for name in TEST_STORES:
-            cls = infra.STORES[name]
-            reason = cls.unavailable_reason()
-            if reason is None:
-                try:
-                    store = cls().start()
-                    store.create_bucket(bucket_of(store))
-                    self.stores[name] = store
-                    continue
-                except infra.StoreUnavailable as e:
-                    reason = str(e)
-            self.reasons[name] = reason
-
-    def get(self, name: str) -> infra.ObjectStore:
-        if name not in self.stores:
-            if name == "ceph" and os.environ.get("CI"):
-                pytest.fail(f"Ceph RGW must run in CI but cannot: {self.reasons[name]}")
-            pytest.skip(self.reasons[name])
-        return self.stores[name]
-
-    def stop(self) -> None:
-        for store in self.stores.values():
-            store.stop()
+#: The fixtures that start a store (a real server: the moto server, Ceph RGW, a metering proxy).
+STORE_FIXTURES = ("suite_stores",)
+#: What a JVM started by a test without the ``spark`` marker is given: an option no JVM knows, so
+#: that it exits at once saying so ("Unrecognized VM option"), in this process or any it starts.
+NO_JVM_OPTION = "-XX:+TestLacksTheSparkMarker"
 
 
 @pytest.fixture(scope="session")
-def lab():
-    lab = Lab()
-    yield lab
-    lab.stop()
+def suite_stores():
+    stores = SuiteStores()
+    yield stores
+    stores.stop()
 
 
 @pytest.fixture(scope="session")
-def spark(lab):
-    spark = session("rename", {bucket_of(s): s for s in lab.stores.values()})
+def spark(suite_stores):
+    """The shared SparkSession, reaching the embedded store and every store ``suite_stores`` has
+    started or will start."""
+    suite_stores.get("embedded")
+    spark = session("rename", {bucket_of(s): s for s in suite_stores.stores.values()})
+    suite_stores.attach(spark)
     yield spark
     spark.stop()
-
-
-def cluster_cross_check_run(workdir: Path) -> subprocess.Popen | None:
-    """``python -m ckptbench.experiments.jvm_crosscheck --master cluster``, every strategy, on Ceph RGW (the
-    embedded store where Ceph cannot run, but not in CI), its JSON into ``workdir``; None where no
-    cluster can start here. A child process: one Python process holds one SparkContext, and the
-    suite's is a local one. It runs beside the suite (``beside_the_suite``)."""
-    if infra.SparkCluster.unavailable_reason():
-        return None
-    store = "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
-    root = str(ROOT)
-    with (workdir / "out.json").open("w") as out, (workdir / "err.txt").open("w") as err:
-        return subprocess.Popen(
-            [sys.executable, "-m", "ckptbench.experiments.jvm_crosscheck", "--store", store, "--master", "cluster",
-             "--strategies", ",".join(ckpt_impls.STRATEGIES)], stdout=out, stderr=err, cwd=root,
-            start_new_session=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])})
 
 
 @pytest.fixture(scope="session")
@@ -180,16 +91,16 @@ def cluster_cross_check(request) -> dict:
     assert proc.returncode in (0, 1), (workdir / "err.txt").read_text()[-3000:]  # 1: a check failed, as the tests say
     checked = json.loads((workdir / "out.json").read_text())
     # What its tests take the cluster to be, taken while the application ran: a master, two workers
-    # and their executors (two, or more where a worker started another: a fresh-clone CI run under
-    # load on 2026-11-23 found three children of the workers).
+    # and their executors (two, or more: under load a worker may start another).
     jvms = checked["cluster"]["jvms"]
     assert (len(jvms["master"]), len(jvms["worker"])) == (1, 2) and len(jvms["executor"]) >= 2, jvms
     return checked
 
 
-@pytest.fixture(params=TEST_STORES)
-def store(request, lab):
-    return lab.get(request.param)
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.ceph) if name in CEPH_STORES else name
+                        for name in TEST_STORES])
+def store(request, suite_stores):
+    return suite_stores.get(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -232,10 +143,57 @@ def prefix(strategy) -> str:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test that needs the shared SparkSession is slow (the session alone takes 6-12 s)."""
+    """The tiers' markers from what a test uses: ``spark`` for the shared SparkSession, ``store``
+    for the suite's stores, ``beside`` for a ``beside_the_suite`` child; ``slow`` (what
+    ``-m "not slow"`` has always left out) for every ``spark`` and ``beside`` test. ``ceph`` comes
+    from a Ceph parameter (the ``store`` fixture's, marked so, or a test's own store name) and
+    from the tests' own marks."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
+        used = getattr(item, "fixturenames", ())
+        if "spark" in used:
+            item.add_marker(pytest.mark.spark)
+        if any(name in used for name in STORE_FIXTURES):
+            item.add_marker(pytest.mark.store)
+        callspec = getattr(item, "callspec", None)
+        if callspec and any(isinstance(v, str) and v in CEPH_STORES for v in callspec.params.values()):
+            item.add_marker(pytest.mark.ceph)  # a Ceph parameter, of ``store`` or a test's own
+        if item.get_closest_marker("beside_the_suite"):
+            item.add_marker(pytest.mark.beside)
+        if item.get_closest_marker("spark") or item.get_closest_marker("beside"):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Run ``item`` with the guards on: without the ``spark`` marker any JVM it starts, here or in a
+    child process, refuses to start (``NO_JVM_OPTION``; a ``beside`` test's child started before
+    any test, and is left alone); without ``ceph``, starting Ceph or getting it from ``suite_stores``
+    fails the test (``refuse_unmarked_ceph``)."""
+    saved = os.environ.get("JAVA_TOOL_OPTIONS")
+    if not item.get_closest_marker("spark") and not item.get_closest_marker("beside"):
+        os.environ["JAVA_TOOL_OPTIONS"] = " ".join(filter(None, [saved, NO_JVM_OPTION]))
+    RUNNING.append(item)
+    try:
+        yield
+    finally:
+        RUNNING.remove(item)
+        if saved is None:
+            os.environ.pop("JAVA_TOOL_OPTIONS", None)
+        else:
+            os.environ["JAVA_TOOL_OPTIONS"] = saved
+
+
+def guard_ceph_start(start):
+    """``CephStore._start`` calling ``refuse_unmarked_ceph`` first."""
+    @functools.wraps(start)
+    def guarded(self):
+        refuse_unmarked_ceph()
+        return start(self)
+
+    return guarded
+
+
+infra.CephStore._start = guard_ceph_start(infra.CephStore._start)
 
 
 def pytest_collection_finish(session):
@@ -243,12 +201,11 @@ def pytest_collection_finish(session):
 
     Here, after -k/-m have deselected, only a selected test's work starts. Such a test checks a
     child process that runs for minutes (the whole smallest bench, the cluster cross-check, the
-    scale axes, the Spark 3.5 part) and shares nothing with the suite (its own store, JVMs and results). Started here,
-    it runs beside the other tests instead of after them: once the bench had ended, the suite alone
-    kept 2 cores 26-83% busy (a fresh-clone CI run, 2026-11-23, /proc/stat read every 10 s), and
-    the children fill what it leaves. They run niced (``BESIDE_NICENESS``, the whole process group
-    and what it starts later) so that they take what the suite leaves rather than slowing it: all
-    started at once and not niced, the first crash test of a fresh-clone CI run took 179 s.
+    scale axes, the Spark 3.5 part) and shares nothing with the suite (its own store, JVMs and
+    results). Started here, it runs beside the other tests instead of after them: the suite alone
+    leaves part of 2 cores idle, and the children fill it. They run niced (``BESIDE_NICENESS``,
+    the whole process group and what it starts later) so that they take what the suite leaves
+    rather than slowing it (docs/findings/timings.md).
     """
     if session.config.option.collectonly:
         return
@@ -282,8 +239,7 @@ def lower_priority(leader: int) -> None:
     """Nice the session that ``leader`` leads by ``BESIDE_NICENESS``: its process group, and its
     scheduling group where Linux has one per session (autogroup, /proc/PID/autogroup). There a
     nice value weighs only against processes of the same session, so niced children in sessions
-    of their own took as much CPU as the suite: in a fresh-clone CI run (2026-11-24) a spark-submit
-    test that takes 16-26 s took 106 s, the suite 28 min in all."""
+    of their own would take as much CPU as the suite."""
     os.setpriority(os.PRIO_PGRP, leader, BESIDE_NICENESS)
     autogroup = Path(f"/proc/{leader}/autogroup")
     if not autogroup.exists():  # no autogroup scheduling: the nice value above is enough
@@ -294,41 +250,6 @@ def lower_priority(leader: int) -> None:
             return
         except BlockingIOError:  # without CAP_SYS_ADMIN, one such write per 0.1 s on the machine
             time.sleep(0.1)
-
-
-def beside_pytest(python: Path | str, args: list[str], workdir: Path) -> subprocess.Popen:
-    """A ``beside_the_suite`` child that is itself pytest: ``args`` run by ``python`` (a venv's), in a
-    session of its own, its output into ``workdir / "output.txt"`` (``assert_beside_pytest_passed``)."""
-    with (workdir / "output.txt").open("w") as out:
-        return subprocess.Popen([str(python), "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def assert_beside_pytest_passed(proc: subprocess.Popen, workdir: Path, timeout: float) -> None:
-    """Wait for a ``beside_pytest`` child (``timeout``: against a hang only); it must exit 0 having
-    passed tests."""
-    proc.wait(timeout=timeout)
-    output = (workdir / "output.txt").read_text()
-    assert proc.returncode == 0, output[-5000:]
-    assert re.search(r"^=+ \d+ passed", output, re.M), output[-2000:]
-
-
-def child_beside(config, start) -> tuple[subprocess.Popen | None, Path]:
-    """The child process the hook above started with ``start`` (None: none could start), and its
-    working directory."""
-    return config.stash[BESIDE][start]
-
-
-def ended_beside(config, start, timeout: float, what: str) -> tuple[int, Path, str]:
-    """Wait for ``start``'s child (``child_beside``) to end, failing the test if it still runs
-    ``timeout`` seconds on (``what`` names it): its exit status, working directory and output."""
-    proc, workdir = child_beside(config, start)
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{what} still runs {timeout} s after the suite's end: "
-                    f"{(workdir / 'output.txt').read_text()[-3000:]}")
-    return proc.returncode, workdir, (workdir / "output.txt").read_text()
 
 
 @pytest.fixture

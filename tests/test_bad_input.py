@@ -8,31 +8,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
 
-from ckptbench.cli.common import RESULTS
-from conftest import ROOT, bucket_of, skip_unless_ci
-
-
-def ckptbench(*args: str, env: dict | None = None, unset=()) -> subprocess.CompletedProcess:
-    """``python -m ckptbench ARGS`` with this environment, ``env`` added and ``unset`` removed."""
-    before = set(RESULTS.glob("*")) if RESULTS.exists() else set()
-    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset}
-    done = subprocess.run([sys.executable, "-m", "ckptbench", *args], capture_output=True, text=True,
-                          timeout=60, env=env)
-    after = set(RESULTS.glob("*")) if RESULTS.exists() else set()
-    assert after == before, "a failed run wrote results"
-    return done
-
-
-def one_error_line(done: subprocess.CompletedProcess) -> str:
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("ckptbench: error: ")
-    return lines[0]
+from helpers import ROOT, bucket_of, ckptbench, one_error_line, skip_unless_ci
 
 
 def test_unknown_strategy_lists_the_valid_ones():
@@ -57,8 +36,9 @@ def test_unreachable_endpoint():
     assert "cannot reach" in line and "127.0.0.1:9" in line
 
 
-def test_wrong_credentials(lab):
-    ceph = lab.get("ceph")
+@pytest.mark.ceph
+def test_wrong_credentials(suite_stores):
+    ceph = suite_stores.get("ceph")
     line = one_error_line(ckptbench("measure", "--stores", "endpoint", "--bucket", bucket_of(ceph),
                                     env={"CKPT_S3_ENDPOINT": ceph.endpoint, "AWS_ACCESS_KEY_ID": "wrong",
                                          "AWS_SECRET_ACCESS_KEY": "wrong-secret"}))
@@ -67,8 +47,8 @@ def test_wrong_credentials(lab):
 
 
 @pytest.mark.parametrize("name", ["embedded", "ceph"])
-def test_missing_bucket(lab, name):
-    store = lab.get(name)
+def test_missing_bucket(suite_stores, name):
+    store = suite_stores.get(name)
     line = one_error_line(ckptbench("measure", "--stores", "endpoint", "--bucket", "no-such-bucket",
                                     env={"CKPT_S3_ENDPOINT": store.endpoint,
                                          "AWS_ACCESS_KEY_ID": store.credentials.access_key,
@@ -154,8 +134,8 @@ def test_recommend_names_a_file_as_out(tmp_path):
     assert "is a file: name a directory" in line
 
 
-def test_recommend_on_a_missing_bucket(lab, tmp_path):
-    store = lab.get("embedded")
+def test_recommend_on_a_missing_bucket(suite_stores, tmp_path):
+    store = suite_stores.get("embedded")
     spoilt = {**RECOMMEND, "--store": "endpoint", "--bucket": "no-such-bucket"}
     args = [word for item in spoilt.items() for word in item]
     line = one_error_line(ckptbench("recommend", *args, "--out", str(tmp_path / "out"),

@@ -21,11 +21,11 @@ import browser  # tests/browser.py
 import pytest
 
 from ckptbench import metrics
-from conftest import ended_beside, skip_unless_ci
+from helpers import ended_beside, skip_unless_ci
 from infra.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Against a hang only: the run took 10-17 minutes on 2 cores in fresh-clone CI runs (2026-11-23).
+#: Against a hang only: well above the run's own time on 2 cores.
 TIMEOUT_S = 2400
 
 

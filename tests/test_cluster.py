@@ -20,7 +20,7 @@ from ckptbench import config
 from ckptbench.experiments import jvm_crosscheck
 from ckptbench.harness import spark
 from ckptbench.report import page
-from conftest import cluster_cross_check_run, comparable_totals
+from helpers import cluster_cross_check_run, comparable_totals
 from infra.net import proc_stat
 
 # -- without a cluster --------------------------------------------------------------------------
@@ -88,8 +88,8 @@ def test_on_the_cluster_the_jvms_count_what_the_proxy_counts_per_operation(clust
         checked = cluster_cross_check["strategies"][strategy]
         assert checked["disagreements"] == [], (strategy, checked["disagreements"])
         # Equal but for attempts that never reached the proxy (jvm_requests.unseen_by_proxy) and
-        # requests the proxy relayed no answer to that no attempt pairs with (a fresh-clone CI run,
-        # 2026-11-24: one PUT as the query stopped).
+        # requests the proxy relayed no answer to that no attempt pairs with (a PUT in flight as the
+        # query stops).
         jvm, proxy = comparable_totals(checked)
         assert jvm == proxy and sum(proxy.values()) > 0, strategy
 

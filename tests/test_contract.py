@@ -13,7 +13,7 @@ import pytest
 
 import ckpt_impls
 from ckptbench.experiments import contract
-from conftest import CheckpointFiles
+from helpers import CheckpointFiles
 
 
 @pytest.mark.parametrize("check", list(contract.CHECKS))

@@ -13,7 +13,7 @@ from ckptbench import metrics
 from ckptbench.metrics import cost
 from ckptbench.record import disk, results
 from ckptbench.report import costs
-from conftest import ROOT, event, progress
+from helpers import ROOT, event, progress
 from infra.s3ops import OPS
 
 

@@ -10,7 +10,7 @@ import pytest
 from ckptbench.experiments import counting
 from ckptbench.record import results
 from ckptbench.report import tables
-from conftest import event, progress
+from helpers import event, progress
 
 #: What counting adds to each counted batch's walCommit before Spark rounds it to whole milliseconds:
 #: 5% of the 5 ms p50, less than the step.

@@ -10,7 +10,6 @@ asv suite and ``python -m ckptbench crashlab`` run many.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
@@ -23,21 +22,11 @@ from ckptbench import metrics
 from ckptbench.cli.common import ROOT
 from ckptbench.experiments import crashlab
 from ckptbench.record import disk, results, schema
-from conftest import CheckpointFiles, bucket_of
+from helpers import CheckpointFiles, bucket_of, crash_lab
 from infra.metered import MeteredStore
 from infra.net import command_lines, proc_stat
 
 ROWS = 100  # per batch: the lab's default
-
-
-@contextlib.contextmanager
-def crash_lab(spark, store, keep: bool = False):
-    """A crash lab on ``store`` behind a metering proxy of its own; the session reaches the bucket
-    directly, the drivers through the proxy."""
-    with MeteredStore(store) as metered:
-        recorder = results.Recorder()
-        with crashlab.CrashLab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
-            yield lab, recorder
 
 
 @pytest.mark.parametrize("name, strategy, workload, points, cycles", [
@@ -48,11 +37,11 @@ def crash_lab(spark, store, keep: bool = False):
     ("ceph", "conditional", "stateless", ("after-offsets",), 1),
     ("embedded", "direct", "wide", ("during-multipart-upload",), 1),
 ])
-def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strategy, workload, points, cycles):
+def test_killed_and_restarted_drivers_keep_exactly_once(spark, suite_stores, name, strategy, workload, points, cycles):
     """Killed inside a batch (after offsets/N, during the state upload), anywhere (random), or by
     the proxy inside a request (publishing offsets/N, writing a compaction, a multipart upload's
     first part); the manifest strategy's sink log and checkpoint are read through its own manager."""
-    with crash_lab(spark, lab.get(name)) as (crash, recorder):
+    with crash_lab(spark, suite_stores.get(name)) as (crash, recorder):
         crash.series(strategy, workload, cycles, points)
     record = recorder.results({})
     assert len(record.cycles) == cycles
@@ -84,12 +73,12 @@ def test_killed_and_restarted_drivers_keep_exactly_once(spark, lab, name, strate
     assert metrics.restart_failure_rate(record, strategy) == 0
 
 
-def test_a_kill_inside_a_request_lands_only_when_the_request_comes(spark, lab, monkeypatch):
+def test_a_kill_inside_a_request_lands_only_when_the_request_comes(spark, suite_stores, monkeypatch):
     """``landed`` is the proxy's own kill: a point whose request never comes is not landed (the
     lab kills the driver itself when it has waited long enough), one whose request comes is."""
     monkeypatch.setattr(crashlab.lab, "WAIT_LIMIT_S", 3.0)  # where the lab reads it
     never = crashlab.CrashPoint("never", "no such request", inside=lambda prefix: (("MPU_PART", "^nowhere/"),))
-    with crash_lab(spark, lab.get("embedded")) as (crash, _):
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
         for point, landed in ((never, False), (crashlab.CRASH_POINTS["inside-publish"], True)):
             prefix = f"crash/landing-{uuid.uuid4().hex[:8]}"
             driver = crash.driver("conditional", "stateless", prefix)
@@ -99,10 +88,10 @@ def test_a_kill_inside_a_request_lands_only_when_the_request_comes(spark, lab, m
         assert [i.fault for i in crash.store.proxy.injections()] == ["kill-before-forwarding"]  # the second's
 
 
-def test_a_non_idempotent_sink_replaying_a_batch_is_caught(spark, lab):
+def test_a_non_idempotent_sink_replaying_a_batch_is_caught(spark, suite_stores):
     """foreachBatch appending parquet with no batch-id check, killed after its write and before
     commits/N: the restart re-runs the batch and writes it again."""
-    with crash_lab(spark, lab.get("embedded")) as (crash, recorder):
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, recorder):
         crash.series("conditional", "unsafe-foreach", 1, ("after-sink-commit",))
     record = recorder.results({})
     [cycle] = record.cycles.itertuples()
@@ -114,10 +103,10 @@ def test_a_non_idempotent_sink_replaying_a_batch_is_caught(spark, lab):
     assert metrics.cycles_not_exactly_once(record, "conditional") == 1
 
 
-def test_a_damaged_output_is_caught(spark, lab):
+def test_a_damaged_output_is_caught(spark, suite_stores):
     """A clean output, then a data file its log lists deleted (lost rows, a partly visible batch),
     then a file listed twice (duplicates)."""
-    store = lab.get("embedded")
+    store = suite_stores.get("embedded")
     bucket, workload = bucket_of(store), crashlab.WORKLOADS["stateless"]
     with crash_lab(spark, store, keep=True) as (crash, _):
         prefix = f"crash/damaged-{uuid.uuid4().hex[:8]}"
@@ -169,10 +158,10 @@ def test_the_rules_of_the_verdict():
     assert crashlab.judge({0: (10, 10), 1: (10, 10), 2: (5, 5)}, 2, stateful, 10, at_rest=True).unexpected == 5
 
 
-def test_a_log_file_written_twice_is_caught(spark, lab):
+def test_a_log_file_written_twice_is_caught(spark, suite_stores):
     """Where keys mirror paths, two stored writes of one log key; for the manifest strategy, two
     records putting one name. One write of each file is no damage."""
-    store = lab.get("embedded")
+    store = suite_stores.get("embedded")
     bucket = bucket_of(store)
     with MeteredStore(store) as metered:
         s3, prefix = metered.client(), f"crash/twice-{uuid.uuid4().hex[:8]}"
@@ -195,8 +184,8 @@ def test_a_log_file_written_twice_is_caught(spark, lab):
     store.empty_bucket(bucket, prefix)
 
 
-def test_two_writers_on_a_conditional_checkpoint_end_in_a_clean_error(spark, lab):
-    with crash_lab(spark, lab.get("embedded")) as (crash, _):
+def test_two_writers_on_a_conditional_checkpoint_end_in_a_clean_error(spark, suite_stores):
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
         row = crash.two_writers("conditional")
     assert row["second_started"]
     errors = [e for e in (row["first_error"], row["second_error"]) if e]
@@ -205,11 +194,11 @@ def test_two_writers_on_a_conditional_checkpoint_end_in_a_clean_error(spark, lab
     assert row["outcome"] == "clean-error"
 
 
-def test_two_drivers_held_at_offsets_both_write_it_through_direct(spark, lab):
+def test_two_drivers_held_at_offsets_both_write_it_through_direct(spark, suite_stores):
     """Started together, each driver's write of offsets/0 held by the proxy until the other's came:
     through ``direct`` (check, then write) both pass their checks and both store it, damage the
     zombie run never shows; the rendezvous met, so the run tested the window."""
-    with crash_lab(spark, lab.get("embedded")) as (crash, _):
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
         seen = len(crash.store.proxy.injections())
         row = crash.two_writers("direct", head_start=0)
         met = [i for i in crash.store.proxy.injections()[seen:] if i.fault.startswith("rendezvous")]
@@ -230,10 +219,11 @@ def test_the_outcome_classes():
         assert crashlab.classify({**base, "second_error": conflict, **damage}) == "silent-damage"
 
 
-def test_a_driver_gets_its_keys_on_stdin_and_dies_whole(spark, lab):
+@pytest.mark.ceph
+def test_a_driver_gets_its_keys_on_stdin_and_dies_whole(spark, suite_stores):
     """No secret on the command line of the driver or its JVM (Ceph checks the keys, so a batch
     committed there proves they arrived); a kill takes the JVM with the driver."""
-    store = lab.get("ceph")
+    store = suite_stores.get("ceph")
     secret = store.credentials.secret_key
     with crash_lab(spark, store) as (crash, _):
         driver = crash.driver("conditional", "stateless", f"crash/keys-{uuid.uuid4().hex[:8]}")

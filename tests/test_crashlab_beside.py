@@ -1,11 +1,11 @@
 """The crash lab's tests (``tests/test_crashlab.py``) in a pytest process of their own, run beside
 the rest of the suite (conftest ``beside_the_suite``). They spend minutes starting, killing and
 restarting driver JVMs, while the suite's own process leaves a core idle most of the time; in line
-they took 9.4 of a fresh-clone ``make test``'s 33.5 minutes (2026-11-24, /tmp/ci-h). While this
-test is selected, conftest leaves ``test_crashlab.py``'s own tests out of the suite's process (the
-marker's ``runs``) and the child runs those the main run selected (``-k 'crash and not
-two_writers'`` all but that one; ``-k beside``, which selects none of them, all);
-``pytest tests/test_crashlab.py`` alone runs them in line as before.
+they would add those minutes to the suite's. While this test is selected, conftest leaves
+``test_crashlab.py``'s own tests out of the suite's process (the marker's ``runs``) and the child
+runs those the main run selected (``-k 'crash and not two_writers'`` all but that one; ``-k
+beside``, which selects none of them, all); ``pytest tests/test_crashlab.py`` alone runs them in
+line as before.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_beside_pytest_passed, beside_pytest, child_beside
+from helpers import assert_beside_pytest_passed, beside_pytest, child_beside
 
 CRASHLAB_TESTS = "tests/test_crashlab.py"
 TIMEOUT_S = 1800  # against a hang only: in line it took 9.4 minutes

@@ -12,7 +12,6 @@ Each series starts two driver JVMs however few its cycles, so each here runs one
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import re
 import types
@@ -24,19 +23,9 @@ from ckptbench import config, metrics
 from ckptbench.experiments import crashlab
 from ckptbench.record import disk, results, schema
 from ckptbench.report import page
-from conftest import bucket_of
-from infra.metered import MeteredStore
+from helpers import bucket_of, crash_lab
 
 ROWS = 100  # per batch: the lab's default
-
-
-@contextlib.contextmanager
-def crash_lab(spark, store, keep: bool = False):
-    """A crash lab on ``store`` behind a metering proxy of its own (as ``test_crashlab``'s)."""
-    with MeteredStore(store) as metered:
-        recorder = results.Recorder()
-        with crashlab.CrashLab(spark, metered, bucket_of(store), recorder, seed=7, keep=keep) as lab:
-            yield lab, recorder
 
 
 def needs_spark_4(spark) -> None:
@@ -49,10 +38,10 @@ def exactly_once(series) -> None:
     assert (series.duplicates, series.lost, series.partial, series.unexpected) == (0, 0, 0, 0)
 
 
-def killed_inside_commit(spark, lab, workload: str):
+def killed_inside_commit(spark, suite_stores, workload: str):
     """One cycle of conditional x ``workload`` killed inside the write of commits/N, after the
     sink wrote batch N: the restart re-runs batch N. The record and its cycle."""
-    with crash_lab(spark, lab.get("embedded")) as (crash, recorder):
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, recorder):
         crash.series("conditional", workload, 1, ("inside-commit",))
     record = recorder.results({})
     [cycle] = record.cycles.itertuples()
@@ -61,10 +50,10 @@ def killed_inside_commit(spark, lab, workload: str):
     return record, cycle
 
 
-def test_a_foreach_writer_idempotent_per_epoch_keeps_exactly_once_in_sparks_own_configuration(spark, lab):
+def test_a_foreach_writer_idempotent_per_epoch_keeps_exactly_once_in_sparks_own_configuration(spark, suite_stores):
     """Killed inside the write of commits/N, after the writer wrote batch N: the restart re-runs
     batch N, and the writer replaces its files whole."""
-    record, cycle = killed_inside_commit(spark, lab, "stateless-foreach")
+    record, cycle = killed_inside_commit(spark, suite_stores, "stateless-foreach")
     assert (cycle.duplicates, cycle.lost, cycle.partial) == (0, 0, 0)
     [series] = record.crash_series.itertuples()
     assert (series.workload, series.preset) == ("stateless-foreach", "default")
@@ -72,7 +61,7 @@ def test_a_foreach_writer_idempotent_per_epoch_keeps_exactly_once_in_sparks_own_
     assert series.last_batch >= cycle.first_batch and series.orphan_files == -1  # no sink log to ask
 
 
-def test_async_progress_tracking_replays_skipped_batches_as_one_and_the_lab_sees_it(spark, lab, monkeypatch):
+def test_async_progress_tracking_replays_skipped_batches_as_one_and_the_lab_sees_it(spark, suite_stores, monkeypatch):
     """Spark's documented limit ("offset ranges for batch can be changed in case of failure"),
     measured: async progress tracking writes offsets once an interval, and a restart re-runs every
     batch since the last offsets written before the latest as ONE batch under the latest's id, so
@@ -84,7 +73,7 @@ def test_async_progress_tracking_replays_skipped_batches_as_one_and_the_lab_sees
     lever = config.LEVERS["async-progress"]
     monkeypatch.setitem(config.LEVERS, "async-progress",
                         dataclasses.replace(lever, options={**lever.options, config.ASYNC_INTERVAL: "5000"}))
-    store = lab.get("embedded")
+    store = suite_stores.get("embedded")
     with crash_lab(spark, store, keep=True) as (crash, recorder):
         crash.series("conditional", "stateless-foreach", 1, ("after-skipped-offsets",), preset="async-progress")
         assert {d.config.options[config.ASYNC_PROGRESS] for d in crash.drivers} == {"true"}
@@ -110,11 +99,11 @@ def test_async_progress_tracking_replays_skipped_batches_as_one_and_the_lab_sees
     assert page.safety(record)["conditional", "async-progress"].duplicated == skipped
 
 
-def test_format_v2_on_rocksdb_keeps_exactly_once(spark, lab):
+def test_format_v2_on_rocksdb_keeps_exactly_once(spark, suite_stores):
     """Killed while a batch's state is uploaded; the state files carry format v2's unique ids, so
     the drivers ran with the preset's settings and the provider's class."""
     needs_spark_4(spark)
-    store = lab.get("embedded")
+    store = suite_stores.get("embedded")
     with crash_lab(spark, store, keep=True) as (crash, recorder):
         crash.series("rename", "stateful", 1, ("during-state-upload",), preset="format-v2", provider="rocksdb")
         prefix = recorder.rows["crash_series"][0]["prefix"]
@@ -130,10 +119,10 @@ def test_format_v2_on_rocksdb_keeps_exactly_once(spark, lab):
     assert [k for k in state if re.search(r"/\d+_[0-9a-f-]{36}\.zip$", k)], state[:20]
 
 
-def test_a_configuration_spark_refuses_is_recorded_with_its_message(spark, lab):
+def test_a_configuration_spark_refuses_is_recorded_with_its_message(spark, suite_stores):
     """Async progress tracking on the stateful workload: Spark refuses it before the first batch
     (its parquet sink, and its state); the series says so in Spark's words and runs no cycle."""
-    with crash_lab(spark, lab.get("embedded")) as (crash, recorder):
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, recorder):
         crash.series("conditional", "stateful", 1, preset="async-progress")
     record = recorder.results({})
     assert len(record.cycles) == 0
@@ -144,10 +133,10 @@ def test_a_configuration_spark_refuses_is_recorded_with_its_message(spark, lab):
     assert page.safety(record)["conditional", "async-progress"].cycles == 0
 
 
-def test_a_foreach_writer_that_appends_is_caught_replaying_a_batch(spark, lab):
+def test_a_foreach_writer_that_appends_is_caught_replaying_a_batch(spark, suite_stores):
     """The broken twin: appending, killed inside the write of commits/N after its write of batch N;
     the restart re-runs batch N and the writer appends it again."""
-    record, cycle = killed_inside_commit(spark, lab, "unsafe-foreach-writer")
+    record, cycle = killed_inside_commit(spark, suite_stores, "unsafe-foreach-writer")
     assert cycle.duplicates == ROWS, "the re-run batch's rows are in the output twice"
     assert cycle.lost == 0
     assert metrics.duplicated_rows(record, "conditional") == ROWS

@@ -9,7 +9,7 @@ import ckpt_impls
 from ckptbench import decide
 from ckptbench.record import disk, results, schema
 from ckptbench.report import page
-from conftest import event, progress
+from helpers import event, progress
 
 
 def record(wal_ms: dict[str, float], puts: dict[str, int], sst_puts: dict[str, int] | None = None) -> results.Results:

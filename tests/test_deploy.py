@@ -18,12 +18,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from test_bad_input import one_error_line
-from test_probe import ckptbench
 
 import ckpt_impls
 from ckpt_impls import jars, manifest_format
 from ckptbench import deploy
+from helpers import ckptbench, one_error_line
 from infra import SparkCluster
 
 JAVA = Path(ckpt_impls.__file__).parent / "java" / "ckptbench" / "checkpoint"
@@ -71,9 +70,9 @@ def flags(argv: list[str]) -> tuple[str, dict[str, str]]:
 
 
 @pytest.fixture
-def bucket(lab):
+def bucket(suite_stores):
     """A bucket of this test's own on the embedded store."""
-    store = lab.get("embedded")
+    store = suite_stores.get("embedded")
     name = f"deploy-{uuid.uuid4().hex[:8]}"
     store.create_bucket(name)
     yield store, name
@@ -137,7 +136,7 @@ def test_declared_options_are_what_the_manager_reads(strategy):
     assert {o.name: o.default for o in chosen.options} == read
 
 
-@pytest.mark.slow
+@pytest.mark.spark
 @pytest.mark.parametrize("strategy", ["conditional", "manifest"])
 def test_spark_submit_with_the_printed_flags_checkpoints_through_the_strategy(bucket, strategy, tmp_path):
     store, name = bucket
@@ -213,8 +212,8 @@ def test_no_bucket():
     assert "--bucket" in line
 
 
-def test_missing_bucket(lab):
-    store = lab.get("embedded")
+def test_missing_bucket(suite_stores):
+    store = suite_stores.get("embedded")
     line = one_error_line(ckptbench("deploy", "conditional", "--store", "embedded", "--bucket", "no-such-bucket",
                                     env=env_for(store)))
     assert "bucket 'no-such-bucket' does not exist" in line
@@ -232,7 +231,7 @@ def test_unreachable_endpoint():
     assert "cannot reach" in line and "127.0.0.1:9" in line
 
 
-@pytest.mark.slow
+@pytest.mark.spark
 def test_spark_submit_with_the_printed_flags_runs_on_a_standalone_cluster(bucket, tmp_path):
     """The README's run on a user's own cluster: the printed flags plus ``--master spark://...``,
     the keys only in the environment of each node (the driver's, the workers', which their

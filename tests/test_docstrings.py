@@ -1,7 +1,8 @@
 """Docstrings and comments state contracts, limits and why: no dates, commit hashes, load averages or
 run logs (findings live in ``docs/findings/`` with their command and record; history in commit
-messages), and no path outside the repository. Read from the source: Python's comments (tokenize)
-and docstrings (ast), Java's ``//`` and ``/* */`` comments."""
+messages), and no path outside the repository. Read from the source of the product's packages and
+of the tests: Python's comments (tokenize) and docstrings (ast), Java's ``//`` and ``/* */``
+comments."""
 
 from __future__ import annotations
 
@@ -15,14 +16,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("ckptbench", "ckpt_impls", "infra", "benchmarks")
+PACKAGES = ("ckptbench", "ckpt_impls", "infra", "benchmarks", "tests")
 #: What a contract never holds, each with what it is.
 FORBIDDEN = {
     "a date": re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b"),
     "a time of day in UTC": re.compile(r"\b\d\d:\d\d(?:-\d\d:\d\d)? UTC\b"),
     "a load average": re.compile(r"\bload(?: average)? \d", re.IGNORECASE),
     "a commit hash": re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"),
-    "a path outside the repository": re.compile(r"(?:/work/|/root/|/home/|\.\./shared\b|(?<!/)shared/notes\b)\S*"),
+    "a path outside the repository":
+        re.compile(r"(?:/work/|/root/|/home/|/tmp/|\.\./shared\b|(?<!/)shared/notes\b)\S*"),
 }
 JAVA_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
@@ -65,6 +67,7 @@ def test_docstrings_and_comments_hold_no_run_log():
     ('def f():\n    """At load average 15-19 it took 3 ms."""\n', "a load average"),
     ("# fixed in 5d71fcf\n", "a commit hash"),
     ('"""See /work/shared/notes/environment.md."""\n', "a path outside the repository"),
+    ("# its log: /tmp/ci-h/output.txt\n", "a path outside the repository"),
 ])
 def test_the_check_sees_a_run_log(tmp_path, monkeypatch, text, what):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
@@ -72,6 +75,14 @@ def test_the_check_sees_a_run_log(tmp_path, monkeypatch, text, what):
     path.write_text(text)
     found = findings_in(path)
     assert len(found) == 1 and what in found[0]
+
+
+def test_the_check_reads_the_tests_too(tmp_path, monkeypatch):
+    """A run log in a test's docstring is found like one in the product's."""
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text('def test_x():\n    """It took 9 minutes (2026-11-24)."""\n')
+    assert [f for path in sources() for f in findings_in(path)] == ["tests/test_x.py:2 holds a date: '2026-11-24'"]
 
 
 def test_the_check_reads_java_comments(tmp_path, monkeypatch):

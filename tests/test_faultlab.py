@@ -7,14 +7,13 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_bad_input import ckptbench, one_error_line
 
 from ckptbench import config, metrics
 from ckptbench.experiments import faultlab
 from ckptbench.harness import querylab
 from ckptbench.record import disk, results, schema
 from ckptbench.report import page, tables
-from conftest import T0, progress
+from helpers import T0, ckptbench, one_error_line, progress
 from infra.faults import Injection
 from infra.s3ops import Event
 
@@ -187,8 +186,8 @@ LAB_STORES = ("embedded", "ceph")
 
 
 @pytest.fixture(params=LAB_STORES)
-def lab_store(request, lab):
-    return lab.get(request.param)
+def lab_store(request, suite_stores):
+    return suite_stores.get(request.param)
 
 
 @pytest.mark.slow
@@ -221,13 +220,14 @@ def test_runs_under_profiles_are_recorded(spark, metered_stores, lab_store):
     assert not math.isnan(metrics.failed_batch_rate(record, "rename", "lost-response"))
 
 
+@pytest.mark.ceph
 @pytest.mark.slow
-def test_a_short_outage_on_ceph_is_ridden_out_or_kills_with_its_time_recorded(spark, metered_stores, lab):
+def test_a_short_outage_on_ceph_is_ridden_out_or_kills_with_its_time_recorded(spark, metered_stores, suite_stores):
     """The file sink under outage-5s on Ceph RGW, rename (S3A's retries) and conditional (its own SDK
     calls): the store goes away after the first batch; each run either rode it out (a batch after
     the store was back, its time recorded) or died (its time recorded, and a restart resumed); the
     sink's output holds every row once either way."""
-    store, bucket = metered_stores(lab.get("ceph"))
+    store, bucket = metered_stores(suite_stores.get("ceph"))
     plan = faultlab.FaultPlan(("outage-5s",), ("file_sink",), 3, (0,), 100, outage_after=1)
     labs = querylab.QueryLab(spark, store, bucket, config.PLANS["smallest"])
     recorder = results.Recorder()

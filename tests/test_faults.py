@@ -17,13 +17,13 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
-from conftest import CheckpointFiles, bucket_of
+from helpers import CheckpointFiles, bucket_of
 from infra.faults import Fault, Rendezvous
 from infra.metered import MeteredStore
 
 
 @pytest.fixture
-def metered(spark, store):
+def fresh_metered(spark, store):
     """``store`` behind a fresh metering proxy, on a bucket of its own that the session can reach."""
     bucket = f"ckptbench-{store.name}-faults-{uuid.uuid4().hex[:6]}"
     store.create_bucket(bucket)
@@ -32,8 +32,8 @@ def metered(spark, store):
         yield m, bucket
 
 
-def test_direct_cancel_without_abort_closes_then_deletes(spark, metered):
-    store, bucket = metered
+def test_direct_cancel_without_abort_closes_then_deletes(spark, fresh_metered):
+    store, bucket = fresh_metered
     files = CheckpointFiles(spark, "direct", store, "ck", bucket, {"ckptbench.direct.cancel.abort": "false"})
     mark = store.proxy.mark()
     files.create("offsets/0", False, b"partial").cancel()
@@ -42,8 +42,8 @@ def test_direct_cancel_without_abort_closes_then_deletes(spark, metered):
     assert store.inner.list_keys(bucket, "ck/offsets/0") == []
 
 
-def test_direct_cancel_fails_loudly_when_the_delete_never_succeeds(spark, metered):
-    store, bucket = metered
+def test_direct_cancel_fails_loudly_when_the_delete_never_succeeds(spark, fresh_metered):
+    store, bucket = fresh_metered
     files = CheckpointFiles(spark, "direct", store, "ck", bucket, {
         "ckptbench.direct.cancel.abort": "false",
         "ckptbench.direct.cancel.delete.attempts": 3,
@@ -61,8 +61,8 @@ def test_direct_cancel_fails_loudly_when_the_delete_never_succeeds(spark, metere
     assert len(deletes) >= 3
 
 
-def test_conditional_refuses_a_store_that_ignores_if_none_match(spark, metered):
-    store, bucket = metered
+def test_conditional_refuses_a_store_that_ignores_if_none_match(spark, fresh_metered):
+    store, bucket = fresh_metered
     store.proxy.inject(Fault("PUT", drop_header="If-None-Match"))
     with pytest.raises(Py4JJavaError) as raised:
         CheckpointFiles(spark, "conditional", store, "ck", bucket)
@@ -72,9 +72,9 @@ def test_conditional_refuses_a_store_that_ignores_if_none_match(spark, metered):
 
 
 @pytest.fixture
-def proxied(lab):
+def proxied(suite_stores):
     """The embedded store (moto server) behind a metering proxy of its own, and its bucket."""
-    store = lab.get("embedded")
+    store = suite_stores.get("embedded")
     with MeteredStore(store) as m:
         yield m, bucket_of(store)
 

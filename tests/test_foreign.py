@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_bad_input import ckptbench, one_error_line
 
 from ckpt_impls import jars
+from helpers import ckptbench, one_error_line
 
 ROOT = Path(__file__).resolve().parent.parent
 JAVA = ROOT / "tests" / "java"
@@ -40,6 +40,9 @@ def javac(sources: Path, out: Path) -> Path:
     subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", ":".join(classpath), "-d", str(classes),
                     *map(str, sorted(sources.rglob("*.java")))], check=True, capture_output=True)
     return classes
+
+#: Every test here builds the third party's jar with javac (a JVM) and most run Spark.
+pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +98,7 @@ def run(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess
                           timeout=timeout, env={**os.environ, **(env or {})})
 
 
-@pytest.mark.slow
+@pytest.mark.ceph
 def test_the_contract_catches_each_broken_manager(thirdparty):
     specs = [spec("plain", PLAIN, thirdparty["jar"])]
     specs += [spec(name, f"{PLAIN}${cls}", thirdparty["jar"]) for name, (cls, _) in BROKEN.items()]

@@ -43,7 +43,7 @@ from ckpt_impls import build, jars
 from ckptbench import config, metrics
 from ckptbench.harness import jvm_requests, querylab
 from ckptbench.record import disk, results
-from conftest import comparable_totals
+from helpers import comparable_totals
 from infra.s3ops import Event, classify
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
@@ -57,6 +57,7 @@ METHODS = ("GET", "HEAD", "PUT", "POST", "DELETE", "OPTIONS")
 PARAMS = ("uploadId", "partNumber", "uploads", "delete", "prefix", "list-type", "acl", "location")
 
 
+@pytest.mark.spark
 def test_the_jvm_names_each_request_as_the_proxy_does():
     if shutil.which("java") is None:
         pytest.skip("no java on PATH")
@@ -316,7 +317,7 @@ def test_the_check_fails_when_the_jvm_stops_counting_mid_run(spark, metered):
     assert not missed & set(range(WARMUP + 1))  # the batches before the switch: still counted
 
 
-@pytest.mark.slow
+@pytest.mark.spark
 def test_executors_in_their_own_jvms_ship_their_counts_to_the_driver():
     """``local-cluster``: a Spark master and an executor JVM of their own on this machine (the
     proxy on the loopback still sees every request), so the executor's counts (the state store's
@@ -333,8 +334,8 @@ def test_executors_in_their_own_jvms_ship_their_counts_to_the_driver():
     for strategy, checked in out["strategies"].items():
         assert "error" not in checked, checked
         assert checked["disagreements"] == [], (strategy, checked["disagreements"])
-        # Equal but for attempts that never reached the proxy (one in a fresh-clone CI run, 2026-11-23)
-        # and the proxy's unanswered records no attempt pairs with.
+        # Equal but for attempts that never reached the proxy and the proxy's unanswered records no
+        # attempt pairs with.
         jvm, proxy = comparable_totals(checked)
         assert jvm == proxy and sum(proxy.values()) > 0, strategy
         assert set(checked["origins"]) - {"driver"}, f"{strategy}: no executor shipped a count: {checked['origins']}"

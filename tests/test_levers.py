@@ -31,7 +31,7 @@ from ckptbench.harness.spark import settings_set
 from ckptbench.record import disk, results
 from ckptbench.report import levers as report_levers
 from ckptbench.report import page
-from conftest import skip_unless_ci
+from helpers import skip_unless_ci
 from infra.faults import Fault, Latency
 
 pytestmark = pytest.mark.slow
@@ -47,8 +47,8 @@ PUT_DELAY_S = 0.02
 
 
 @pytest.fixture(scope="module")
-def levers_lab(spark, lab, metered_stores) -> querylab.QueryLab:
-    store, bucket = metered_stores(lab.get("embedded"))
+def levers_lab(spark, suite_stores, metered_stores) -> querylab.QueryLab:
+    store, bucket = metered_stores(suite_stores.get("embedded"))
     return querylab.QueryLab(spark, store, bucket, PLAN)
 
 

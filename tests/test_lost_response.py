@@ -24,7 +24,7 @@ from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 from ckptbench.experiments.contract import java_class, race
-from conftest import CheckpointFiles
+from helpers import CheckpointFiles
 
 WRITE_ID = "ckptbench-write-id"
 _HEAD_END = b"\r\n\r\n"

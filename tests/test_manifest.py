@@ -23,7 +23,7 @@ import ckpt_impls
 from ckpt_impls import build, jars, manifest_format
 from ckptbench.experiments.contract import java_class
 from ckptbench.harness.spark import settings_set
-from conftest import CheckpointFiles, bucket_of
+from helpers import CheckpointFiles, bucket_of
 
 MANAGER = "ckptbench.checkpoint.ManifestCheckpointFileManager"
 HALT_STATUS = 86  # ManifestCheckpointFileManager.HALT_STATUS
@@ -32,8 +32,8 @@ HOUR_MS = 3_600_000
 
 
 @pytest.fixture(params=("embedded", "ceph"))
-def store(request, lab):
-    return lab.get(request.param)
+def manifest_store(request, suite_stores):
+    return suite_stores.get(request.param)
 
 
 @pytest.fixture
@@ -152,10 +152,10 @@ def run_driver(classpath, spark, directory, name_prefix, count, conf) -> tuple[i
 # -- crashes ----------------------------------------------------------------------------------
 
 
-def test_crash_between_staging_and_publishing(spark, store, prefix, driver_classpath):
-    bucket = bucket_of(store)
+def test_crash_between_staging_and_publishing(spark, manifest_store, prefix, driver_classpath):
+    bucket = bucket_of(manifest_store)
     conf = settings(interval=3, delay_ms=1500, inline_max=0)
-    m = Manifest(spark, store, bucket, prefix, conf)
+    m = Manifest(spark, manifest_store, bucket, prefix, conf)
     m.mkdirs("log")
     m.write("log/0", b"zero")
     m.write("log/1", b"one")
@@ -168,7 +168,7 @@ def test_crash_between_staging_and_publishing(spark, store, prefix, driver_class
     assert m.numbers("log", "r") == [1, 2], "the crashed write must not have published a record"
 
     # Nothing uncommitted is visible, to a new instance as to the old one; commits are intact.
-    for view in (Manifest(spark, store, bucket, prefix, conf), m):
+    for view in (Manifest(spark, manifest_store, bucket, prefix, conf), m):
         assert not view.exists("log/crash0")
         assert view.names("log") == {"0", "1"}
         assert view.read("log/0") == b"zero" and view.read("log/1") == b"one"
@@ -191,15 +191,15 @@ def test_crash_between_staging_and_publishing(spark, store, prefix, driver_class
 
 
 @pytest.mark.parametrize("point", ["beforeCompactWrite", "afterCompactWrite"])
-def test_crash_during_compaction_is_repaired_on_next_open(spark, store, prefix, driver_classpath, point):
-    bucket = bucket_of(store)
+def test_crash_during_compaction_is_repaired_on_next_open(spark, manifest_store, prefix, driver_classpath, point):
+    bucket = bucket_of(manifest_store)
     conf = settings(interval=4)
     status, wrote, err = run_driver(driver_classpath, spark, f"s3a://{bucket}/{prefix}/log", "f", 6,
                                     {**conf, "ckptbench.manifest.haltAt": point})
     assert status == HALT_STATUS, err
     # The 4th record was published, then its writer died compacting (inside close).
     assert wrote == ["f0", "f1", "f2"]
-    m = Manifest(spark, store, bucket, prefix, conf)
+    m = Manifest(spark, manifest_store, bucket, prefix, conf)
     assert m.numbers("log", "r") == [1, 2, 3, 4]
     assert m.numbers("log", "c") == ([] if point == "beforeCompactWrite" else [1])
     assert m.hint("log") is None
@@ -215,17 +215,18 @@ def test_crash_during_compaction_is_repaired_on_next_open(spark, store, prefix, 
     for i in range(4, 9):
         m.write(f"log/f{i}", f"f{i}".encode())
     assert m.numbers("log", "c") == [1, 2] and m.hint("log") == 2
-    assert Manifest(spark, store, bucket, prefix, conf).names("log") == {f"f{i}" for i in range(9)}
+    assert Manifest(spark, manifest_store, bucket, prefix, conf).names("log") == {f"f{i}" for i in range(9)}
 
 
 # -- concurrent writers -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("inline_max", [INLINE_MAX, 0], ids=["inline", "staged"])
-def test_writers_in_two_jvms_never_take_the_same_record_number(spark, store, prefix, driver_classpath, inline_max):
-    if store.racy_conditional_put:
-        pytest.skip(store.racy_conditional_put)
-    bucket, count = bucket_of(store), 40
+def test_writers_in_two_jvms_never_take_the_same_record_number(spark, manifest_store, prefix, driver_classpath,
+                                                                inline_max):
+    if manifest_store.racy_conditional_put:
+        pytest.skip(manifest_store.racy_conditional_put)
+    bucket, count = bucket_of(manifest_store), 40
     conf = settings(interval=4, inline_max=inline_max)  # an hour's delay: every record stays to be checked
     directory = f"s3a://{bucket}/{prefix}/log"
     drivers = [Driver(driver_classpath, spark, directory, name, count, conf) for name in ("a", "b")]
@@ -236,7 +237,7 @@ def test_writers_in_two_jvms_never_take_the_same_record_number(spark, store, pre
         assert status == 0, d.stderr()
         assert len(wrote) == count
 
-    m = Manifest(spark, store, bucket, prefix, conf)
+    m = Manifest(spark, manifest_store, bucket, prefix, conf)
     expected = {f"{w}{i}" for w in "ab" for i in range(count)}
     assert m.names("log") == expected
     assert all(m.read(f"log/{n}") == n.encode() for n in ("a0", "b0", f"a{count - 1}", f"b{count - 1}"))
@@ -256,10 +257,10 @@ def test_writers_in_two_jvms_never_take_the_same_record_number(spark, store, pre
 
 
 @pytest.mark.parametrize("inline_max", [INLINE_MAX, 0], ids=["inline", "staged"])
-def test_stale_writer_catches_up_and_cannot_overwrite(spark, store, prefix, inline_max):
-    bucket, conf = bucket_of(store), settings(inline_max=inline_max)
-    a = Manifest(spark, store, bucket, prefix, conf)
-    b = Manifest(spark, store, bucket, prefix, conf)
+def test_stale_writer_catches_up_and_cannot_overwrite(spark, manifest_store, prefix, inline_max):
+    bucket, conf = bucket_of(manifest_store), settings(inline_max=inline_max)
+    a = Manifest(spark, manifest_store, bucket, prefix, conf)
+    b = Manifest(spark, manifest_store, bucket, prefix, conf)
     a.mkdirs("commits")
     assert not a.exists("commits/0")  # a's view is now loaded, and about to go stale
     b.write("commits/0", b"from b")
@@ -278,10 +279,10 @@ def test_stale_writer_catches_up_and_cannot_overwrite(spark, store, prefix, inli
 # -- compaction and cleanup -------------------------------------------------------------------
 
 
-def test_compaction_keeps_only_the_live_view_and_cleanup_follows_the_delay(spark, store, prefix):
-    bucket = bucket_of(store)
+def test_compaction_keeps_only_the_live_view_and_cleanup_follows_the_delay(spark, manifest_store, prefix):
+    bucket = bucket_of(manifest_store)
     delay_ms = 2000
-    m = Manifest(spark, store, bucket, prefix, settings(interval=5, delay_ms=delay_ms, inline_max=0))
+    m = Manifest(spark, manifest_store, bucket, prefix, settings(interval=5, delay_ms=delay_ms, inline_max=0))
     m.mkdirs("log")
     for i in range(40):
         m.write(f"log/{i}", str(i).encode())
@@ -313,9 +314,9 @@ def test_compaction_keeps_only_the_live_view_and_cleanup_follows_the_delay(spark
 # -- paths ------------------------------------------------------------------------------------
 
 
-def test_delete_then_recreate_a_directory(spark, store, prefix):
+def test_delete_then_recreate_a_directory(spark, manifest_store, prefix):
     """Files: the generic contract (test_contract.py). Here a whole directory goes and comes back."""
-    m = Manifest(spark, store, bucket_of(store), prefix, settings())
+    m = Manifest(spark, manifest_store, bucket_of(manifest_store), prefix, settings())
     m.write("offsets/0", b"first")
     m.mkdirs("state/0")
     m.write("state/0/1.delta", b"delta")
@@ -329,11 +330,12 @@ def test_delete_then_recreate_a_directory(spark, store, prefix):
     assert m.names("state") == {"0/"} and m.names("state/0") == set()
     m.write("state/0/1.delta", b"new delta")
     assert m.read("state/0/1.delta") == b"new delta"
-    assert Manifest(spark, store, bucket_of(store), prefix, settings()).names("") == {"offsets/", "state/"}
+    assert Manifest(spark, manifest_store, bucket_of(manifest_store), prefix,
+                    settings()).names("") == {"offsets/", "state/"}
 
 
-def test_list_honours_the_filter_and_reports_files_as_files(spark, store, prefix):
-    m = Manifest(spark, store, bucket_of(store), prefix, settings())
+def test_list_honours_the_filter_and_reports_files_as_files(spark, manifest_store, prefix):
+    m = Manifest(spark, manifest_store, bucket_of(manifest_store), prefix, settings())
     m.mkdirs("log/sub")
     odd = "a b+c%d.é"
     for name in ("0", "1", "x", odd):
@@ -347,9 +349,9 @@ def test_list_honours_the_filter_and_reports_files_as_files(spark, store, prefix
     assert m.names("log/sub") == set()
 
 
-def test_exists_of_a_directory_follows_mkdirs_writes_deletes_and_restarts(spark, store, prefix):
-    bucket, conf = bucket_of(store), settings()
-    m = Manifest(spark, store, bucket, prefix, conf)
+def test_exists_of_a_directory_follows_mkdirs_writes_deletes_and_restarts(spark, manifest_store, prefix):
+    bucket, conf = bucket_of(manifest_store), settings()
+    m = Manifest(spark, manifest_store, bucket, prefix, conf)
     # HDFSMetadataLog treats exists(dir) == false as an empty log: it must be exact.
     assert not m.exists("") and not m.exists("offsets")
     with pytest.raises(Py4JJavaError) as raised:
@@ -363,7 +365,7 @@ def test_exists_of_a_directory_follows_mkdirs_writes_deletes_and_restarts(spark,
     assert all(m.exists(p) for p in ("state", "state/0", "state/0/1"))
     assert m.names("state/0") == {"1/"}
 
-    restarted = Manifest(spark, store, bucket, prefix, conf)
+    restarted = Manifest(spark, manifest_store, bucket, prefix, conf)
     assert restarted.exists("offsets") and restarted.exists("state/0/1")
     assert [s.isFile() for s in restarted.statuses("offsets")] == [True]
     assert restarted.names("") == {"offsets/", "state/"}
@@ -373,32 +375,32 @@ def test_exists_of_a_directory_follows_mkdirs_writes_deletes_and_restarts(spark,
     with pytest.raises(Py4JJavaError):
         restarted.write("log/_manifest/x", b"reserved")
     # No object in the bucket is named after a checkpoint file: only manifests exist.
-    keys = store.list_keys(bucket, prefix + "/")
+    keys = manifest_store.list_keys(bucket, prefix + "/")
     assert keys and all("/_manifest/" in "/" + k for k in keys)
 
 
-def test_a_root_keeps_every_manifest_below_it(spark, store, prefix):
+def test_a_root_keeps_every_manifest_below_it(spark, manifest_store, prefix):
     """With ``ckptbench.manifest.root`` (how a benchmark run keeps to its prefix in a user's bucket)
     nothing is written above the root; without it, the bucket root gets a manifest."""
     bucket = f"manifest-root-{uuid.uuid4().hex[:8]}"
-    store.create_bucket(bucket)
-    ckpt_impls.attach(spark, store, bucket)
+    manifest_store.create_bucket(bucket)
+    ckpt_impls.attach(spark, manifest_store, bucket)
     try:
         conf = {**settings(), "ckptbench.manifest.root": f"s3a://{bucket}/{prefix}/run/"}
-        root = Manifest(spark, store, bucket, f"{prefix}/run", conf)
+        root = Manifest(spark, manifest_store, bucket, f"{prefix}/run", conf)
         assert root.exists("") and root.names("") == set()  # taken to exist, with nothing recorded
-        rooted = Manifest(spark, store, bucket, f"{prefix}/run/checkpoint", conf)
+        rooted = Manifest(spark, manifest_store, bucket, f"{prefix}/run/checkpoint", conf)
         rooted.write("offsets/0", b"o0")
         assert rooted.read("offsets/0") == b"o0" and rooted.names("offsets") == {"0"}
         assert root.names("") == {"checkpoint/"}
-        keys = store.list_keys(bucket)
+        keys = manifest_store.list_keys(bucket)
         assert keys and all(k.startswith(f"{prefix}/run/") for k in keys), keys
 
-        Manifest(spark, store, bucket, f"{prefix}/other", settings()).write("offsets/0", b"o0")
-        assert any(k.startswith("_manifest/") for k in store.list_keys(bucket))  # the bucket root's
+        Manifest(spark, manifest_store, bucket, f"{prefix}/other", settings()).write("offsets/0", b"o0")
+        assert any(k.startswith("_manifest/") for k in manifest_store.list_keys(bucket))  # the bucket root's
     finally:
-        store.empty_bucket(bucket)
-        store.client().delete_bucket(Bucket=bucket)
+        manifest_store.empty_bucket(bucket)
+        manifest_store.client().delete_bucket(Bucket=bucket)
 
 
 def outside_manifests(m: Manifest) -> set[str]:
@@ -406,14 +408,14 @@ def outside_manifests(m: Manifest) -> set[str]:
     return {k for k in m.objects() if "/_manifest/" not in "/" + k}
 
 
-def test_rocksdb_files_the_filesystem_reads_are_at_their_own_keys(spark, store, prefix, tmp_path):
+def test_rocksdb_files_the_filesystem_reads_are_at_their_own_keys(spark, manifest_store, prefix, tmp_path):
     """Spark's RocksDB state store writes ``<version>.zip`` through the manager but unzips it with
     ``FileSystem.open``, and moves its SST and log files with the FileSystem alone, probing,
     listing and deleting them through the manager (``RocksDBPaths``). Both must work through S3A
     exactly as RocksDB calls it, while everything else stays the manifest's alone."""
     jvm = spark._jvm
-    bucket = bucket_of(store)
-    m = Manifest(spark, store, bucket, prefix, settings())
+    bucket = bucket_of(manifest_store)
+    m = Manifest(spark, manifest_store, bucket, prefix, settings())
     fs = m.path("").getFileSystem(spark._jsc.hadoopConfiguration())
     state = "checkpoint/state/0/1"
 
@@ -444,7 +446,7 @@ def test_rocksdb_files_the_filesystem_reads_are_at_their_own_keys(spark, store, 
     assert not m.exists(f"{state}/SSTs")
     fs.copyFromLocalFile(jvm.org.apache.hadoop.fs.Path(local.as_uri()), m.path(sst))
     assert m.exists(f"{state}/SSTs") and m.names(f"{state}/SSTs") == {"000008-4e0c.sst"}
-    restarted = Manifest(spark, store, bucket, prefix, settings())
+    restarted = Manifest(spark, manifest_store, bucket, prefix, settings())
     assert restarted.names(state) == {"1.zip", "2.changelog"} and restarted.read(sst) == b"sst"
     restarted.delete(sst)
     restarted.delete(f"{state}/1.zip")
@@ -508,10 +510,10 @@ def test_a_checkpoint_file_costs_one_request_inline_and_two_staged_and_no_list(s
 # -- a streaming query ------------------------------------------------------------------------
 
 
-def test_stateful_query_restarts_at_the_next_batch(spark, store, prefix):
+def test_stateful_query_restarts_at_the_next_batch(spark, manifest_store, prefix):
     from pyspark.sql import functions as F
 
-    bucket = bucket_of(store)
+    bucket = bucket_of(manifest_store)
     checkpoint = f"s3a://{bucket}/{prefix}/checkpoint"
     chosen = {ckpt_impls.MANAGER_CLASS_CONF: ckpt_impls.get("manifest").manager_class,
               "ckptbench.manifest.compactInterval": "4"}  # compactions within the run
@@ -533,7 +535,7 @@ def test_stateful_query_restarts_at_the_next_batch(spark, store, prefix):
     with settings_set(spark, chosen):
         first = run(12)
         assert len(first) >= 12
-        m = Manifest(spark, store, bucket, f"{prefix}/checkpoint", settings())
+        m = Manifest(spark, manifest_store, bucket, f"{prefix}/checkpoint", settings())
         committed = max(int(n) for n in m.names("commits"))
         assert committed >= first[-1]
         second = run(2)

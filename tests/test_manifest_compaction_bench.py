@@ -23,7 +23,7 @@ import pytest
 
 import infra
 
-pytestmark = pytest.mark.slow  # a whole benchmark run in a child process
+pytestmark = pytest.mark.spark  # a whole benchmark run in a child process
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""

@@ -16,7 +16,7 @@ import botocore.exceptions
 import pytest
 import test_fault_profiles as fault_profiles
 
-from conftest import skip_unless_ci
+from helpers import ckptbench, one_error_line, skip_unless_ci
 from infra.ceph import CephStore
 from infra.faults import PROFILES, Injection, Outage
 from infra.metered import MeteredStore
@@ -24,7 +24,7 @@ from infra.metered import MeteredStore
 # The outage rule is one more of the proxy's fault rules: the same stores, bucket, client settings and
 # proxy fixtures as theirs (module attributes, so that pytest finds the fixtures here too).
 BUCKET, CUT, NO_RETRIES = fault_profiles.BUCKET, fault_profiles.CUT, fault_profiles.NO_RETRIES
-store, metered, proxy = fault_profiles.store, fault_profiles.metered, fault_profiles.proxy
+profile_store, metered_store, proxy = fault_profiles.profile_store, fault_profiles.metered_store, fault_profiles.proxy
 
 
 def _passes(call) -> bool:
@@ -35,21 +35,21 @@ def _passes(call) -> bool:
         return False
 
 
-def test_outage_resets_every_request_in_its_window_then_lets_them_pass(store, metered, proxy):
+def test_outage_resets_every_request_in_its_window_then_lets_them_pass(profile_store, metered_store, proxy):
     prefix = f"t-{uuid.uuid4().hex[:8]}"
-    s3 = metered.client(retries=NO_RETRIES)
+    s3 = metered_store.client(retries=NO_RETRIES)
     seconds = 1.5
     proxy.inject(Outage(seconds, after=2))
     assert _passes(lambda: s3.head_bucket(Bucket=BUCKET)) and _passes(lambda: s3.head_bucket(Bucket=BUCKET))
     # The third request opens the window: it and a PUT on a new connection are reset.
     assert not _passes(lambda: s3.head_bucket(Bucket=BUCKET))
-    fresh = metered.client(retries=NO_RETRIES)
+    fresh = metered_store.client(retries=NO_RETRIES)
     assert not _passes(lambda: fresh.put_object(Bucket=BUCKET, Key=f"{prefix}/in-window", Body=b"x"))
     while not _passes(lambda: s3.head_bucket(Bucket=BUCKET)):
         pass  # reset until the window closes
     s3.put_object(Bucket=BUCKET, Key=f"{prefix}/after", Body=b"y")
     assert _passes(lambda: fresh.head_bucket(Bucket=BUCKET))
-    assert store.list_keys(BUCKET, prefix + "/") == [f"{prefix}/after"]  # the store never saw the reset PUT
+    assert profile_store.list_keys(BUCKET, prefix + "/") == [f"{prefix}/after"]  # the store never saw the reset PUT
 
     statuses = [e.status for e in proxy.events()]
     resets = statuses.index(200, 2) - 2  # the run of resets after the first two requests
@@ -78,12 +78,10 @@ def test_outage_profiles_say_what_they_take_away():
     assert outages["gateway-restart"].restart and PROFILES["gateway-restart"](0) == []
 
 
-def test_a_gateway_restart_is_the_fault_labs_alone(store):
+def test_a_gateway_restart_is_the_fault_labs_alone(profile_store):
     """No proxy can restart a gateway: a whole run under gateway-restart is refused, in one line."""
-    from test_bad_input import ckptbench, one_error_line
-
     with pytest.raises(ValueError, match="only the fault lab"):
-        MeteredStore(store, "gateway-restart")
+        MeteredStore(profile_store, "gateway-restart")
     line = one_error_line(ckptbench("measure", "--fault-profile", "gateway-restart"))
     assert "fault profile gateway-restart restarts the store's gateway" in line
 
@@ -99,6 +97,7 @@ def persistent_ceph():
         yield ceph
 
 
+@pytest.mark.ceph
 def test_a_killed_gateway_comes_back_on_its_port_with_its_objects(persistent_ceph):
     ceph = persistent_ceph
     ceph.create_bucket(BUCKET)

@@ -38,7 +38,7 @@ import pytest
 from ckptbench import config
 from ckptbench.record import disk, results, schema
 from ckptbench.report import page, publish
-from conftest import event, progress, skip_unless_ci
+from helpers import event, progress, skip_unless_ci
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "data" / "asv-smallest"

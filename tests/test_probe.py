@@ -11,39 +11,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import uuid
 
 import pytest
-from test_bad_input import one_error_line
 
 import ckpt_impls
-from ckptbench.cli.common import RESULTS
 from ckptbench.experiments import probe
 from ckptbench.report import tables
+from helpers import ckptbench, one_error_line
 from infra.faults import Fault
 from infra.metered import MeteredStore
 
 KiB, MiB = 1024, 1024 * 1024
 
 
-def ckptbench(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """``python -m ckptbench ARGS`` as a real process (keys only in its environment), asserting it
-    wrote nothing under results/ (test_bad_input's helper, with a timeout to choose)."""
-    before = set(RESULTS.glob("*")) if RESULTS.exists() else set()
-    done = subprocess.run([sys.executable, "-m", "ckptbench", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
-    after = set(RESULTS.glob("*")) if RESULTS.exists() else set()
-    assert after == before, "the command wrote results"
-    return done
-
-
 @pytest.fixture
-def fresh_bucket(lab, request):
+def fresh_bucket(suite_stores, request):
     """``(store, bucket)``: a bucket of this test's own on the lab's store named by the test's parameter,
     holding two objects the probe must leave alone (one under the probe's own root prefix)."""
-    store = lab.get(request.param)
+    store = suite_stores.get(request.param)
     bucket = f"probe-{store.name}-{uuid.uuid4().hex[:8]}"
     store.create_bucket(bucket)
     s3 = store.client()
@@ -92,7 +78,7 @@ def test_an_honest_store_runs_every_strategy(fresh_bucket, copy_sizes):
     if store.name == "embedded":  # moto copies the bytes in memory: about as long as a PUT of them
         assert copy["moves_data"], copy
     else:
-        # Ceph RGW copies only an object's head (4 MiB) and shares its tail (shared/notes/environment.md):
+        # Ceph RGW copies only an object's head (4 MiB) and shares its tail (``infra.CephStore``):
         # copy_fit's share of a PUT's per-MiB cost lands near its 0.1 threshold over 1 KiB..32 MiB, so
         # the verdict may go either way; what holds is that a 32 MiB COPY costs a fraction of its PUT.
         assert largest["COPY"] < largest["PUT"] / 3, copy
@@ -154,8 +140,8 @@ def test_a_remote_store_needs_a_bucket():
 
 
 @pytest.mark.parametrize("name", ["embedded", "ceph"])
-def test_missing_bucket(lab, name):
-    store = lab.get(name)
+def test_missing_bucket(suite_stores, name):
+    store = suite_stores.get(name)
     line = one_error_line(ckptbench("probe", "--store", "endpoint", "--bucket", "no-such-bucket", env={
         "CKPT_S3_ENDPOINT": store.endpoint, "AWS_ACCESS_KEY_ID": store.credentials.access_key,
         "AWS_SECRET_ACCESS_KEY": store.credentials.secret_key}))

@@ -35,23 +35,23 @@ STORES = ("embedded", "ceph")
 
 
 @pytest.fixture(scope="module", params=STORES)
-def store(request, lab):
-    s = lab.get(request.param)
+def proxy_store(request, suite_stores):
+    s = suite_stores.get(request.param)
     s.create_bucket(BUCKET)
     return s
 
 
 @pytest.fixture(scope="module", params=[MeteringProxy, ProxyProcess], ids=["in-process", "child-process"])
-def proxy(store, request):
-    store.empty_bucket(BUCKET)  # each kind of proxy starts from the same empty bucket
-    with request.param(store.endpoint) as p:
+def proxy(proxy_store, request):
+    proxy_store.empty_bucket(BUCKET)  # each kind of proxy starts from the same empty bucket
+    with request.param(proxy_store.endpoint) as p:
         yield p
 
 
 @pytest.fixture(scope="module")
-def s3(store, proxy):
+def s3(proxy_store, proxy):
     """A boto3 client that talks to the store only through the proxy."""
-    return _client(proxy.endpoint, store)
+    return _client(proxy.endpoint, proxy_store)
 
 
 def _client(endpoint, store=None, **config):
@@ -162,7 +162,7 @@ def test_conditional_put_fails_with_412(s3, proxy):
         ("PUT", "commits", 200), ("PUT", "commits", 412), ("GET", "commits", 200)]
 
 
-def test_checkpoint_metadata_and_bucket_calls(store, s3, proxy):
+def test_checkpoint_metadata_and_bucket_calls(proxy_store, s3, proxy):
     mark = proxy.mark()
     s3.put_object(Bucket=BUCKET, Key="ck/metadata", Body=b'{"id":"x"}')
     s3.head_bucket(Bucket=BUCKET)
@@ -189,7 +189,7 @@ def test_snapshots_marks_and_reset(s3, proxy):
     assert proxy.events() == [] and proxy.events_since(mark) == []
 
 
-def test_injected_faults(store, s3, proxy):
+def test_injected_faults(proxy_store, s3, proxy):
     """Rules injected into the proxy (pickled to it, for the child process): an answer instead
     of forwarding, for ``times`` requests; a header dropped; cleared."""
     key = "ck/commits/fault"
@@ -203,7 +203,7 @@ def test_injected_faults(store, s3, proxy):
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"first", IfNoneMatch="*")  # times=1: used up
     # SigV4 signs If-None-Match, SigV2 does not (S3A's S3SignerType on RGW): a dropped header
     # leaves a SigV2 signature valid.
-    sigv2 = _client(proxy.endpoint, store, signature_version="s3")
+    sigv2 = _client(proxy.endpoint, proxy_store, signature_version="s3")
     proxy.inject(Fault("PUT", drop_header="if-none-match"))
     try:
         sigv2.put_object(Bucket=BUCKET, Key=key, Body=b"second", IfNoneMatch="*")  # the store never saw the condition
@@ -236,11 +236,11 @@ def test_child_process_rejects_a_bad_upstream_in_the_caller():
         ProxyProcess("https://example.com")
 
 
-def test_child_process_ends_with_its_parent(store):
+def test_child_process_ends_with_its_parent(proxy_store):
     """A parent killed outright (no stop(), no atexit) leaves no proxy process behind."""
     parent = subprocess.Popen(
         [sys.executable, "-c", ("import sys, time; from infra.proxy_process import ProxyProcess; "
-                                f"p = ProxyProcess({store.endpoint!r}).start(); print(p._child.pid, flush=True); "
+                                f"p = ProxyProcess({proxy_store.endpoint!r}).start(); print(p._child.pid, flush=True); "
                                 "time.sleep(60)")],
         stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
@@ -257,8 +257,8 @@ def test_child_process_ends_with_its_parent(store):
     pytest.fail(f"proxy process {child} outlived its parent")
 
 
-def test_child_process_stop_and_calls_after_it(store):
-    proxy = ProxyProcess(store.endpoint).start()
+def test_child_process_stop_and_calls_after_it(proxy_store):
+    proxy = ProxyProcess(proxy_store.endpoint).start()
     child = proxy._child
     proxy.stop()
     assert child.returncode == 0
@@ -509,13 +509,13 @@ def test_unreachable_store_gives_502_and_is_counted(raw_client, proxy_class):
 
 # -- the relay against real stores (raw HTTP, SigV4-signed for the store) ---------------
 
-def _signed(store, endpoint, method, path, body=b"", headers=()):
+def _signed(proxy_store, endpoint, method, path, body=b"", headers=()):
     """The head of an HTTP/1.1 request to the proxy at ``endpoint``, SigV4-signed with the
     store's credentials (over ``Host`` and the body's SHA-256); ``headers`` are added and
     signed. Content-Length is added unless ``headers`` frame the body otherwise."""
     request = AWSRequest(method=method, url=endpoint + path, data=body, headers=dict(headers))
-    creds = BotoCredentials(store.credentials.access_key, store.credentials.secret_key)
-    S3SigV4Auth(creds, "s3", store.region).add_auth(request)
+    creds = BotoCredentials(proxy_store.credentials.access_key, proxy_store.credentials.secret_key)
+    S3SigV4Auth(creds, "s3", proxy_store.region).add_auth(request)
     lines = [f"{method} {path} HTTP/1.1", f"Host: {endpoint.removeprefix('http://')}"]
     lines += [f"{k}: {v}" for k, v in request.headers.items()]
     if not any(k.lower() in ("content-length", "transfer-encoding") for k, _ in headers) and body:
@@ -552,7 +552,7 @@ class CountingProxy(MeteringProxy):
         return super()._connect_upstream()
 
 
-def test_chunked_upload_counted_by_its_payload(store, proxy):
+def test_chunked_upload_counted_by_its_payload(proxy_store, proxy):
     """A ``Transfer-Encoding: chunked`` PUT goes through whole, and ``bytes_in`` is its
     payload, not the bytes of its chunk framing. Ceph RGW 16 refuses a chunked S3 PUT
     (411, it wants a length); moto stores it."""
@@ -560,7 +560,7 @@ def test_chunked_upload_counted_by_its_payload(store, proxy):
     host, port = proxy.endpoint.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=10)
     mark = proxy.mark()
-    head = _signed(store, proxy.endpoint, "PUT", f"/{BUCKET}/ck/offsets/chunked", body,
+    head = _signed(proxy_store, proxy.endpoint, "PUT", f"/{BUCKET}/ck/offsets/chunked", body,
                    [("Transfer-Encoding", "chunked")])
     headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if line)
     conn.request("PUT", f"/{BUCKET}/ck/offsets/chunked", body=iter([body[:1000], body[1000:2000], body[2000:]]),
@@ -568,19 +568,19 @@ def test_chunked_upload_counted_by_its_payload(store, proxy):
     response = conn.getresponse()
     response.read()
     conn.close()
-    expected = 411 if store.name == "ceph" else 200
+    expected = 411 if proxy_store.name == "ceph" else 200
     (event,) = _events_after(proxy, mark, 1)
     assert (event.op, event.area, event.status, event.bytes_in) == ("PUT", "offsets", expected, len(body))
     assert response.status == expected
     if expected == 200:
-        stored = store.client().get_object(Bucket=BUCKET, Key="ck/offsets/chunked")["Body"].read()
+        stored = proxy_store.client().get_object(Bucket=BUCKET, Key="ck/offsets/chunked")["Body"].read()
         assert stored == body
 
 
-def test_expect_100_continue_put_does_not_wait(store, proxy, raw_client):
+def test_expect_100_continue_put_does_not_wait(proxy_store, proxy, raw_client):
     """The client hears ``100 Continue`` once, at once, then the store's answer."""
     body = b"c" * 2048
-    head = _signed(store, proxy.endpoint, "PUT", f"/{BUCKET}/ck/commits/expect", body,
+    head = _signed(proxy_store, proxy.endpoint, "PUT", f"/{BUCKET}/ck/commits/expect", body,
                    [("Expect", "100-continue")])
     sock = raw_client(proxy.endpoint)
     mark = proxy.mark()
@@ -594,10 +594,10 @@ def test_expect_100_continue_put_does_not_wait(store, proxy, raw_client):
     assert status == 200  # not a second 100 Continue: the store's own was dropped
     (event,) = _events_after(proxy, mark, 1)
     assert (event.op, event.status, event.bytes_in) == ("PUT", 200, len(body))
-    assert store.client().get_object(Bucket=BUCKET, Key="ck/commits/expect")["Body"].read() == body
+    assert proxy_store.client().get_object(Bucket=BUCKET, Key="ck/commits/expect")["Body"].read() == body
 
 
-def test_early_refusal_of_an_expect_put_leaves_the_connection_usable(store, proxy, raw_client):
+def test_early_refusal_of_an_expect_put_leaves_the_connection_usable(proxy_store, proxy, raw_client):
     """A store may answer an ``Expect: 100-continue`` PUT with a final status without reading
     its body (Ceph RGW does, for a bucket that does not exist, and keeps the connection); the
     proxy has already said 100 and sent the body on, so it must not reuse that upstream
@@ -606,7 +606,7 @@ def test_early_refusal_of_an_expect_put_leaves_the_connection_usable(store, prox
     sock = raw_client(proxy.endpoint)
     mark = proxy.mark()
     for _ in range(2):
-        sock.sendall(_signed(store, proxy.endpoint, "PUT", "/no-such-bucket-here/k", body,
+        sock.sendall(_signed(proxy_store, proxy.endpoint, "PUT", "/no-such-bucket-here/k", body,
                              [("Expect", "100-continue")]))
         assert _recv_until(sock, b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(body)
@@ -614,7 +614,7 @@ def test_early_refusal_of_an_expect_put_leaves_the_connection_usable(store, prox
         assert status == 404
         if headers.get("connection", "").lower() == "close":  # moto, after every response
             sock = raw_client(proxy.endpoint)
-        sock.sendall(_signed(store, proxy.endpoint, "HEAD", f"/{BUCKET}"))
+        sock.sendall(_signed(proxy_store, proxy.endpoint, "HEAD", f"/{BUCKET}"))
         status, headers, _ = _read_response(sock.makefile("rb"), "HEAD")
         assert status == 200
         if headers.get("connection", "").lower() == "close":
@@ -622,7 +622,7 @@ def test_early_refusal_of_an_expect_put_leaves_the_connection_usable(store, prox
     assert [(e.op, e.status) for e in _events_after(proxy, mark, 4)] == [("PUT", 404), ("HEAD", 200)] * 2
 
 
-def test_boto3_file_like_put_sends_expect_and_is_not_delayed(store, s3, proxy):
+def test_boto3_file_like_put_sends_expect_and_is_not_delayed(proxy_store, s3, proxy):
     """boto3 sends ``Expect: 100-continue`` with a file-like body and would wait for a 100."""
     mark = proxy.mark()
     t0 = time.perf_counter()
@@ -631,18 +631,18 @@ def test_boto3_file_like_put_sends_expect_and_is_not_delayed(store, s3, proxy):
     assert _ops(_events_after(proxy, mark, 1)) == [("PUT", "commits", 200)]
 
 
-def test_keep_alive_one_upstream_connection_per_client_connection(store):
+def test_keep_alive_one_upstream_connection_per_client_connection(proxy_store):
     """Twenty requests on one client connection: one upstream connection, when the store
     keeps it alive (Ceph RGW); the same for boto3's PUTs with ``Expect: 100-continue``. moto
     closes every connection after one response; the proxy passes that on, so there each
     request has a client and an upstream connection of its own."""
-    with CountingProxy(store.endpoint) as proxy:
+    with CountingProxy(proxy_store.endpoint) as proxy:
         host, port = proxy.endpoint.removeprefix("http://").split(":")
         conn = http.client.HTTPConnection(host, int(port), timeout=10)
         client_ports = set()
         for i in range(20):
             method, body = ("PUT", b"k" * i) if i % 2 == 0 else ("HEAD", b"")
-            head = _signed(store, proxy.endpoint, method, f"/{BUCKET}/ck/offsets/ka{i // 2}", body)
+            head = _signed(proxy_store, proxy.endpoint, method, f"/{BUCKET}/ck/offsets/ka{i // 2}", body)
             headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if line)
             conn.request(method, f"/{BUCKET}/ck/offsets/ka{i // 2}", body=body, headers=headers)
             client_ports.add(conn.sock.getsockname()[1])
@@ -653,26 +653,26 @@ def test_keep_alive_one_upstream_connection_per_client_connection(store):
         events = _events_after(proxy, 0, 20)
         upstream_connections = proxy.upstream_connections
         # boto3 (one pooled connection) sends its PUTs with Expect: 100-continue.
-        s3 = _client(proxy.endpoint, store, max_pool_connections=1)
+        s3 = _client(proxy.endpoint, proxy_store, max_pool_connections=1)
         for i in range(10):
             s3.put_object(Bucket=BUCKET, Key=f"ck/offsets/ka{i}", Body=b"b" * i)
             s3.head_object(Bucket=BUCKET, Key=f"ck/offsets/ka{i}")
         boto3_events = _events_after(proxy, 20, 20)
         boto3_upstream_connections = proxy.upstream_connections - upstream_connections
     assert [(e.op, e.status) for e in events + boto3_events] == [("PUT", 200), ("HEAD", 200)] * 20
-    expected = 20 if store.name == "embedded" else 1
+    expected = 20 if proxy_store.name == "embedded" else 1
     assert (len(client_ports), upstream_connections, boto3_upstream_connections) == (expected, expected, expected)
 
 
-def test_pipelined_requests_answered_in_order(store, proxy, raw_client):
+def test_pipelined_requests_answered_in_order(proxy_store, proxy, raw_client):
     """Three requests sent back to back before any answer: three answers, in order."""
-    if store.name == "embedded":
+    if proxy_store.name == "embedded":
         pytest.skip("moto closes every connection after one response: nothing to pipeline on")
     key = f"/{BUCKET}/ck/sources/pipelined"
     requests = [("PUT", b"p" * 100), ("HEAD", b""), ("GET", b"")]
     mark = proxy.mark()
     sock = raw_client(proxy.endpoint)
-    sock.sendall(b"".join(_signed(store, proxy.endpoint, m, key, b) + b for m, b in requests))
+    sock.sendall(b"".join(_signed(proxy_store, proxy.endpoint, m, key, b) + b for m, b in requests))
     rfile = sock.makefile("rb")
     answers = [_read_response(rfile, m) for m, _ in requests]
     assert [(status, body) for status, _, body in answers] == [(200, b""), (200, b""), (200, b"p" * 100)]
@@ -682,22 +682,22 @@ def test_pipelined_requests_answered_in_order(store, proxy, raw_client):
         ("PUT", 200, 100, 0), ("HEAD", 200, 0, 0), ("GET", 200, 0, 100)]
 
 
-def test_aborted_upload_counted_with_status_0(store, proxy, raw_client):
+def test_aborted_upload_counted_with_status_0(proxy_store, proxy, raw_client):
     """A client that goes away inside its request body: counted, status 0; the store gets no
     object (the proxy drops its upstream connection too) and the proxy serves on."""
     body = b"a" * 1000
     key = "ck/offsets/aborted"
     sock = raw_client(proxy.endpoint)
     mark = proxy.mark()
-    sock.sendall(_signed(store, proxy.endpoint, "PUT", f"/{BUCKET}/{key}", body) + body[:10])
+    sock.sendall(_signed(proxy_store, proxy.endpoint, "PUT", f"/{BUCKET}/{key}", body) + body[:10])
     time.sleep(0.2)  # the head and the first bytes reach the store
     sock.close()
     (event,) = _events_after(proxy, mark, 1)
     assert (event.op, event.key, event.status, event.bytes_in, event.bytes_out) == ("PUT", key, 0, 10, 0)
     with pytest.raises(ClientError) as missing:
-        store.client().head_object(Bucket=BUCKET, Key=key)
+        proxy_store.client().head_object(Bucket=BUCKET, Key=key)
     assert missing.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
-    assert _client(proxy.endpoint, store).head_bucket(Bucket=BUCKET)["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert _client(proxy.endpoint, proxy_store).head_bucket(Bucket=BUCKET)["ResponseMetadata"]["HTTPStatusCode"] == 200
 
 
 # -- pure functions -------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from ckptbench import metrics
 from ckptbench.experiments import race
 from ckptbench.record import results
-from conftest import bucket_of
+from helpers import bucket_of
 from infra.metered import MeteredStore
 
 ROUNDS = 3
@@ -22,8 +22,8 @@ ALREADY_EXISTS = "org.apache.hadoop.fs.FileAlreadyExistsException"
 
 
 @pytest.fixture(scope="module")
-def proxied_ceph(lab):
-    store = lab.get("ceph")
+def proxied_ceph(suite_stores):
+    store = suite_stores.get("ceph")
     with MeteredStore(store) as metered:
         yield metered, bucket_of(store)
 
@@ -37,6 +37,7 @@ def raced(spark, proxied, strategy: str, kinds) -> results.Results:
     return recorder.results({})
 
 
+@pytest.mark.ceph
 def test_the_race_catches_a_check_then_write_manager(spark, proxied_ceph):
     record = raced(spark, proxied_ceph, "direct", ("offsets", "state"))
     assert len(record.races) == 2 * ROUNDS
@@ -46,6 +47,7 @@ def test_the_race_catches_a_check_then_write_manager(spark, proxied_ceph):
     assert metrics.refuses_second_writer(record, "direct") is False
 
 
+@pytest.mark.ceph
 def test_the_race_passes_an_atomic_create(spark, proxied_ceph):
     record = raced(spark, proxied_ceph, "conditional", ("commits", "_spark_metadata"))
     assert record.races.paired.all(), record.races

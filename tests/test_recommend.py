@@ -16,7 +16,7 @@ import pytest
 from ckptbench import config
 from ckptbench.record import disk, results, schema
 from ckptbench.report import recommendation
-from conftest import ROOT, event, progress, skip_unless_ci
+from helpers import ROOT, event, progress, skip_unless_ci
 
 SHAPE = config.Shape("stateful", "hdfs", partitions=2, trigger_s=10.0)
 REFUSED = "Stateful streaming queries does not support async progress tracking at this moment."
@@ -123,7 +123,7 @@ def run_recommend(*args: str, out: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.slow
+@pytest.mark.spark
 def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     out = tmp_path / "out"
     done = run_recommend("--store", "embedded", "--workload", "stateless", "--partitions", "2", "--trigger", "10s",

@@ -29,7 +29,7 @@ import pytest
 
 from ckpt_impls import jars
 from ckptbench.cli import continuous
-from conftest import ended_beside
+from helpers import ended_beside
 from infra.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,7 +26,7 @@ from ckptbench import config, metrics
 from ckptbench.experiments.contract import java_class
 from ckptbench.harness import querylab, workloads
 from ckptbench.record import results
-from conftest import CheckpointFiles
+from helpers import CheckpointFiles
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
 FILE_AREAS = ("offsets", "commits", "state")
@@ -74,8 +74,8 @@ def test_conditional_sends_one_request_per_checkpoint_file(spark, metered):
     existence checks are answered from memory. A LIST per check (the old way) makes it 1.5.
 
     A batch's own on both sides (``metrics.requests_per_checkpoint_file``): the state store's
-    maintenance, on its own schedule, lands in a run's few batches or not (a fresh-clone CI run,
-    2026-11-24: 4 LISTs of partition directories in 6 batches)."""
+    maintenance, on its own schedule, lands in a run's few batches or not (its LISTs of partition
+    directories among them)."""
     proxied, bucket = metered
     recorder = results.Recorder()
     lab = querylab.QueryLab(spark, proxied, bucket, config.PLANS["smallest"])
@@ -93,7 +93,8 @@ def test_conditional_sends_one_request_per_checkpoint_file(spark, metered):
 
 
 @pytest.mark.parametrize("strategy", ["rename", "conditional"])
-def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark, lab, metered_stores, strategy):
+def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark, suite_stores, metered_stores,
+                                                                         strategy):
     """``ckpt_impls.MAINTENANCE_WATCH`` around Spark's default manager (``rename``) and around one of
     ours logs what the state store's maintenance does, a ``.snapshot`` file (after
     ``minDeltasForSnapshot`` batches) and a partition directory's listing, and nothing a batch
@@ -103,7 +104,7 @@ def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark,
     earlier tests' queries), so the snapshot is logged by its name, a listing by its thread.
     Maintenance runs every 5 s (``config.SPARK_CONF``): the query runs until a snapshot is logged,
     or fails at a deadline. On one store: what it logs is Spark's calls, whatever the store."""
-    proxied, bucket = metered_stores(lab.get("embedded"))
+    proxied, bucket = metered_stores(suite_stores.get("embedded"))
     prefix = f"{proxied.run_prefix}watch-{strategy}-{uuid.uuid4().hex[:8]}"
     ckpt_impls.use(spark, strategy, watch_maintenance=True)
     query = workloads.stateful(spark, f"s3a://{bucket}/{prefix}/checkpoint", keys=KEYS, rows_per_batch=KEYS)

@@ -28,7 +28,7 @@ from ckptbench.harness import querylab
 from ckptbench.metrics import drift
 from ckptbench.record import disk, results, schema
 from ckptbench.report import tables
-from conftest import T0, event, progress
+from helpers import T0, event, progress
 
 ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
@@ -224,10 +224,10 @@ def test_drift_moves_and_summary(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def recorded(spark, lab, metered_stores, tmp_path_factory) -> Path:
+def recorded(spark, suite_stores, metered_stores, tmp_path_factory) -> Path:
     """A real record: the stateful workload for two strategies through the metering proxy, with the
     store's floor, as ``measure`` records it, written to disk."""
-    store = lab.get("embedded")
+    store = suite_stores.get("embedded")
     proxied, bucket = metered_stores(store)
     plan = dataclasses.replace(measure.plan(batches=4, warmup=1), floor_samples=20)
     recorder = results.Recorder()
@@ -385,8 +385,7 @@ def test_the_requests_a_maintenance_call_made_are_told_apart_from_a_batchs_own()
 def test_a_file_spark_deletes_counts_once_on_both_sides():
     """Past ``minBatchesToRetain`` Spark deletes each log's oldest file every batch: the floor logs
     the delete as a file operation, so one DELETE per deleted file stays at one request per file
-    (a measure run of 110 batches, 2026-11-24: conditional 4 PUTs and 0.18 DELETEs a batch read
-    1.05 per file while the floor counted its writes only)."""
+    (a floor counting its writes only reads more than one per file once deletes begin)."""
     recorder = results.Recorder()
     floor = recorder.add_run(ckpt_impls.FLOOR.name, "stateful", 10, "f")
     strategy = recorder.add_run("conditional", "stateful", 10, "p")

@@ -18,7 +18,7 @@ from ckptbench.experiments import scale
 from ckptbench.metrics import cost
 from ckptbench.record import disk, results
 from ckptbench.report import page, tables
-from conftest import T0, event, progress
+from helpers import T0, event, progress
 from infra.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent

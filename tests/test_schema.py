@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ckptbench.record import disk, results, schema, schema_page
-from conftest import event, progress
+from helpers import event, progress
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,23 +15,12 @@ import uuid
 
 import pytest
 
-from conftest import cluster_cross_check_run
-from infra import net
+from helpers import cluster_cross_check_run, command_lines, leaks
 from infra.net import command_lines_holding
 
 
-def command_lines() -> list[str]:
-    """Every process's command line now."""
-    return list(net.command_lines().values())
-
-
-def leaks(secrets: list[str], lines: list[str] | None = None) -> list[str]:
-    """The start of every command line (of ``lines``, else every process's now) holding one of ``secrets``."""
-    return [line[:80] for line in (command_lines() if lines is None else lines) for secret in secrets if secret in line]
-
-
-def test_no_secret_key_on_any_command_line(lab, spark):
-    secrets = [s.credentials.secret_key for s in lab.stores.values() if s.credentials]
+def test_no_secret_key_on_any_command_line(suite_stores, store, spark):
+    secrets = [s.credentials.secret_key for s in suite_stores.stores.values() if s.credentials]
     assert secrets, "no store with credentials started"
     assert any("org.apache.spark.deploy.SparkSubmit" in line for line in command_lines()), "the JVM is not running"
     assert not leaks(secrets), f"secret key on a command line: {leaks(secrets)}"
@@ -66,8 +55,8 @@ def test_no_secret_key_on_any_cluster_jvms_command_line(cluster_cross_check):
     assert cluster_cross_check["secret_on_command_lines"] == {}, "secret key on these processes' command lines"
 
 
-def test_the_session_can_use_the_keys_it_was_given(lab, spark):
+def test_the_session_can_use_the_keys_it_was_given(suite_stores, store, spark):
     hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-    for store in lab.stores.values():
+    for store in suite_stores.stores.values():
         bucket = f"ckptbench-{store.name}"
         assert hadoop_conf.get(f"fs.s3a.bucket.{bucket}.secret.key") == store.credentials.secret_key

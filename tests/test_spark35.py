@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, assert_beside_pytest_passed, beside_pytest, child_beside, skip_unless_ci
+from helpers import ROOT, assert_beside_pytest_passed, beside_pytest, child_beside, skip_unless_ci
 
 PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
 TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py",
@@ -27,7 +27,7 @@ TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py",
          "tests/test_crashlab.py::test_a_damaged_output_is_caught",
          # the floor's RocksDB reload runs in the main suite: with the floor of before it failed on 4.3 too
          "-k", "not (test_streaming and embedded) and not in-memory-floor"]
-TIMEOUT_S = 1800  # against a hang only: alone it took 2m34s on 2 cores (2026-11-23)
+TIMEOUT_S = 1800  # against a hang only: well above its own time on 2 cores
 
 
 def spark35_suite(workdir: Path) -> subprocess.Popen | None:

@@ -44,13 +44,13 @@ def test_which_requests_the_strategy_makes(op, key, strategy_made_it):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workload", ["stateful_rocksdb", "stateful_rocksdb_changelog"])
-def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_stores, lab, workload):
+def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_stores, suite_stores, workload):
     """With ``rename``, every file the manager writes is a temp PUT then a COPY to its key; the
     FileSystem's uploads are PUT straight to theirs. The classification must agree with that for
     every state file the run wrote. Without changelog checkpointing each batch uploads SST files, so
     that run must show both kinds (one with no SST upload would check nothing); with it, SST files go
     up only when maintenance uploads a snapshot, which a short run may not reach."""
-    store, bucket = metered_stores(lab.get("embedded"))
+    store, bucket = metered_stores(suite_stores.get("embedded"))
     recorder = results.Recorder()
     querylab.QueryLab(spark, store, bucket, config.PLANS["smallest"]).run(recorder, "rename", workload, 100, 1, 12)
     record = recorder.results({"plan": {"keys": [100]}})
@@ -81,7 +81,7 @@ def test_checksums_off_is_a_workload_only_where_spark_has_them():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", [*ckpt_impls.STRATEGIES, ckpt_impls.FLOOR.name])
-def test_rocksdb_state_is_reloaded_from_the_checkpoint_after_a_restart(spark, metered_stores, lab, strategy):
+def test_rocksdb_state_is_reloaded_from_the_checkpoint_after_a_restart(spark, metered_stores, suite_stores, strategy):
     """A restarted query's tasks load their RocksDB state from the checkpoint (a new run is a new
     provider): ``<version>.zip``, which RocksDB unzips with ``FileSystem.open`` although it wrote
     it through the manager, and the SST files it names. Every strategy, and the benchmark's floor
@@ -90,7 +90,7 @@ def test_rocksdb_state_is_reloaded_from_the_checkpoint_after_a_restart(spark, me
     zip, so the reload must GET one (a run that reads none would check nothing)."""
     from ckptbench.harness import workloads
 
-    store, bucket = metered_stores(lab.get("embedded"))
+    store, bucket = metered_stores(suite_stores.get("embedded"))
     checkpoint = f"s3a://{bucket}/{strategy}-rocksdb-reload-{uuid.uuid4().hex[:8]}/checkpoint"
     table = f"rocksdb_reload_{strategy}".replace("-", "_")
     conf = config.WORKLOAD_CONF["stateful_rocksdb"]

@@ -21,9 +21,9 @@ PLAN = dataclasses.replace(config.PLANS["smallest"], copy_sizes=(KiB, MiB), copy
 
 
 @pytest.fixture(params=["embedded", "ceph"])
-def proxied(lab, request):
+def proxied(suite_stores, request):
     """``(store behind a metering proxy of its own, a fresh bucket)``."""
-    store = lab.get(request.param)
+    store = suite_stores.get(request.param)
     bucket = f"alone-{store.name}-{uuid.uuid4().hex[:8]}"
     store.create_bucket(bucket)
     with MeteredStore(store) as metered:

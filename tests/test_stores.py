@@ -32,9 +32,9 @@ MIB = 1 << 20
 
 
 @pytest.fixture
-def ceph(lab):
+def ceph(suite_stores):
     """Skips (or, under CI, fails) like the shared store fixture when Ceph cannot run here."""
-    lab.get("ceph")
+    suite_stores.get("ceph")
 
 
 @pytest.fixture
@@ -187,6 +187,7 @@ def test_servers_end_with_a_killed_parent(store):
             shutil.rmtree(Path(started["dir"]).parent, ignore_errors=True)
 
 
+@pytest.mark.ceph
 def test_ceph_start_removes_what_a_killed_run_left(ceph):
     root = Path(_orphaned_servers("ceph")["dir"]).parent
     assert root.exists()  # nobody was left to remove it
@@ -211,6 +212,7 @@ def test_ceph_rejects_unknown_objectstore():
         CephStore("filestore")
 
 
+@pytest.mark.ceph
 def test_ceph_restarts_as_a_fresh_cluster_and_stop_leaves_no_daemon(ceph):
     before = _ceph_children()
     first = CephStore().start()
@@ -251,6 +253,7 @@ def _ceph_children() -> set[int]:
     return found
 
 
+@pytest.mark.ceph
 def test_ceph_failed_start_stops_its_daemons_and_names_the_log(ceph, monkeypatch):
     # A budget used up before radosgw can answer: the start fails after all three daemons run.
     monkeypatch.setattr(infra.ceph, "_START_TIMEOUT", 0.05)
@@ -268,15 +271,17 @@ def test_ceph_failed_start_stops_its_daemons_and_names_the_log(ceph, monkeypatch
         shutil.rmtree(log.parent.parent if log.is_file() else log.parent, ignore_errors=True)
 
 
-def test_ceph_command_failure_says_what_the_command_printed(lab):
+@pytest.mark.ceph
+def test_ceph_command_failure_says_what_the_command_printed(suite_stores):
     # The reason is in the one-line error itself: a CI log shows it after the temp dir is gone.
     with pytest.raises(StoreUnavailable) as caught:
-        lab.get("ceph")._ceph("osd", "no-such-subcommand")
+        suite_stores.get("ceph")._ceph("osd", "no-such-subcommand")
     message = str(caught.value)
     assert "\n" not in message
     assert "exited with" in message and "invalid command" in message and "commands.log" in message
 
 
+@pytest.mark.ceph
 def test_ceph_bluestore_keeps_objects_across_restart(ceph, tmp_path):
     data_dir = tmp_path / "ceph"
     with CephStore("bluestore", str(data_dir)) as ceph:

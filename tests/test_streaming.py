@@ -12,7 +12,7 @@ import pytest
 
 import ckpt_impls
 from ckptbench.harness import workloads
-from conftest import LEFTOVERS, CheckpointFiles, bucket_of
+from helpers import LEFTOVERS, CheckpointFiles, bucket_of
 
 BATCHES = 10
 
@@ -28,10 +28,10 @@ def run_and_restart(spark, start_query, strategy: str, store, checkpoint_key: st
     one after the last committed, by the commits log as it stood at the restart.
 
     No read shows it exactly: ``stop()`` can interrupt a commit file's PUT that the store still
-    completes after a read right after the stop (a fresh-clone CI run, 2026-11-24, Spark 3.5 on
-    Ceph: commits/ listed up to 9 after the stop, the restart resumed at 11, and commits/10 was
-    there). So the batch before the first resumed one must be committed when the test ends, and
-    must be the last one committed after the stop or the one after it."""
+    completes after a read right after the stop (commits/ may list up to N after the stop, the
+    restart resume at N + 2, and commits/N+1 be there by then). So the batch before the first
+    resumed one must be committed when the test ends, and must be the last one committed after the
+    stop or the one after it."""
     query = start_query()
     try:
         workloads.await_batches(query, BATCHES)

@@ -25,13 +25,11 @@ from pathlib import Path
 import boto3
 import botocore.exceptions
 import pytest
-from test_bad_input import ckptbench, one_error_line
-from test_secrets import command_lines, leaks
 
 import infra
 from ckptbench.harness import stores
 from ckptbench.record import disk
-from conftest import TEST_JVM_OPTS
+from helpers import TEST_JVM_OPTS, ckptbench, command_lines, leaks, one_error_line
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Objects a user keeps in their bucket, some named to tempt a careless prefix match or clean-up.
@@ -41,6 +39,9 @@ FOREIGN = {
     "ckptbench-runs/their-own-dir/x": b"under the runs' root, but no run's: no owner object",
     f"ckptbench-runs/20200101T000000-{'0' * 8}/x": b"a run id's shape, but no owner object",
 }
+
+#: Every test here runs against the HTTPS Ceph RGW, whose truststore keytool (a JVM) makes.
+pytestmark = [pytest.mark.ceph, pytest.mark.spark]
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +165,7 @@ def wait_for(what: str, check, proc: subprocess.Popen, timeout: float = 300):
     raise AssertionError(f"no {what} within {timeout} s")
 
 
-@pytest.mark.slow
+@pytest.mark.spark
 def test_a_killed_run_leaves_only_its_prefix_which_clean_removes(tls, users_bucket, tmp_path):
     env = {**os.environ, **user_env(tls, "s3"), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-c", ENDLESS_RUN, users_bucket, str(tmp_path)], cwd=ROOT, env=env,
@@ -212,7 +213,7 @@ def _a_dead_pid() -> int:
     return proc.pid
 
 
-@pytest.mark.slow
+@pytest.mark.spark
 def test_bench_on_an_https_endpoint_end_to_end(tls, users_bucket, tmp_path):
     stale_run(tls, users_bucket)
     out = tmp_path / "results"
@@ -243,7 +244,7 @@ def test_bench_on_an_https_endpoint_end_to_end(tls, users_bucket, tmp_path):
     puts = record.requests[(record.requests.source == "jvm") & (record.requests.op == "PUT")]
     assert len(puts)
     # The query's stop may interrupt a PUT in flight: that attempt has no answer (status 0) and
-    # falls after the last batch (twice in a fresh-clone CI run, 2026-11-24); every answer is a 200.
+    # falls after the last batch; every answer is a 200.
     unanswered = puts[puts.status == 0]
     assert unanswered.batch_id.isna().all(), unanswered
     assert (puts[puts.status != 0].status == 200).all(), puts[puts.status != 200]
