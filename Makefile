@@ -38,10 +38,12 @@ test: setup setup-spark35
 # The fast tier (docs/testing.md): no Spark or other JVM, no Ceph, no command beside the suite. It
 # needs the venv and the jars (`deploy` and `recommend` name them before anything runs), not the
 # rest of `setup`: Ceph's and Chromium's packages, npm's copies of asv's scripts (their tests skip).
+# Its tests run in a process per core (pytest-xdist), a test file's tests in one process, as its
+# module-scoped fixtures expect; most of its time is CPU in CLI processes, which then overlap.
 test-fast: .venv/.installed
 	$(PY) -c "from ckpt_impls import build, jars; jars.fetch_bundled(); build.build()"
 	.venv/bin/ruff check .
-	$(PY) -m pytest -m "not spark and not ceph and not beside"
+	$(PY) -m pytest -n auto --dist loadfile -m "not spark and not ceph and not beside"
 
 bench: setup $(if $(filter-out 4.3,$(BENCH_SPARKS)),setup-spark35)
 	for version in $(BENCH_SPARKS); do $(PY) -m ckptbench bench --spark $$version || exit 1; done
