@@ -74,6 +74,8 @@ def test_the_comparison_is_worked_out_from_the_record(tmp_path):
     assert ("Runner-up: conditional + no-checksum: as fast: 18.0 ms [18.0, 18.0] against 18.0 ms [18.0, 18.0], the "
             "difference [0.0, 0.0] ms is inside the noise, and as cheap: $2.59 [2.59, 2.59] against $2.59 [2.59, 2.59] "
             "a month, with more of Spark's levers to set") in lines
+    # The chosen's verdict cell shows the median and cost, with intervals, the others' notes compare with.
+    assert "recommended: 18.0 ms [18.0, 18.0], $2.59 [2.59, 2.59] a month |" in text
     assert f"  - rename + async-progress: out: Spark refuses it: {REFUSED}" in lines
     assert "  - rename: the race let a second writer through" in lines
     assert "  - async-progress with conditional: Spark refused it (with rename)" in lines
