@@ -18,12 +18,35 @@ The rule, in order, so a reader can check every verdict by hand:
    the race was not run on a store no strategy is preferred and the reasons say so. The
    crash lab's zombie driver (a second query started on a running checkpoint) is shown, not
    used: Spark's own checks usually stop it before two writes meet, whatever the strategy.
-3. Then the lowest commit latency (Spark's walCommit + commitOffsets, p50 over measured batches);
-   within ``TIE`` of the fastest, the cheapest in requests (dollars per month at the trigger
-   interval, a projection at AWS list prices) wins. The cost counts every billable request of
-   the configuration (``metrics.billable_requests_all_by_op``: those between batches too),
-   since Spark's levers move requests no strategy controls (RocksDB's uploads, checksum files);
-   the strategy's own share (``metrics.strategy_controls``) is shown beside it.
+3. Then commit latency, over every measured batch of every run of a configuration (a record
+   may hold repeats of one: ``Results.runs_of``): the per-batch sums of Spark's walCommit +
+   commitOffsets (``metrics.commit_ms_per_batch``). Each configuration's median is shown with
+   its 95% interval, and two configurations are compared by the 95% interval of the difference
+   of their medians (``metrics.difference_interval``: a bootstrap with a fixed seed, so the same
+   record gives the same intervals and the same answer). A configuration is slower than the
+   fastest (the lowest median) only when the difference is both clear (its interval excludes
+   zero) and large: at least ``TIE`` (10%) of the fastest's median and at least one store round
+   trip (the record's PUT floor, ``metrics.put_floor_ms``, where it has one; else Spark's
+   resolution, 1 ms per duration: ``RESOLUTION_MS``, 2 ms for the two). Every other
+   configuration ties with the fastest.
+4. Among those tied, the cheapest in requests (dollars per month at the trigger interval, a
+   projection at AWS list prices). The cost counts every billable request of the configuration
+   (``metrics.billable_requests_all_by_op``: those between batches too), since Spark's levers
+   move requests no strategy controls (RocksDB's uploads, checksum files); the strategy's own
+   share (``metrics.strategy_controls``) is shown beside it. The strategy's own requests are
+   priced per measured batch (``metrics.dollars_per_batch``) and their mean bootstrapped like
+   the medians (a stateless job's count is the same every batch: its interval is a point); the
+   others are the mean over the strategies of the configuration, a constant added to both ends.
+   A configuration is dearer than the cheapest only when the difference of the means is clear
+   (its interval excludes zero) and at least ``CENT`` a month; every other ties on cost.
+5. Among those tied on latency and cost, the one with the fewest of Spark's levers (less to set
+   and keep); then a fixed order that depends on no measurement: Spark's default configuration
+   (``config.SPARK_DEFAULT``) first, then the strategies in ``ckpt_impls.STRATEGIES``' order,
+   then the levers' names in alphabetical order.
+
+Every verdict shows the intervals it rests on ("slower: 24.0 ms [23.0, 25.0] against 18.0 ms
+[17.0, 19.0]"), and the chosen configuration's first reason says what it won on: latency, cost
+among those as fast, fewer levers, or the fixed order.
 
 Each decision carries every candidate's numbers and the reason it was not chosen.
 """
@@ -32,14 +55,21 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 import ckpt_impls
 from ckptbench import metrics
 from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT
 from ckptbench.metrics import cost
 from ckptbench.record import results
 
-#: Commit latencies within this fraction of the fastest are a tie, settled by cost.
+#: A commit latency difference smaller than this fraction of the faster's median is a tie.
 TIE = 0.10
+#: Spark's resolution for walCommit + commitOffsets: 1 ms per duration. The smallest difference
+#: called where the record has no store floor.
+RESOLUTION_MS = 2.0
+#: A cost difference smaller than this (dollars a month) is a tie.
+CENT = 0.01
 
 
 @dataclasses.dataclass
@@ -59,6 +89,16 @@ class Candidate:
     out: str | None = None  # why it cannot be recommended
     note: str = ""  # why it was not chosen, when it could have been
     refused: bool = False  # Spark refused the configuration (``out`` holds its reason)
+    runs: int = 0  # the runs (repeats, ``Results.runs_of``) every figure above pools
+    # walCommit + commitOffsets of every measured batch of every run (``metrics.commit_ms_per_batch``)
+    commit_samples: tuple[float, ...] = dataclasses.field(default=(), repr=False)
+    # the strategy's own billable requests of each measured batch (``metrics.dollars_per_batch``),
+    # priced as a month of such batches at the trigger interval
+    dollar_samples: tuple[float, ...] = dataclasses.field(default=(), repr=False)
+    commit_median: metrics.Interval | None = None  # median of commit_samples, 95% interval
+    dollars_interval: metrics.Interval | None = None  # dollars a month, its 95% interval (pooled runs)
+    commit_difference: metrics.Interval | None = None  # ms, against the fastest (None: it is the fastest)
+    dollars_difference: metrics.Interval | None = None  # $ a month, against the cheapest of those as fast
 
     @property
     def levers(self) -> int:
@@ -80,6 +120,8 @@ class Decision:
     candidates: list[Candidate]
     chosen: Candidate | None = None
     baseline: Candidate | None = None  # Spark's default configuration (``SPARK_DEFAULT``), where measured
+    round_trip_ms: float = RESOLUTION_MS  # rule 3's store round trip: the PUT floor, else Spark's resolution
+    round_trip: str = "Spark's resolution, 1 ms per duration"  # what ``round_trip_ms`` is
 
 
 @dataclasses.dataclass
@@ -108,24 +150,31 @@ def _candidate(record: results.Results, strategy: str, workload: str, trigger_s:
     except results.RunFailed as e:
         c.out = f"its run failed ({e})"
         return c
-    c.batch_p50_ms = metrics.duration_percentile(run, "triggerExecution", 50)
-    c.commit_p50_ms = (metrics.duration_percentile(run, "walCommit", 50)
-                       + metrics.duration_percentile(run, "commitOffsets", 50))
-    c.commit_p95_ms = (metrics.duration_percentile(run, "walCommit", 95)
-                       + metrics.duration_percentile(run, "commitOffsets", 95))
-    own = metrics.billable_requests_by_op(run, controlled=True)
-    others = {op: n - own.get(op, 0.0) for op, n in metrics.billable_requests_all_by_op(run).items()}
+    repeats = record.runs_of(strategy, workload, keys=keys, preset=preset) or [run]
+    c.runs = len(repeats)
+    c.batch_p50_ms = metrics.durations_percentile(repeats, "triggerExecution", 50)
+    c.commit_p50_ms = (metrics.durations_percentile(repeats, "walCommit", 50)
+                       + metrics.durations_percentile(repeats, "commitOffsets", 50))
+    c.commit_p95_ms = (metrics.durations_percentile(repeats, "walCommit", 95)
+                       + metrics.durations_percentile(repeats, "commitOffsets", 95))
+    own = metrics.pooled_by_op(repeats, metrics.billable_requests_by_op, controlled=True)
+    others = {op: n - own.get(op, 0.0)
+              for op, n in metrics.pooled_by_op(repeats, metrics.billable_requests_all_by_op).items()}
     c.requests_per_batch, c.other_requests_per_batch = sum(own.values()), sum(others.values())
     c.dollars_per_month = cost.per_month(cost.dollars(own), trigger_s)
     c.other_dollars_per_month = cost.per_month(cost.dollars(others), trigger_s)
+    c.commit_samples = tuple(metrics.commit_ms_per_batch(repeats).tolist())
+    c.dollar_samples = tuple(cost.per_month(metrics.dollars_per_batch(repeats, controlled=True), trigger_s).tolist())
+    c.commit_median = metrics.median_interval(c.commit_samples)
     return c
 
 
-def _charge_others_by_configuration(candidates: list[Candidate]) -> None:
+def _charge_others_by_configuration(candidates: list[Candidate], trigger_s: float) -> None:
     """Add to each candidate's cost the requests no strategy controls (a sink's data files,
     RocksDB's uploads, checksum files, maintenance) as the mean over the strategies measured in the
     same configuration of Spark's levers: the levers decide them, and one run's share of them must
-    not tip the choice between strategies."""
+    not tip the choice between strategies. Each one's ``dollars_interval`` is its own requests'
+    interval with that charge added."""
     for preset in {c.preset for c in candidates}:
         ran = [c for c in candidates if c.preset == preset and c.out is None]
         if not ran:
@@ -135,22 +184,163 @@ def _charge_others_by_configuration(candidates: list[Candidate]) -> None:
         for c in ran:
             c.other_requests_per_batch, c.other_dollars_per_month = requests, dollars
             c.dollars_per_month += dollars
+            own = metrics.mean_interval(c.dollar_samples)
+            c.dollars_interval = metrics.Interval(own.value + dollars, own.low + dollars, own.high + dollars)
 
 
-def _first(eligible: list[Candidate]) -> tuple[Candidate, list[Candidate], list[Candidate]]:
-    """Rules 2 and 3 over ``eligible`` (none out): the configuration chosen, the pool it was chosen
-    from (those measured to refuse a second writer, else all) and those tied with the fastest."""
+def _order(c: Candidate) -> tuple:
+    """Rule 5's fixed order: Spark's default first, then ``ckpt_impls.STRATEGIES``' order, then the levers' names."""
+    known = list(ckpt_impls.STRATEGIES)
+    return ((c.strategy, c.preset) != SPARK_DEFAULT,
+            known.index(c.strategy) if c.strategy in known else len(known), c.strategy, c.preset)
+
+
+@dataclasses.dataclass
+class Ranking:
+    """Rules 2 to 5 over some eligible candidates: who was chosen and the sets it was chosen from."""
+
+    chosen: Candidate
+    pool: list[Candidate]  # those measured to refuse a second writer, else all
+    fastest: Candidate
+    tied: list[Candidate]  # as fast as the fastest (rule 3)
+    cheapest: Candidate
+    as_cheap: list[Candidate]  # of ``tied``, as cheap as the cheapest (rule 4)
+    threshold_ms: float  # the smallest latency difference called slower (``_practical_ms``)
+
+
+def _practical_ms(fastest: Candidate, round_trip_ms: float) -> float:
+    """Rule 3's smallest latency difference called: ``TIE`` of the fastest's median, at least a round trip."""
+    return max(TIE * fastest.commit_median.value, round_trip_ms)
+
+
+def _first(eligible: list[Candidate], round_trip_ms: float = RESOLUTION_MS) -> Ranking:
+    """Rules 2 to 5 over ``eligible`` (none out), filling each one's ``commit_difference`` (against
+    the fastest) and ``dollars_difference`` (against the cheapest of those as fast)."""
     pool = [c for c in eligible if c.refuses_second_writer] or eligible
-    fastest = min(c.commit_p50_ms for c in pool)
-    tied = [c for c in pool if c.commit_p50_ms <= fastest * (1 + TIE)]
-    # Within a cent a month, the configuration with fewer of Spark's levers: less to set and keep.
-    return min(tied, key=lambda c: (round(c.dollars_per_month, 2), c.levers)), pool, tied
+    fastest = min(pool, key=lambda c: (c.commit_median.value, _order(c)))
+    threshold = _practical_ms(fastest, round_trip_ms)
+    tied = []
+    for c in pool:
+        c.commit_difference = (None if c is fastest
+                               else metrics.difference_interval(c.commit_samples, fastest.commit_samples))
+        if c is fastest or not (c.commit_difference.excludes_zero and c.commit_difference.value >= threshold):
+            tied.append(c)
+    cheapest = min(tied, key=lambda c: (c.dollars_interval.value, _order(c)))
+    as_cheap = []
+    for c in pool:
+        c.dollars_difference = None
+        if c in tied and c is not cheapest:
+            own = metrics.difference_interval(c.dollar_samples, cheapest.dollar_samples, np.mean)
+            shift = c.other_dollars_per_month - cheapest.other_dollars_per_month
+            c.dollars_difference = metrics.Interval(own.value + shift, own.low + shift, own.high + shift)
+        if c in tied and not (c.dollars_difference and c.dollars_difference.excludes_zero
+                              and c.dollars_difference.value >= CENT):
+            as_cheap.append(c)
+    chosen = min(as_cheap, key=lambda c: (c.levers, _order(c)))
+    return Ranking(chosen, pool, fastest, tied, cheapest, as_cheap, threshold)
+
+
+def round_trip_of(record: results.Results) -> tuple[float, str]:
+    """Rule 3's store round trip in ms, and what it is: the record's PUT floor (``metrics.put_floor_ms``),
+    else Spark's resolution (``RESOLUTION_MS``)."""
+    floor = metrics.or_none(metrics.put_floor_ms, record)
+    if floor is None or np.isnan(floor):
+        return RESOLUTION_MS, f"Spark's resolution, {RESOLUTION_MS:.0f} ms, as the record has no store floor"
+    return floor, f"the store's PUT floor, {floor:.1f} ms"
+
+
+def ms(i: metrics.Interval | None) -> str:
+    """A median and its interval as the verdicts show them: "9.1 ms [8.7, 9.6]"."""
+    if i is None:
+        return "-"
+    if np.isnan(i.low):
+        return f"{i.value:.1f} ms [no interval: one batch]"
+    return f"{i.value:.1f} ms [{i.low:.1f}, {i.high:.1f}]"
+
+
+def dollars(i: metrics.Interval | None) -> str:
+    """Dollars a month and their interval: "$2.59 [2.59, 2.59]"."""
+    if i is None:
+        return "-"
+    if np.isnan(i.low):
+        return f"${i.value:,.2f} [no interval: one batch]"
+    return f"${i.value:,.2f} [{i.low:,.2f}, {i.high:,.2f}]"
+
+
+def recommended_said(c: Candidate) -> str:
+    """The chosen configuration's verdict cell: its median and cost with their intervals, the
+    figures the others' notes were compared against."""
+    return f"recommended: {ms(c.commit_median)}, {dollars(c.dollars_interval)} a month"
+
+
+def _batches(c: Candidate) -> str:
+    return f"{len(c.commit_samples)} batches" + (f" of {c.runs} runs" if c.runs > 1 else "")
+
+
+def _named(ref: Candidate, chosen: Candidate, what: str) -> str:
+    return "" if ref is chosen else f" ({ref.label}'s, the {what})"
+
+
+def _note(c: Candidate, r: Ranking, round_trip: str) -> str:
+    """Why ``c`` (in ``r.pool``, not chosen) was not chosen, with the intervals the verdict rests on."""
+    d = c.commit_difference
+    against = f"{ms(c.commit_median)} against {ms(r.fastest.commit_median)}{_named(r.fastest, r.chosen, 'fastest')}"
+    if c not in r.tied:
+        return (f"slower: {against} per batch's commits; the difference {d.value:.1f} ms [{d.low:.1f}, {d.high:.1f}] "
+                f"is clear and at least {r.threshold_ms:.1f} ms")
+    if d is None:  # the fastest, shown against the chosen: the difference the chosen's tie rests on
+        won = r.chosen.commit_difference
+        d = metrics.Interval(-won.value, -won.high, -won.low)
+        against = f"{ms(c.commit_median)} against {ms(r.chosen.commit_median)}"
+    if not d.excludes_zero:
+        latency = f"as fast: {against}, the difference [{d.low:.1f}, {d.high:.1f}] ms is inside the noise"
+    else:
+        latency = (f"as fast: {against}, the difference {d.value:.1f} ms [{d.low:.1f}, {d.high:.1f}] is clear but "
+                   f"within {r.threshold_ms:.1f} ms ({TIE:.0%} of the fastest's median, at least one store round "
+                   f"trip: {round_trip})")
+    cheapest = f"{dollars(r.cheapest.dollars_interval)}{_named(r.cheapest, r.chosen, 'cheapest')}"
+    if c not in r.as_cheap:
+        return f"{latency}, but dearer: {dollars(c.dollars_interval)} against {cheapest} a month"
+    said = f"{latency}, and as cheap: {dollars(c.dollars_interval)} against {cheapest} a month"
+    if c.levers > r.chosen.levers:
+        return f"{said}, with more of Spark's levers to set"
+    return f"{said}, with as many of Spark's levers: {_order_said(r.chosen, c)}"
+
+
+def _order_said(chosen: Candidate, c: Candidate) -> str:
+    """Rule 5's fixed order, as the reason ``chosen`` comes before ``c``."""
+    if (chosen.strategy, chosen.preset) == SPARK_DEFAULT:
+        return "Spark's default configuration comes first"
+    if chosen.strategy != c.strategy:
+        return f"{chosen.strategy} comes before {c.strategy} in the fixed order (ckpt_impls.STRATEGIES)"
+    return f"{chosen.preset} comes before {c.preset} in the fixed order (alphabetical)"
+
+
+def _won_on(r: Ranking) -> str:
+    """What the chosen configuration won on (the module's rules 3 to 5)."""
+    if len(r.tied) == 1:
+        return "it won on latency"
+    if len(r.as_cheap) == 1:
+        return (f"it won on cost among the {len(r.tied)} as fast: {dollars(r.chosen.dollars_interval)} a month, "
+                "the others dearer")
+    fewest = [c for c in r.as_cheap if c.levers == r.chosen.levers]
+    if len(fewest) == 1:
+        return f"it won on fewer of Spark's levers among the {len(r.as_cheap)} as fast and as cheap"
+    return (f"it won by the fixed order (Spark's default first, then ckpt_impls.STRATEGIES) among the "
+            f"{len(fewest)} as fast, as cheap and with as few of Spark's levers")
 
 
 def runner_up(decision: Decision) -> Candidate | None:
-    """The configuration the rule would choose were the chosen one gone (None: no other is eligible)."""
+    """The configuration the rule would choose were the chosen one gone (None: no other is eligible).
+    The candidates' differences are left as the decision's own ranking filled them."""
     rest = [c for c in decision.candidates if c.out is None and c is not decision.chosen]
-    return _first(rest)[0] if rest else None
+    if not rest:
+        return None
+    saved = [(c, c.commit_difference, c.dollars_difference) for c in decision.candidates]
+    chosen = _first(rest, decision.round_trip_ms).chosen
+    for c, commit, dollars in saved:
+        c.commit_difference, c.dollars_difference = commit, dollars
+    return chosen
 
 
 def _levers_broke(safety: dict, preset: str) -> str | None:
@@ -190,6 +380,7 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
     strategy (None: can run; else why not). Either may be missing: the reasons then say what was
     not measured."""
     safety, runnable = safety or {}, runnable or {}
+    round_trip_ms, round_trip = round_trip_of(record)
     runs = record.runs[record.runs.workload == workload]
     pairs = dict.fromkeys(zip(runs.strategy, runs.preset.fillna(DEFAULT_PRESET), strict=True))
     candidates = [_candidate(record, s, workload, trigger_s, p) for s, p in pairs
@@ -212,35 +403,29 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
         elif broken:
             c.out = f"Spark's levers {c.preset} broke exactly-once in the crash lab, whatever the strategy ({broken})"
         _second_writer(c, found)
-    _charge_others_by_configuration(candidates)
+    _charge_others_by_configuration(candidates, trigger_s)
     eligible = [c for c in candidates if c.out is None]
     reasons = []
     baseline = next((c for c in candidates if (c.strategy, c.preset) == SPARK_DEFAULT), None)
     if not eligible:
         return Decision(record.environment["store"], workload, None,
                         ["no configuration can be recommended: every one is out (see the candidates)"], candidates,
-                        baseline=baseline)
-    chosen, pool, tied = _first(eligible)
+                        baseline=baseline, round_trip_ms=round_trip_ms, round_trip=round_trip)
+    ranking = _first(eligible, round_trip_ms)
+    chosen, pool, tied = ranking.chosen, ranking.pool, ranking.tied
     guarded = [c for c in pool if c.refuses_second_writer]
     for c in eligible:
         if c not in pool:
             c.note = ("the race let a second writer through" if c.refuses_second_writer is False
                       else "not measured to refuse a second writer")
     for c in pool:
-        if c is chosen:
-            continue
-        if c in tied and round(c.dollars_per_month, 2) == round(chosen.dollars_per_month, 2):
-            c.note = f"as fast (within {TIE:.0%}) and as cheap, with more of Spark's levers to set"
-        elif c in tied:
-            c.note = (f"as fast (within {TIE:.0%}) but dearer: ${c.dollars_per_month:,.2f} against "
-                      f"${chosen.dollars_per_month:,.2f} a month")
-        else:
-            spec = ".1f" if f"{c.commit_p50_ms:.0f}" == f"{chosen.commit_p50_ms:.0f}" else ".0f"
-            c.note = (f"slower: {c.commit_p50_ms:{spec}} ms against {chosen.commit_p50_ms:{spec}} ms per batch's "
-                      "commits")
+        if c is not chosen:
+            c.note = _note(c, ranking, round_trip)
     reasons.append(f"commits a batch in {chosen.commit_p50_ms:.0f} ms (p50; p95 {chosen.commit_p95_ms:.0f} ms), "
-                   + ("the fastest" if len(tied) == 1 else f"within {TIE:.0%} of the fastest and the cheapest")
-                   + (" of the strategies that refuse a second writer" if guarded else ""))
+                   + ("the fastest" if len(tied) == 1 else "as fast as the fastest within the noise")
+                   + (" of the strategies that refuse a second writer" if guarded else "")
+                   + f": its batches' walCommit + commitOffsets have a median of {ms(chosen.commit_median)} over "
+                   f"{_batches(chosen)}; " + _won_on(ranking))
     reasons.append(f"{chosen.requests_per_batch:.1f} billable requests per batch through the strategy"
                    + (f" and {chosen.other_requests_per_batch:.1f} that Spark's settings and the sink decide (data "
                       "files, RocksDB's uploads, checksum files: the mean of the strategies in this configuration)"
@@ -273,4 +458,5 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
     if record.environment.get("emulator"):
         reasons.insert(0, "measured on an emulator: its latencies say nothing about a real store (the request "
                           "counts and their cost carry over)")
-    return Decision(record.environment["store"], workload, chosen.label, reasons, candidates, chosen, baseline)
+    return Decision(record.environment["store"], workload, chosen.label, reasons, candidates, chosen, baseline,
+                    round_trip_ms, round_trip)

@@ -3,8 +3,10 @@ logs' compactions and histories."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from ckptbench.metrics import cost
 from ckptbench.metrics.stats import mean, median, percentile
 from ckptbench.record.results import Results, Run
 from infra.s3ops import AREAS, through_manager
@@ -66,11 +68,41 @@ def requests_by_op(run: Run) -> dict[str, float]:
 def billable_requests_by_op(run: Run, controlled: bool | None = None) -> dict[str, float]:
     """Mean requests per batch of each operation that AWS S3 would bill: all but 5xx answers (only
     the strategy's with ``controlled`` True, only the others' with False)."""
+    counts = _billable_per_batch(run, controlled)
+    return {op: float(counts[op].mean()) for op in counts.columns}
+
+
+def _billable_per_batch(run: Run, controlled: bool | None) -> pd.DataFrame:
+    """Billable requests (as ``billable_requests_by_op`` counts them) per measured batch (rows, every
+    one) and operation (columns)."""
     requests = _select(run.requests, controlled=controlled)
     billable = requests[~requests.status.between(500, 599)]
     counts = billable.groupby(["batch_id", "op"]).size().unstack(fill_value=0)
-    counts = counts.reindex(run.batches.batch_id, fill_value=0)
-    return {op: float(counts[op].mean()) for op in counts.columns}
+    return counts.reindex(run.batches.batch_id, fill_value=0)
+
+
+def pooled_by_op(runs: list[Run], by_op, **kwargs) -> dict[str, float]:
+    """``by_op(run, **kwargs)`` (a mean per measured batch per operation, such as
+    ``billable_requests_by_op``) over every run of ``runs`` (repeats of one configuration), each
+    run weighted by its measured batches: the mean per batch of them all."""
+    weights = [len(run.batches) for run in runs]
+    total, pooled = sum(weights), {}
+    for run, weight in zip(runs, weights, strict=True):
+        for op, n in by_op(run, **kwargs).items():
+            pooled[op] = pooled.get(op, 0.0) + n * weight / total
+    return pooled
+
+
+def dollars_per_batch(runs: list[Run], controlled: bool | None = None) -> np.ndarray:
+    """The dollars (``cost.dollars``, a projection) of each measured batch's billable requests, over
+    every run of ``runs`` (repeats of one configuration), pooled: the samples ``billable_requests_by_op``'s
+    mean is taken over, priced, for an interval of that mean (``stats.mean_interval``)."""
+    per_batch = []
+    for run in runs:
+        counts = _billable_per_batch(run, controlled)
+        per_batch.append((counts * [cost.price_per_request(op) for op in counts.columns]).sum(axis=1)
+                         .to_numpy(dtype=float))
+    return np.concatenate(per_batch) if per_batch else np.array([])
 
 
 def billable_requests_all_by_op(run: Run) -> dict[str, float]:

@@ -1,8 +1,22 @@
-"""Statistics every metric uses: percentiles, means, Spark's whole-millisecond clocks, a linear fit."""
+"""Statistics every metric uses: percentiles, means, Spark's whole-millisecond clocks, a linear fit,
+and the intervals a comparison of two configurations rests on.
+
+The intervals are ``scipy.stats.bootstrap``'s percentile intervals at ``CONFIDENCE``, with a fixed
+seed (``SEED``) over the sorted values, so the same values give the same interval every time. Taken
+from asv's comparison (``asv._stats.is_different``, ``asv_runner.statistics.quantile_ci``): a
+difference is called only when the data show it, and two samples are otherwise the same; where
+too few values are there to show anything (asv: a Mann-Whitney test that could not reach its
+threshold; here: fewer than two values) nothing is called. Not taken: asv's test and its
+binomial quantile intervals. One bootstrap gives both what a verdict shows (each median's
+interval) and what it rests on (the interval of the difference of medians, clear where it
+excludes zero), and the bootstrap of a mean serves the request counts alike."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+from scipy import stats as scipy_stats
 
 from ckptbench.record.results import Results, Run, RunFailed
 
@@ -68,6 +82,13 @@ def duration_percentile(run: Run, name: str, q: float, warmup: bool = False) -> 
     return whole_ms_percentile((run.warmup if warmup else run.batches)[name], q)
 
 
+def durations_percentile(runs: list[Run], name: str, q: float) -> float:
+    """``duration_percentile`` over the measured batches of every run of ``runs`` (repeats of one
+    configuration, ``Results.runs_of``), pooled."""
+    return whole_ms_percentile(np.concatenate([run.batches[name].to_numpy(dtype=float) for run in runs]
+                                              or [np.array([])]), q)
+
+
 def state_commit_percentile(run: Run, q: float) -> float:
     """Spark's state store commit time per batch (all stateful operators together). It writes the
     state files through the checkpoint manager: their upload and, for rename, the rename."""
@@ -81,3 +102,74 @@ def linear_fit(x, y) -> tuple[float, float, float]:
     residual = y - (intercept + slope * x)
     spread = float(((y - y.mean()) ** 2).sum())
     return float(intercept), float(slope), 1 - float((residual ** 2).sum()) / spread if spread else 1.0
+
+
+# -- comparing two configurations -------------------------------------------------------------
+
+#: The confidence level of every interval below.
+CONFIDENCE = 0.95
+#: Bootstrap resamples per interval.
+RESAMPLES = 4000
+#: The bootstrap's seed: fixed, so that the same values always give the same interval (and the
+#: same record the same decision).
+SEED = 20260
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """A statistic of a sample and its ``CONFIDENCE`` interval (NaN ends: fewer than two values,
+    nothing can be said of the statistic's spread)."""
+
+    value: float
+    low: float
+    high: float
+
+    @property
+    def excludes_zero(self) -> bool:
+        """Whether the whole interval lies on one side of zero (never, with NaN ends)."""
+        return self.low > 0 or self.high < 0
+
+
+def _bootstrap(samples: tuple, statistic) -> tuple[float, float]:
+    """``scipy.stats.bootstrap``'s percentile interval of ``statistic`` over ``samples`` (each
+    resampled on its own), each sorted first and resampled with the fixed ``SEED``: an interval
+    that depends on the values alone, never on their order or on a random draw."""
+    if min(len(s) for s in samples) < 2:
+        return float("nan"), float("nan")
+    found = scipy_stats.bootstrap(tuple(np.sort(s) for s in samples), statistic, n_resamples=RESAMPLES,
+                                  confidence_level=CONFIDENCE, method="percentile", vectorized=True,
+                                  paired=False, rng=np.random.default_rng(SEED))
+    return float(found.confidence_interval.low), float(found.confidence_interval.high)
+
+
+def _clean(values) -> np.ndarray:
+    values = np.asarray(values, dtype=float)
+    return values[~np.isnan(values)]
+
+
+def median_interval(values) -> Interval:
+    """The median of ``values`` and its bootstrap interval."""
+    values = _clean(values)
+    return Interval(median(values), *_bootstrap((values,), lambda x, axis: np.median(x, axis=axis)))
+
+
+def mean_interval(values) -> Interval:
+    """The mean of ``values`` and its bootstrap interval: a point where every value is the same."""
+    values = _clean(values)
+    return Interval(mean(values), *_bootstrap((values,), lambda x, axis: np.mean(x, axis=axis)))
+
+
+def difference_interval(a, b, statistic=np.median) -> Interval:
+    """``statistic(a) - statistic(b)`` (the median by default; ``np.mean`` too) and its bootstrap
+    interval, ``a`` and ``b`` resampled each on its own (independent measurements)."""
+    a, b = _clean(a), _clean(b)
+    value = float(statistic(a) - statistic(b)) if len(a) and len(b) else float("nan")
+    return Interval(value, *_bootstrap((a, b), lambda x, y, axis: statistic(x, axis=axis) - statistic(y, axis=axis)))
+
+
+def commit_ms_per_batch(runs: list[Run]) -> np.ndarray:
+    """Spark's walCommit + commitOffsets (whole milliseconds each) of every measured batch of
+    ``runs`` (repeats of one configuration, ``Results.runs_of``), pooled: the samples a verdict
+    on commit latency compares."""
+    return np.concatenate([(run.batches.walCommit + run.batches.commitOffsets).to_numpy(dtype=float)
+                           for run in runs] or [np.array([])])

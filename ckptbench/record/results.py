@@ -102,6 +102,17 @@ class Results:
     def __setstate__(self, state):
         self.__dict__.update(state)
 
+    def runs_of(self, strategy: str, workload: str, keys: int | None = None, preset: str = "default",
+                source: str | None = None) -> list[Run]:
+        """Every run of ``strategy`` x ``workload`` x ``keys`` in configuration ``preset`` that did
+        not fail, in the order they ran (``run`` is the last of them, where it did not fail): the
+        repeats of one configuration, for figures pooled over them."""
+        keys = self.environment["plan"]["keys"][0] if keys is None else keys
+        runs = self.runs
+        match = runs[(runs.strategy == strategy) & (runs.workload == workload) & (runs["keys"] == keys)
+                     & (runs.preset.fillna("default") == preset) & ~runs.error.apply(lambda e: isinstance(e, str))]
+        return [Run(self, int(run), source) for run in match.run]
+
     def run(self, strategy: str, workload: str, keys: int | None = None, source: str | None = None,
             preset: str = "default") -> Run:
         """The run of ``strategy`` x ``workload`` (with ``keys`` keys: by default the plan's first)

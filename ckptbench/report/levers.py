@@ -46,7 +46,7 @@ def _job(shape: dict) -> str:
 
 def _verdict(d: decide.Decision, c: decide.Candidate) -> str:
     if c is d.chosen:
-        return "recommended"
+        return decide.recommended_said(c)
     if c.out:
         return c.out if c.refused else f"out: {c.out}"
     return c.note

@@ -166,7 +166,7 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
     first = config.SPARK_DEFAULT[0] if config.SPARK_DEFAULT[0] in said["strategies"] else said["strategies"][0]
     rows = []
     for c in decision.candidates:
-        verdict = ("recommended" if c is chosen else f"runner-up: {c.note}" if c is second
+        verdict = (decide.recommended_said(c) if c is chosen else f"runner-up: {c.note}" if c is second
                    else f"out: {c.out}" if c.out else c.note)
         rows.append([c.label + (" (Spark's default)" if c is decision.baseline else ""),
                      f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", cell(c.batch_p50_ms),
@@ -177,7 +177,9 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
                                          "requests per batch: strategy + others", f"$ per month ({cost.LABEL})",
                                          "a second writer", "verdict"], rows,
         f"Commit: walCommit + commitOffsets; batch: triggerExecution; both p50 over {env['plan']['batches']} measured "
-        f"batches after {env['plan']['warmup']} warm-up. Requests are billable ones counted by "
+        f"batches after {env['plan']['warmup']} warm-up. The verdicts compare medians over every measured batch, each "
+        "with its 95% bootstrap interval, and call a difference only where the interval of the difference excludes "
+        "zero and it is large enough (the rule: ckptbench.decide). Requests are billable ones counted by "
         f"{tables.counted_by(record)}; \"others\" are those Spark's settings and the sink make (data files, RocksDB's "
         f"uploads, checksum files), the mean of the strategies in that configuration. {cost.caption()}.")
     notes = [said.get("race_note") or "", said.get("crash_note") or ""]

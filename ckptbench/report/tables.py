@@ -57,7 +57,7 @@ def candidates_table(d: decide.Decision) -> Table:
     requests, dollars (a projection), a second writer, and the verdict."""
     rows = [[c.strategy, f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", cell(c.requests_per_batch, ".1f"),
              cell(c.dollars_per_month, ",.2f"), c.second_writer,
-             "recommended" if c.strategy == d.recommended else f"out: {c.out}" if c.out else c.note]
+             decide.recommended_said(c) if c.strategy == d.recommended else f"out: {c.out}" if c.out else c.note]
             for c in d.candidates]
     return Table("The candidates", ["strategy", "commits per batch, p50 / p95 (ms)", "billable requests per batch",
                                     "$ per month (projection)", "a second writer", "verdict"], rows,
