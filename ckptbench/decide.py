@@ -34,9 +34,9 @@ import dataclasses
 
 import ckpt_impls
 from ckptbench import metrics
-from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT
+from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT, job_of
 from ckptbench.metrics import cost
-from ckptbench.record import results
+from ckptbench.record import disk, results
 
 #: Commit latencies within this fraction of the fastest are a tie, settled by cost.
 TIE = 0.10
@@ -274,3 +274,51 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
         reasons.insert(0, "measured on an emulator: its latencies say nothing about a real store (the request "
                           "counts and their cost carry over)")
     return Decision(record.environment["store"], workload, chosen.label, reasons, candidates, chosen, baseline)
+
+
+# -- one decision per job ----------------------------------------------------------------------------
+
+
+def _job_runs(record: results.Results):
+    """``record.runs`` that a decision reads, each under its job's name and the configuration it
+    measured the job in (``config.job_of``): a workload's runs at its first keys, as ``decide`` takes
+    them (a state sweep's other sizes are no candidates)."""
+    runs = record.runs
+    runs = runs[runs["keys"] == runs.groupby("workload", sort=False)["keys"].transform("first")]
+    named = [job_of(w, int(k), p) for w, k, p in zip(runs.workload, runs["keys"],
+                                                      runs.preset.fillna(DEFAULT_PRESET), strict=True)]
+    return runs.assign(workload=[job for job, _ in named], preset=[preset for _, preset in named])
+
+
+def jobs(records: list[results.Results]) -> list[str]:
+    """The jobs the runs of ``records`` measured, in the order they first appear."""
+    return list(dict.fromkeys(job for record in records for job in _job_runs(record).workload))
+
+
+def job_record(records: list[results.Results], job: str) -> results.Results:
+    """One record of every run of ``job`` in ``records`` (one store's: its streaming, levers or
+    recommend records), each run under the job's name in the configuration it measured it in, with
+    its rows of every table, numbered as ``record.disk.merge`` numbers a record's parts (a later
+    record's runs after an earlier one's); tables of no run as they are, the environment the first
+    record's. KeyError where no record ran the job."""
+    parts = []
+    for record in records:
+        runs = _job_runs(record)
+        runs = runs[runs.workload == job]
+        if runs.empty:
+            continue
+        tables = {name: runs if name == "runs" else frame[frame.run.isin(set(runs.run))] if "run" in frame else frame
+                  for name, frame in record.tables.items()}
+        parts.append(results.Results(record.environment, tables))
+    if not parts:
+        raise KeyError(f"no run of job {job} in these records")
+    return disk.merge(parts)
+
+
+def per_job(records: list[results.Results], trigger_s: float = 10.0, safety: dict[str, Safety] | None = None,
+            runnable: dict[str, str | None] | None = None) -> dict[str, Decision]:
+    """One decision per job the runs of ``records`` (one store's) measured, each ``decide`` once on
+    all the job's runs (``job_record``): the one answer the report, ``recommend`` and ``drift`` give
+    for a (store, job). ``safety`` and ``runnable`` as ``decide`` takes them."""
+    return {job: decide(job_record(records, job), job, trigger_s, safety=safety, runnable=runnable)
+            for job in jobs(records)}
