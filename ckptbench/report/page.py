@@ -355,6 +355,13 @@ def decisions_of(kinds: dict[str, results.Results]) -> dict[str, decide.Decision
                           runnable=runnable(kinds["store"]) if "store" in kinds else None)
 
 
+def recommendations(raw: Path) -> dict[tuple[str, str], str | None]:
+    """What the report recommends per (store, job) from the records under ``raw`` (None: nothing can
+    be recommended), as ``write`` decides it."""
+    return {(store, job): d.recommended for store, kinds in disk.read_all(raw).items()
+            for job, d in decisions_of(kinds).items()}
+
+
 def write(out: Path) -> list[Path]:
     """Write ``out/report/index.html`` and its figures from the records in ``out/raw``; returns
     their paths, the page first."""
