@@ -195,6 +195,34 @@ def presets_for(shape: Shape) -> tuple[str, ...]:
     return (DEFAULT_PRESET, *(name for name in single if name in state or not LEVERS[name].provider), *combos)
 
 
+#: The streaming experiment's workloads (``Plan.workloads``) that are a job a user describes, each
+#: in a configuration of Spark's levers: the same query (an aggregation over the shape's keys, every key
+#: updated every batch, to the noop sink; ``harness.workloads.stateful`` and ``described``), state store,
+#: shuffle partitions (``harness.spark.BASE_CONF``'s 2) and session settings (``WORKLOAD_CONF`` is the
+#: shape's and the preset's: tests/test_decide.py checks it). Their runs count as runs of that job only at
+#: the shape's keys. Limits: the streaming experiment triggers a batch every 100 ms and the levers
+#: experiment at its measured trigger (``harness.querylab.measured_trigger_s``), and its state holds one
+#: column more per key (``max_value``). ``windowed``, ``file_sink`` and ``file_source`` are jobs of their
+#: own: no ``Shape`` describes them.
+STREAMING_JOBS = {
+    "stateful": (Shape("stateful", "hdfs"), DEFAULT_PRESET),
+    "stateful_no_checksum": (Shape("stateful", "hdfs"), "no-checksum"),
+    "stateful_rocksdb": (Shape("stateful", "rocksdb"), DEFAULT_PRESET),
+    "stateful_rocksdb_changelog": (Shape("stateful", "rocksdb"), "changelog"),
+}
+
+
+def job_of(workload: str, keys: int, preset: str = DEFAULT_PRESET) -> tuple[str, str]:
+    """The job a run of ``workload`` at ``keys`` keys in configuration ``preset`` measured, and the
+    configuration it measured it in: ``STREAMING_JOBS``' shape's name and preset for a streaming
+    workload there at the shape's keys, else ``workload`` (a shape's name already, or a job of its
+    own) and ``preset``."""
+    found = STREAMING_JOBS.get(workload)
+    if found is None or found[0].keys != keys or preset != DEFAULT_PRESET:
+        return workload, preset
+    return found[0].name, found[1]
+
+
 def preset(name: str) -> tuple[dict[str, str], dict[str, str]]:
     """The session settings and query options of configuration ``name`` (levers joined by ``+``)."""
     conf, options = {}, {}

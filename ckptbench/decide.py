@@ -61,7 +61,7 @@ import ckpt_impls
 from ckptbench import metrics
 from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT
 from ckptbench.metrics import cost
-from ckptbench.record import results
+from ckptbench.record import jobs, results
 
 #: A commit latency difference smaller than this fraction of the faster's median is a tie.
 TIE = 0.10
@@ -460,3 +460,15 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
                           "counts and their cost carry over)")
     return Decision(record.environment["store"], workload, chosen.label, reasons, candidates, chosen, baseline,
                     round_trip_ms, round_trip)
+
+
+# -- one decision per job ----------------------------------------------------------------------------
+
+
+def per_job(records: list[results.Results], trigger_s: float = 10.0, safety: dict[str, Safety] | None = None,
+            runnable: dict[str, str | None] | None = None) -> dict[str, Decision]:
+    """One decision per job the runs of ``records`` (one store's) measured, each ``decide`` once on
+    all the job's runs (``record.jobs.job_record``): the one answer the report, ``recommend`` and ``drift`` give
+    for a (store, job). ``safety`` and ``runnable`` as ``decide`` takes them."""
+    return {job: decide(jobs.job_record(records, job), job, trigger_s, safety=safety, runnable=runnable)
+            for job in jobs.jobs(records)}

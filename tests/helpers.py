@@ -5,6 +5,7 @@ fixtures and hooks, and imports from here; test files import from here, never fr
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import re
@@ -16,9 +17,10 @@ import pytest
 
 import ckpt_impls
 import infra
+from ckptbench import config
 from ckptbench.cli.common import RESULTS
 from ckptbench.experiments import contract, crashlab
-from ckptbench.record import results
+from ckptbench.record import results, schema
 from infra import net
 from infra.metered import MeteredStore
 from infra.s3ops import Event
@@ -63,6 +65,50 @@ def progress(batch: int, wal: float, trigger: float = 500.0, state_ms: float | N
     if state_ms is not None:
         p["stateOperators"] = [{"commitTimeMs": state_ms, "numRowsTotal": 5, "memoryUsedBytes": 1}]
     return p
+
+
+#: The environment of a fixed record: where and with what it was "measured".
+FIXED_ENV = {"schema_version": schema.SCHEMA_VERSION, "store": "ceph", "emulator": False,
+             "describe": "ceph (fixed numbers for a test)", "size": "smallest", "commit": "0" * 40, "host": "test",
+             "created": "2026-11-23T00:00:00+00:00",
+             "versions": {"spark": "4.3.0", "hadoop": "3.5.0", "hadoop_aws": "3.3.1", "aws_sdk": "v1 1.11.901"}}
+#: The walCommit of each strategy's runs in the fixed records (batch N adds N ms).
+FIXED_WAL_MS = {"rename": 40.0, "direct": 30.0, "conditional": 20.0, "manifest": 10.0}
+
+
+def fixed_streaming_record(wal_ms: dict[str, float] | None = None) -> results.Results:
+    """A streaming record of fixed numbers, shaped as ``streaming.streaming`` writes one: every strategy's
+    stateful run at 1,000 keys (walCommit ``wal_ms``, by default ``FIXED_WAL_MS``), a file-sink run for
+    one, the store's floor."""
+    wal_ms = wal_ms or FIXED_WAL_MS
+    recorder = results.Recorder()
+    recorder.add_samples("floor", "PUT", [3.0, 3.5, 4.0])
+    recorder.add_samples("floor", "HEAD", [1.5, 1.6])
+    for i, strategy in enumerate(("rename", "direct", "conditional", "manifest")):
+        for workload in ("stateful", "file_sink") if strategy == "conditional" else ("stateful",):
+            run = recorder.add_run(strategy, workload, 1000, f"p{i}")
+            batches = [progress(b, wal_ms[strategy] + b, state_ms=5.0) for b in range(1, 6)]
+            recorder.add_batches(run, "measured", batches)
+            recorder.add_requests(run, [event(b + 0.01, "PUT", f"p{i}/offsets/{b}", bytes_in=300) for b in range(1, 6)],
+                                  batches)
+    plan = {**dataclasses.asdict(config.PLANS["smallest"]), "keys": [1000]}
+    return recorder.results({**FIXED_ENV, "experiment": "streaming", "plan": plan})
+
+
+def fixed_levers_record(wal_ms: dict[str, float]) -> results.Results:
+    """A levers record of fixed numbers: the job ``config.Shape()`` (stateful-hdfs-noop-2p, 1,000 keys)
+    run by each strategy of ``wal_ms`` in Spark's own settings, walCommit as given (batch N adds N ms)."""
+    shape = config.Shape()
+    recorder = results.Recorder()
+    for i, (strategy, wal) in enumerate(wal_ms.items()):
+        run = recorder.add_run(strategy, shape.name, shape.keys, f"l{i}")
+        batches = [progress(b, wal + b, state_ms=5.0) for b in range(1, 6)]
+        recorder.add_batches(run, "measured", batches)
+        recorder.add_requests(run, [event(b + 0.01, "PUT", f"l{i}/offsets/{b}", bytes_in=300) for b in range(1, 6)],
+                              batches)
+    plan = dataclasses.asdict(config.PLANS["smallest"])
+    return recorder.results({**FIXED_ENV, "experiment": "levers", "plan": plan,
+                             "shapes": [dataclasses.asdict(shape) | {"name": shape.name}]})
 
 
 def event(batch: float, op: str, key: str, ms: float = 2.0, bytes_in: int = 0) -> Event:

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import ckpt_impls
-from ckptbench import decide, metrics
-from ckptbench.record import disk, results, schema
+from ckptbench import config, decide, metrics
+from ckptbench.harness import spark
+from ckptbench.record import disk, jobs, results, schema
 from ckptbench.report import page
-from helpers import event, progress
+from helpers import event, fixed_levers_record, fixed_streaming_record, progress
 
 
 def record(wal_ms: dict[str, float], puts: dict[str, int], sst_puts: dict[str, int] | None = None) -> results.Results:
@@ -363,3 +364,49 @@ def test_the_repeats_of_a_configuration_are_pooled(tmp_path):
                             "batches' walCommit + commitOffsets have a median of 10.5 ms [7.0, 14.0] over 20 batches "
                             "of 2 runs; it won on cost among the 2 as fast: $2.59 [2.59, 2.59] a month, the others "
                             "dearer")
+
+
+# -- one decision per job ------------------------------------------------------------------------------
+
+
+def test_the_streaming_workloads_of_a_job_run_its_shape_in_its_configuration():
+    # config.STREAMING_JOBS is the one place that says which workload is which job: the workload's
+    # session settings must be the shape's and its configuration's, over the session's own.
+    for workload, (shape, preset) in config.STREAMING_JOBS.items():
+        ran = {**spark.BASE_CONF, **config.WORKLOAD_CONF.get(workload, {})}
+        wanted = {**shape.conf(), **config.preset(preset)[0]}
+        assert {k: ran.get(k) for k in wanted} == wanted, workload
+        assert ran.get(config.CHANGELOG, "false") == wanted.get(config.CHANGELOG, "false"), workload
+        assert shape.sink == "noop" and shape.kind == "stateful", workload
+    assert config.job_of("stateful", 1000) == ("stateful-hdfs-noop-2p", "default")
+    assert config.job_of("stateful_rocksdb_changelog", 1000) == ("stateful-rocksdb-noop-2p", "changelog")
+    assert config.job_of("stateful", 100) == ("stateful", "default")  # another state size: another job
+    assert config.job_of("file_sink", 1000) == ("file_sink", "default")
+
+
+def test_a_jobs_record_holds_its_runs_of_every_record_renumbered():
+    streaming = fixed_streaming_record()
+    recorder = results.Recorder()
+    for keys, workload in ((1000, "stateful_no_checksum"), (30_000, "stateful")):
+        run = recorder.add_run("conditional", workload, keys, "q")
+        recorder.add_batches(run, "measured", [progress(b, 1.0) for b in (1, 2, 3)])
+    levers = fixed_levers_record({"rename": 40.0, "conditional": 5.0})
+    records = [disk.merge([streaming, recorder.results(streaming.environment)]), levers]
+    job = config.Shape().name
+    assert jobs.jobs(records) == [job, "file_sink"]
+    merged = jobs.job_record(records, job)
+    runs = merged.runs
+    assert set(runs.workload) == {job} and set(runs["keys"]) == {1000}  # the state sweep's 30,000 keys are not it
+    assert list(zip(runs.strategy, runs.preset, strict=True)) == [
+        ("rename", "default"), ("direct", "default"), ("conditional", "default"), ("manifest", "default"),
+        ("conditional", "no-checksum"), ("rename", "default"), ("conditional", "default")]
+    assert runs.run.is_unique and set(merged.batches.run) == set(runs.run)
+    assert len(merged.batches) == 4 * 5 + 3 + 2 * 5
+    with pytest.raises(KeyError, match="no run of job windowed"):
+        jobs.job_record(records, "windowed")
+    # One decision per job, over all of them: the configurations of both records are its candidates.
+    decisions = decide.per_job(records)
+    assert list(decisions) == [job, "file_sink"]
+    assert {c.label for c in decisions[job].candidates} == {"rename", "direct", "conditional", "manifest",
+                                                            "conditional + no-checksum"}
+    assert decisions[job].recommended == "conditional + no-checksum"

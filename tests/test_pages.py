@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import dataclasses
 import functools
 import hashlib
 import http.server
@@ -35,10 +34,10 @@ from pathlib import Path
 import browser  # tests/browser.py
 import pytest
 
-from ckptbench import config
-from ckptbench.record import disk, results, schema
+from ckptbench import config, decide
+from ckptbench.record import disk
 from ckptbench.report import page, publish
-from helpers import event, progress, skip_unless_ci
+from helpers import fixed_levers_record, fixed_streaming_record, skip_unless_ci
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "data" / "asv-smallest"
@@ -249,27 +248,6 @@ def test_a_vendored_script_that_defines_nothing_sends_to_asvs_error_page(chrome,
 
 # -- the report, and the links between it and asv's pages -------------------------------------------
 
-def fixed_streaming_record() -> results.Results:
-    """A streaming record of fixed numbers, shaped as ``streaming.streaming`` writes one: every strategy's
-    stateful run, a file-sink run for one, the store's floor."""
-    recorder = results.Recorder()
-    recorder.add_samples("floor", "PUT", [3.0, 3.5, 4.0])
-    recorder.add_samples("floor", "HEAD", [1.5, 1.6])
-    for i, strategy in enumerate(("rename", "direct", "conditional", "manifest")):
-        for workload in ("stateful", "file_sink") if strategy == "conditional" else ("stateful",):
-            run = recorder.add_run(strategy, workload, 1000, f"p{i}")
-            batches = [progress(b, 10.0 * (4 - i) + b, state_ms=5.0) for b in range(1, 6)]
-            recorder.add_batches(run, "measured", batches)
-            recorder.add_requests(run, [event(b + 0.01, "PUT", f"p{i}/offsets/{b}", bytes_in=300) for b in range(1, 6)],
-                                  batches)
-    plan = {**dataclasses.asdict(config.PLANS["smallest"]), "keys": [1000]}
-    env = {"schema_version": schema.SCHEMA_VERSION, "experiment": "streaming", "store": "ceph", "emulator": False,
-           "describe": "ceph (fixed numbers for a test)", "size": "smallest", "plan": plan, "commit": "0" * 40,
-           "host": "test", "created": "2026-11-23T00:00:00+00:00",
-           "versions": {"spark": "4.3.0", "hadoop": "3.5.0", "hadoop_aws": "3.3.1", "aws_sdk": "v1 1.11.901"}}
-    return recorder.results(env)
-
-
 @pytest.fixture(scope="module")
 def bench_output(pages, tmp_path_factory) -> Path:
     """A results directory as `python -m ckptbench bench` leaves it: asv's pages made offline, a
@@ -302,6 +280,29 @@ def test_linking_the_report_needs_a_report(pages, tmp_path):
     shutil.copytree(pages["offline"], tmp_path / "html")
     with pytest.raises(publish.NotOffline, match="no report beside"):
         publish.link_report(tmp_path / "html")
+
+
+# -- one answer per job -----------------------------------------------------------------------------
+
+#: A levers record's walCommit per strategy where conditional is the fastest; the fixed streaming
+#: record's fastest is manifest.
+LEVERS_WAL_MS = {"rename": 40.0, "conditional": 5.0, "manifest": 30.0}
+
+
+def test_a_job_two_records_measured_has_one_answer_in_every_section_and_the_summary(tmp_path):
+    streaming, levers = fixed_streaming_record(), fixed_levers_record(LEVERS_WAL_MS)
+    job = config.Shape().name
+    # Each record alone, as the streaming and the configurations sections used to decide: two answers.
+    assert decide.decide(streaming, "stateful").recommended == "manifest"
+    assert decide.decide(levers, job).recommended == "conditional"
+    for record in (streaming, levers):
+        disk.write(record, disk.directory(tmp_path / "raw", "ceph", record.environment["experiment"]))
+    text = re.sub(r"<[^>]+>", "", page.write(tmp_path)[0].read_text())
+    answer = decide.per_job([streaming, levers])[job].recommended
+    # The streaming section's verdict, the configurations section's and the summary's line.
+    assert re.findall(rf"^\s*{job} on ceph:\s+run (.+?)(?::|$)", text, re.M) == [answer] * 3, text
+    assert "stateful on ceph" not in text
+    assert f"The job {job}, measured here as stateful:" in text
 
 
 # -- the report -------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from ckptbench.harness import querylab
 from ckptbench.metrics import drift
 from ckptbench.record import disk, results, schema
 from ckptbench.report import tables
-from helpers import T0, event, progress
+from helpers import T0, ckptbench, event, fixed_streaming_record, progress
 
 ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
@@ -218,6 +218,22 @@ def test_drift_moves_and_summary(tmp_path):
     assert re.search(r"^all +3 values +median move +9\.5% +within 15%: +67%$", text, re.M), text
     assert "differ" not in text
     assert text.splitlines()[-3].strip().startswith("40.0%  x.A.track_n['b']: 20 -> 30"), text
+
+
+def test_drift_says_where_the_recommendation_changed(tmp_path):
+    # Three results directories of records alone: B as A, C with manifest's walCommit raised past the others'.
+    for name, wal in (("a", None), ("b", None), ("c", {"rename": 40.0, "direct": 30.0, "conditional": 20.0,
+                                                        "manifest": 50.0})):
+        disk.write(fixed_streaming_record(wal), disk.directory(tmp_path / name / "raw", "ceph", "streaming"))
+    same = ckptbench("drift", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.splitlines()[-2:] == ["  same     ceph file_sink: conditional -> conditional",
+                                             "  same     ceph stateful-hdfs-noop-2p: manifest -> manifest"], same.stdout
+    changed = ckptbench("drift", str(tmp_path / "a"), str(tmp_path / "c"))
+    assert changed.returncode == 0, changed.stderr
+    assert changed.stdout.splitlines()[-2:] == ["  same     ceph file_sink: conditional -> conditional",
+                                                "  changed  ceph stateful-hdfs-noop-2p: manifest -> conditional"], \
+        changed.stdout
 
 
 # -- one recorded run, read by measure and by the suite ---------------------------------------

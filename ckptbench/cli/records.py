@@ -25,7 +25,8 @@ def register(sub) -> None:
                    help="project to N shuffle partitions from the slopes in the recorded scale results")
     c.add_argument("--strategy", help="with --partitions: comma-separated strategies (default: all recorded)")
     c.set_defaults(run=cmd_cost)
-    d = sub.add_parser("drift", help="how far every value moved between two runs (say, of the same commit)")
+    d = sub.add_parser("drift", help="how far every value moved between two runs (say, of the same commit), and "
+                                     "whether the recommendation per store and job changed")
     d.add_argument("a", help="a results directory (bench --results) or an asv result file")
     d.add_argument("b", help="another")
     d.set_defaults(run=cmd_drift)
@@ -44,11 +45,20 @@ def cmd_report(args) -> None:
 
 def cmd_drift(args) -> None:
     from ckptbench.metrics import drift
+    from ckptbench.report import page
 
+    a, b = Path(args.a), Path(args.b)
+    said, missing = [], None
     try:
-        print(drift.compare(Path(args.a), Path(args.b)))
+        said.append(drift.compare(a, b))
     except drift.NoResults as e:
-        raise UsageError(str(e)) from None
+        missing = e
+    recommended = [page.recommendations(drift.raw_beside(path)) for path in (a, b)]
+    if any(recommended):
+        said.append(drift.recommendations(*recommended))
+    if not said:
+        raise UsageError(str(missing))
+    print("\n".join(said))
 
 
 def cmd_cost(args) -> None:

@@ -5,7 +5,8 @@
 this says how much of a difference between two commits is noise; it says so when A and B ran on
 different stores or Spark versions (asv machines), sizes or commits. A value's move is
 ``|a - b| / mean(|a|, |b|)`` (0 when both are 0); values that failed or are NaN in either run
-are left out.
+are left out. Where the records of A and B lie beside them, it also says, per (store, job), what
+each recommends and whether that changed (``recommendations``).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def provenance(path: Path) -> dict[str, str]:
     data = json.loads(path.read_text())
     machine = data["params"]["machine"]
     store = re.sub(r"-spark[\d.]+$", "", machine).rsplit("-", 1)[-1]
-    raw = disk.directory(path.parent.parent.parent / "raw", store, "streaming")
+    raw = disk.directory(raw_beside(path), store, "streaming")
     try:
         env = json.loads((raw / "environment.json").read_text())
     except (OSError, ValueError):
@@ -70,6 +71,25 @@ def provenance(path: Path) -> dict[str, str]:
                        for name, found in sorted((env.get("foreign_strategies") or {}).items()))
     return {"machine": machine, "commit": data["commit_hash"][:8], "size": env.get("size", "unknown"),
             "strategies from outside": builds or "none"}
+
+
+def raw_beside(path: Path) -> Path:
+    """The records of the run ``path`` names: ``raw/`` in a results directory, or beside the asv
+    result file's ``asv/`` directory (``bench --results DIR`` writes both)."""
+    return path.parent.parent.parent / "raw" if path.is_file() else path / "raw"
+
+
+def recommendations(a: dict[tuple[str, str], str | None], b: dict[tuple[str, str], str | None]) -> str:
+    """A text summary of the recommendation per (store, job) in A and in B (``report.page``'s
+    ``recommendations`` of each), each "changed" where they differ, else "same"."""
+    def said(found: dict, key: tuple[str, str]) -> str:
+        return "not measured" if key not in found else found[key] or "none (every configuration is out)"
+
+    lines = ["recommendation per store and job, A -> B:"]
+    for key in sorted(a.keys() | b.keys()):
+        first, second = said(a, key), said(b, key)
+        lines.append(f"  {'same   ' if first == second else 'changed'}  {key[0]} {key[1]}: {first} -> {second}")
+    return "\n".join(lines)
 
 
 def move(a: float, b: float) -> float:

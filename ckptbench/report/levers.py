@@ -1,8 +1,8 @@
 """The report's "configurations side by side" section, from a ``levers`` record
 (``ckptbench.experiments.levers``): per job the record measured (``config.Shape``, as its
 environment names them), a decision naming a configuration, a strategy with Spark's defaults or
-with Spark's own checkpoint levers (``ckptbench.decide`` on the record, with the crash lab's
-findings and the store probe's verdicts exactly as the streaming section takes them), and a table
+with Spark's own checkpoint levers (the job's one decision, ``decide.per_job`` over the store's
+records: the streaming section shows the same for the jobs it measured too), and a table
 of every configuration: commit and batch p50, billable requests per batch (the strategy's own and
 the others'), dollars per month (a projection at the report's trigger interval, ``tables.TRIGGER_S``)
 and, where Spark refused it, Spark's reason. ``summary`` gives the page's top lines, one per job.
@@ -82,10 +82,10 @@ def _against_default(d: decide.Decision) -> str:
             f"a month ({cost.LABEL}).")
 
 
-def section(store: str, record: results.Results, where: str, found: dict | None = None,
-            can_run: dict | None = None) -> Section:
-    """The section for ``record`` (a ``levers`` record on ``store``, measured as ``where`` says), a
-    decision and its table per job; ``found`` and ``can_run`` as ``decide.decide`` takes them."""
+def section(store: str, record: results.Results, where: str, decisions: dict[str, decide.Decision]) -> Section:
+    """The section for ``record`` (a ``levers`` record on ``store``, measured as ``where`` says), per
+    job its decision (``decisions``: ``decide.per_job`` over the store's records, the runs of this
+    job in other records included) and a table of it."""
     plan, env = record.environment["plan"], record.environment
     levers = "; ".join(f"{name} ({', '.join(f'{k}={v}' for k, v in {**lever.conf, **lever.options}.items())})"
                        for name, lever in config.LEVERS.items())
@@ -108,7 +108,7 @@ def section(store: str, record: results.Results, where: str, found: dict | None 
         "lever of, is never recommended: Spark's reason is shown."]
     out = Section(f"{store}: {TITLE}", text)
     for shape in shapes(record):
-        d = decide.decide(record, shape["name"], TRIGGER_S, safety=found, runnable=can_run)
+        d = decisions[shape["name"]]
         said = [_job(shape)]
         if shape["trigger_s"] != TRIGGER_S:
             said.append(f"Priced at the report's one batch every {TRIGGER_S:g} s; the job's own trigger is "

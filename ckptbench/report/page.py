@@ -10,9 +10,10 @@ from ``ckptbench.metrics.cost`` and COPY projected to AWS S3 (``config.PROJECTIO
 projection wherever it shows. The page embeds its
 figures (also written as PNG files beside it) and its style, so it opens from a file share or a
 CI artifact with no network; it links to asv's pages (``../html/index.html``) for history where they
-were published beside the records. Where a ``levers`` record holds a decision, the page opens with
-the configuration (strategy and levers) recommended per job; each workload's strategy stays in
-the streaming section.
+were published beside the records. A store's decisions are made once per job, from every run of the
+job in its streaming and levers records (``decisions_of``), and every section that shows a job's
+verdict shows that one: where a ``levers`` record holds a job, the page opens with the configuration
+(strategy and levers) recommended for it.
 Rendered with Jinja2 (``templates/report.html``, its tables by ``report.table``'s macro), which escapes
 everything it inserts.
 """
@@ -138,9 +139,9 @@ def _probe(name: str, record: results.Results) -> Section:
                  "; ".join(v["reasons"] + v["notes"]) or "-"] for strategy, v in verdicts.items()])])
 
 
-def _streaming(name: str, record: results.Results, figures: Path,
-               found: dict[str, decide.Safety] | None = None,
-               can_run: dict[str, str | None] | None = None) -> Section:
+def _streaming(name: str, record: results.Results, figures: Path, decisions: dict[str, decide.Decision]) -> Section:
+    """The streaming record's section: per job its workloads measured, that job's one decision
+    (``decisions``: ``decide.per_job`` over the store's records), then the tables of measurements."""
     plan = record.environment["plan"]
     largest, interval = plan["keys"][-1], plan["compact_interval"]
     section = Section(f"{name}: streaming queries", [
@@ -151,9 +152,8 @@ def _streaming(name: str, record: results.Results, figures: Path,
         f"{cell(metrics.put_floor_ms(record), '.1f')} ms as Spark's own S3 client makes it in the driver JVM "
         "(the client's work included), each after the store sat idle for "
         f"{config.FLOOR_PAUSE_S * 1000:.0f} ms, as a checkpoint's PUT comes."])
-    section.boxes = [Box(d, tables.candidates_table(d))
-                     for d in (decide.decide(record, workload, tables.TRIGGER_S, safety=found, runnable=can_run)
-                               for workload in plan["workloads"] if workload in set(record.runs.workload))]
+    section.boxes = [Box(decisions[job], tables.candidates_table(decisions[job]), said)
+                     for job, said in _jobs_measured(record, plan["workloads"]).items()]
     rows = []
     for strategy in record.strategies():
         def stateful(metric, *args, keys=None, strategy=strategy):
@@ -198,6 +198,22 @@ def _streaming(name: str, record: results.Results, figures: Path,
         Figure(plots.state(name, record, figures / f"{name}-state.png"),
                "State checkpoint cost against the state written per batch.")]
     return section
+
+
+def _jobs_measured(record: results.Results, workloads: list[str]) -> dict[str, list[str]]:
+    """Per job the streaming ``record`` measured (``config.job_of``), in ``workloads``' order, the line
+    naming the workloads that measured it where the job is not simply one of them."""
+    named: dict[str, list[str]] = {}
+    for workload in workloads:
+        runs = record.runs[record.runs.workload == workload]
+        if len(runs):
+            job, preset = config.job_of(workload, int(runs["keys"].iloc[0]))
+            named.setdefault(job, []).append(workload if preset == config.DEFAULT_PRESET
+                                             else f"{workload} (as configuration {preset})")
+    return {job: [] if said == [job] else
+            [f"The job {job}, measured here as {', '.join(said)}: its decision is made once, from every run of the "
+             "job in this store's records, and every section of this page that shows the job shows that one."]
+            for job, said in named.items()}
 
 
 def _store(name: str, record: results.Results) -> Section:
@@ -326,6 +342,26 @@ def _outage_tables(record: results.Results) -> list[Table]:
                   "restarts without faults that resumed.")]
 
 
+#: The experiments whose runs measure jobs a decision is made for, in the order their runs are merged.
+DECIDED = ("streaming", "levers")
+
+
+def decisions_of(kinds: dict[str, results.Results]) -> dict[str, decide.Decision]:
+    """The one decision per job of a store's records (``kinds``: ``{experiment: record}``), from the
+    runs of its ``DECIDED`` experiments at the report's trigger interval (``decide.per_job``), with its
+    crash lab's findings (``safety``) and its probe's verdicts (``runnable``) where it has them."""
+    return decide.per_job([kinds[kind] for kind in DECIDED if kind in kinds], tables.TRIGGER_S,
+                          safety=safety(kinds[config.CRASHLAB]) if config.CRASHLAB in kinds else None,
+                          runnable=runnable(kinds["store"]) if "store" in kinds else None)
+
+
+def recommendations(raw: Path) -> dict[tuple[str, str], str | None]:
+    """What the report recommends per (store, job) from the records under ``raw`` (None: nothing can
+    be recommended), as ``write`` decides it."""
+    return {(store, job): d.recommended for store, kinds in disk.read_all(raw).items()
+            for job, d in decisions_of(kinds).items()}
+
+
 def write(out: Path) -> list[Path]:
     """Write ``out/report/index.html`` and its figures from the records in ``out/raw``; returns
     their paths, the page first."""
@@ -336,12 +372,12 @@ def write(out: Path) -> list[Path]:
     sections, summary = [], []
     copy_plot = plots.copy(stores, figures / "copy.png")
     for name, kinds in stores.items():
-        found = safety(kinds[config.CRASHLAB]) if config.CRASHLAB in kinds else None
         can_run = runnable(kinds["store"]) if "store" in kinds else None
+        decisions = decisions_of(kinds)
         if "streaming" in kinds:
-            sections.append(_streaming(name, kinds["streaming"], figures, found, can_run))
+            sections.append(_streaming(name, kinds["streaming"], figures, decisions))
         if "levers" in kinds:
-            sections.append(levers.section(name, kinds["levers"], _where(kinds["levers"]), found, can_run))
+            sections.append(levers.section(name, kinds["levers"], _where(kinds["levers"]), decisions))
             summary += levers.summary(name, sections[-1], bool(kinds["levers"].environment.get("emulator")))
         if can_run is not None:
             sections.append(_probe(name, kinds["store"]))

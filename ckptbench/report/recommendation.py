@@ -38,11 +38,12 @@ FRESH = ("(the endpoint and bucket below are those of the store this command sta
 
 
 def decision_of(record: results.Results) -> decide.Decision:
-    """``decide`` for the record's job at its trigger, with the race's and the crash check's
-    findings and the probe's verdicts as the report reads them (``page.safety``, ``page.runnable``)."""
+    """The record's job's one decision at its trigger (``decide.per_job``, as the report makes it), with
+    the race's and the crash check's findings and the probe's verdicts as the report reads them
+    (``page.safety``, ``page.runnable``)."""
     said = record.environment["recommend"]
-    return decide.decide(record, said["shape"]["name"], said["trigger_s"], safety=page.safety(record),
-                         runnable=page.runnable(record))
+    return decide.per_job([record], said["trigger_s"], safety=page.safety(record),
+                          runnable=page.runnable(record))[said["shape"]["name"]]
 
 
 def _count(value) -> str:

@@ -53,11 +53,12 @@ class Section:
 
 
 def candidates_table(d: decide.Decision) -> Table:
-    """A workload's decision's candidates, one row per strategy: commit p50 / p95, billable
-    requests, dollars (a projection), a second writer, and the verdict."""
-    rows = [[c.strategy, f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", cell(c.requests_per_batch, ".1f"),
+    """A job's decision's candidates, one row per configuration (a strategy, with Spark's levers where
+    the job ran some): commit p50 / p95, billable requests, dollars (a projection), a second writer,
+    and the verdict."""
+    rows = [[c.label, f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", cell(c.requests_per_batch, ".1f"),
              cell(c.dollars_per_month, ",.2f"), c.second_writer,
-             decide.recommended_said(c) if c.strategy == d.recommended else f"out: {c.out}" if c.out else c.note]
+             decide.recommended_said(c) if c is d.chosen else f"out: {c.out}" if c.out else c.note]
             for c in d.candidates]
     return Table("The candidates", ["strategy", "commits per batch, p50 / p95 (ms)", "billable requests per batch",
                                     "$ per month (projection)", "a second writer", "verdict"], rows,
