@@ -9,6 +9,7 @@ it; bad input is one line, exit status 2, nothing written.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import uuid
@@ -75,8 +76,9 @@ def test_an_honest_store_runs_every_strategy(fresh_bucket, copy_sizes):
         assert any(line.startswith(f"| {name} | yes |") for line in text.splitlines()), text
     copy = data["copy"]
     largest = copy["fastest_ms"][str(max(copy_sizes))]
-    if store.name == "embedded":  # moto copies the bytes in memory: about as long as a PUT of them
-        assert copy["moves_data"], copy
+    if store.name == "embedded":
+        # An emulator's timings mean nothing (above): its COPY fit is reported, whichever way it falls.
+        assert isinstance(copy["moves_data"], bool) and math.isfinite(copy["share_of_put"]), copy
     else:
         # Ceph RGW copies only an object's head (4 MiB) and shares its tail (``infra.CephStore``):
         # copy_fit's share of a PUT's per-MiB cost lands near its 0.1 threshold over 1 KiB..32 MiB, so
