@@ -158,7 +158,7 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
         assert f'  .option("{key}", "{value}")' in printed
     # Against Spark's default configuration, as worked out from the record written.
     assert decision.baseline.label == "rename"
-    rows = recommendation.comparison(decision)
+    rows = recommendation.comparison(decision).rows
     assert [row[0] for row in rows] == ["commit latency p50 (ms)", "batch time p50 (ms)",
                                         "requests per batch (billable)",
                                         "$ per month (projection at AWS S3 list prices)"]
