@@ -249,22 +249,23 @@ def round_trip_of(record: results.Results) -> tuple[float, str]:
     return floor, f"the store's PUT floor, {floor:.1f} ms"
 
 
-def ms(i: metrics.Interval | None) -> str:
-    """A median and its interval as the verdicts show them: "9.1 ms [8.7, 9.6]"."""
+def _said(i: metrics.Interval | None, spec: str, before: str = "", after: str = "") -> str:
+    """A value and its interval as the verdicts show them, each number formatted by ``spec``."""
     if i is None:
         return "-"
     if np.isnan(i.low):
-        return f"{i.value:.1f} ms [no interval: one batch]"
-    return f"{i.value:.1f} ms [{i.low:.1f}, {i.high:.1f}]"
+        return f"{before}{i.value:{spec}}{after} [no interval: one batch]"
+    return f"{before}{i.value:{spec}}{after} [{i.low:{spec}}, {i.high:{spec}}]"
+
+
+def ms(i: metrics.Interval | None) -> str:
+    """A median and its interval as the verdicts show them: "9.1 ms [8.7, 9.6]"."""
+    return _said(i, ".1f", after=" ms")
 
 
 def dollars(i: metrics.Interval | None) -> str:
     """Dollars a month and their interval: "$2.59 [2.59, 2.59]"."""
-    if i is None:
-        return "-"
-    if np.isnan(i.low):
-        return f"${i.value:,.2f} [no interval: one batch]"
-    return f"${i.value:,.2f} [{i.low:,.2f}, {i.high:,.2f}]"
+    return _said(i, ",.2f", before="$")
 
 
 def recommended_said(c: Candidate) -> str:
