@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from ckptbench.record.results import Results, Run, RunFailed
 
@@ -133,9 +132,15 @@ class Interval:
 def _bootstrap(samples: tuple, statistic) -> tuple[float, float]:
     """``scipy.stats.bootstrap``'s percentile interval of ``statistic`` over ``samples`` (each
     resampled on its own), each sorted first and resampled with the fixed ``SEED``: an interval
-    that depends on the values alone, never on their order or on a random draw."""
+    that depends on the values alone, never on their order or on a random draw.
+
+    scipy is imported here, not with the module: every process that reads a record imports this
+    module (each CLI command, query and crash-lab driver, asv's benchmark processes), and
+    ``scipy.stats`` costs more CPU to import than most of those spend on their own work."""
     if min(len(s) for s in samples) < 2:
         return float("nan"), float("nan")
+    from scipy import stats as scipy_stats
+
     found = scipy_stats.bootstrap(tuple(np.sort(s) for s in samples), statistic, n_resamples=RESAMPLES,
                                   confidence_level=CONFIDENCE, method="percentile", vectorized=True,
                                   paired=False, rng=np.random.default_rng(SEED))
