@@ -24,6 +24,11 @@ def test_unknown_store_lists_the_valid_ones():
     assert "'hdfs'" in line and "embedded, ceph" in line
 
 
+def test_an_unknown_crash_plan_lists_the_plans():
+    line = one_error_line(ckptbench("crashlab", "--size", "huge"))
+    assert "'huge'" in line and "smallest, quick, full" in line
+
+
 def test_malformed_option_is_one_line():
     line = one_error_line(ckptbench("measure", "--batches", "many"))
     assert "--batches" in line
