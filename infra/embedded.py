@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .net import ending_with_us, free_port, stop_process, wait_for_port
+from .net import SERVER_START_S, ending_with_us, free_port, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 
@@ -48,7 +48,7 @@ class EmbeddedStore(ObjectStore):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        if not wait_for_port(port, 20, alive=lambda: self._proc.poll() is None):
+        if not wait_for_port(port, SERVER_START_S, alive=lambda: self._proc.poll() is None):
             self._stop()
             raise StoreUnavailable(f"embedded: moto_server did not start on port {port}")
         atexit.register(self._stop)  # no orphaned server if the caller forgets stop()

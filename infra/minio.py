@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import tempfile
 
-from .net import ending_with_us, free_port, stop_process, wait_for_port
+from .net import SERVER_START_S, ending_with_us, free_port, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 BINARY_ENV = "CKPT_MINIO_BIN"
@@ -61,7 +61,7 @@ class MinioStore(ObjectStore):
             self._proc = subprocess.Popen(ending_with_us([exe, "server", os.path.join(self._dir, "data"), "--address",
                                                           f"127.0.0.1:{port}", "--quiet"]),
                                           env=env, stdout=log, stderr=log)
-        if not wait_for_port(port, 30, alive=lambda: self._proc.poll() is None):
+        if not wait_for_port(port, SERVER_START_S, alive=lambda: self._proc.poll() is None):
             self._stop()
             raise StoreUnavailable(f"minio: {exe} did not start on port {port}; see {log_path}")
         self.endpoint = f"http://127.0.0.1:{port}"

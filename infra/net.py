@@ -17,6 +17,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: How long a local server (moto, MinIO) may take to accept connections: a guard against a hang only,
+#: since the wait ends when the port answers or the process dies. Generous: a server niced beside
+#: other work on a loaded 2-core machine starts many times slower than on an idle one.
+SERVER_START_S = 120
+
+
 def wait_for_port(port: int, timeout: float, alive=lambda: True) -> bool:
     """True once something accepts connections on 127.0.0.1:port; False on timeout or if alive() turns false."""
     deadline = time.monotonic() + timeout
