@@ -1,7 +1,8 @@
 """A request is its batch's by the checkpoint file it touches, not by when it came
 (``ckptbench.record.attribution``), on fixed records: a batch's figures stay its own where a
 request fell in the next batch's window or between batches, and where state store maintenance met
-every batch; maintenance's requests are counted apart, with their spread.
+every batch; maintenance's requests are counted apart, with their spread; ``drift`` lists a
+change in a batch's own requests and shows the timing-driven ones apart.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import pytest
 
 import ckpt_impls
 from ckptbench import metrics
+from ckptbench.metrics import drift
 from ckptbench.record import attribution, results
-from helpers import T0, progress
+from helpers import T0, asv_result, progress
 from infra.s3ops import Event, area_of
 
 #: Measured batches 1-4, batch b from T0 + b to T0 + b + 0.5 s.
@@ -164,3 +166,24 @@ def test_rocksdb_uploads_go_with_their_zip():
     assert batch_own.requests.groupby("batch_id").size().to_dict() == {1: 3}
     assert metrics.requests_per_batch(batch_own, controlled=False) == 0.5
 
+
+def test_drift_lists_a_change_in_a_batchs_own_requests_and_shows_maintenance_apart(tmp_path):
+    """Two runs of one commit: a batch's own request counts equal, maintenance's moved. Then a
+    broken case: one own count changed (a request a batch sent, or one told to the wrong batch),
+    which ``own_requests_changed`` catches and ``compare`` lists."""
+    own = "requests.Requests.track_total_per_batch"
+    apart = "requests.Requests.track_timing_driven_per_batch"
+    a = asv_result(tmp_path / "a" / "asv" / "m" / "r.json", "host-ceph",
+                   {own: [4.0, 10.0], apart: [0.5, 2.0], "commit_latency.C.track_p50": 9.0})
+    b = asv_result(tmp_path / "b" / "asv" / "m" / "r.json", "host-ceph",
+                   {own: [4.0, 10.0], apart: [0.0, 3.0], "commit_latency.C.track_p50": 9.0})
+    broken = asv_result(tmp_path / "c" / "asv" / "m" / "r.json", "host-ceph",
+                        {own: [4.0, 11.0], apart: [0.5, 2.0], "commit_latency.C.track_p50": 9.0})
+    assert drift.own_requests_changed(drift.values(a), drift.values(b)) == {}
+    text = drift.compare(a, b)
+    assert "a batch's own requests: 2 values, 0 changed" in text, text
+    assert f"  200.0%  {apart}['a']: 0.5 -> 0" in text.splitlines(), text
+    assert drift.own_requests_changed(drift.values(a), drift.values(broken)) == {f"{own}['b']": (10.0, 11.0)}
+    text = drift.compare(a, broken)
+    assert "a batch's own requests: 2 values, 1 changed (the same commit on one store sends the same):" in text, text
+    assert f"  {own}['b']: 10 -> 11" in text.splitlines(), text
