@@ -83,17 +83,42 @@ def file_name(key: str) -> str:
 def named_batch(op: str, key: str) -> int | None:
     """The batch the file a request of ``op`` on ``key`` touches names (rule 2 of the module's,
     reads whenever they came), None where it names none."""
+    named, _, _, temp, *_ = _key_facts(key)
+    return None if op in ("DELETE", "BULK_DELETE") and not temp else named
+
+
+#: What ``_key_facts`` says of a key.
+_FACTS = ("named", "directory", "file", "temp", "maintenance_file", "uploads", "zip")
+
+
+def _key_facts(key: str) -> tuple:
+    """Of a key (see ``_FACTS``): the batch its file names (None: none; a purge's DELETE aside);
+    the directory of the file (the last segment's parent); the file (that directory and
+    ``file_name``); whether it is a temp file; whether only
+    maintenance writes its file (``MAINTENANCE_FILES``); for an SST or log upload the partition
+    directory it goes with, else None; whether its file is a checkpoint zip."""
     parts = key.rstrip("/").split("/")
-    if len(parts) < 2 or (op in ("DELETE", "BULK_DELETE") and not _TEMP.match(parts[-1])):
-        return None
-    name = file_name(key)
-    log_file = parts[-2] in _LOG_AREAS or (len(parts) > 2 and parts[-3] == "sources")
-    if log_file and (log := _LOG_FILE.match(name)):
-        return int(log["n"])
+    name, directory = file_name(key), "/".join(parts[:-1])
+    named = None
+    if len(parts) > 1 and (parts[-2] in _LOG_AREAS or (len(parts) > 2 and parts[-3] == "sources")):
+        named = int(log["n"]) if (log := _LOG_FILE.match(name)) else None
     # A state file lies in an operator's partition: state/<operator>/<partition>/[<store>/]<file>.
-    if "state" in parts[:-3] and (state := _STATE_FILE.match(name)):
-        return int(state["n"]) - 1
-    return None
+    elif "state" in parts[:-3] and (state := _STATE_FILE.match(name)):
+        named = int(state["n"]) - 1
+    uploads = None
+    if not FILESYSTEM_DIRS.isdisjoint(parts):
+        uploads = next(("/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)
+                        if parts[i] in FILESYSTEM_DIRS and "state" in parts[:i]), None)
+    return (named, directory, f"{directory}/{name}", bool(_TEMP.match(parts[-1])), bool(MAINTENANCE_FILES.match(name)),
+            uploads, name.endswith(".zip"))
+
+
+def _facts(requests: pd.DataFrame) -> pd.DataFrame:
+    """``_key_facts`` of each of ``requests`` (columns ``_FACTS``), worked out once per distinct
+    key: a run's probes, writes and reads of one file share one."""
+    codes, keys = pd.factorize(requests.key)
+    facts = pd.DataFrame([_key_facts(k) for k in keys], columns=list(_FACTS), dtype=object)
+    return facts.iloc[codes].set_axis(requests.index)
 
 
 def _on_listed(key: str, directory: str) -> bool:
@@ -136,65 +161,47 @@ def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.Serie
     return made
 
 
-def _uploaded_with(key: str) -> str | None:
-    """For a key under a RocksDB partition's SST or log directory (``FILESYSTEM_DIRS``), that
-    partition's directory (the zip's); else None."""
-    parts = key.split("/")
-    for i in range(len(parts) - 1, 0, -1):
-        if parts[i] in FILESYSTEM_DIRS and "state" in parts[:i]:
-            return "/".join(parts[:i])
-    return None
-
-
-def _zip_writes(requests: pd.DataFrame) -> pd.DataFrame:
-    """The requests that write a checkpoint ``V.zip`` (its PUT or COPY, under any name), with the
-    partition directory they write in (``directory``), in the order they started."""
-    writes = requests[requests.op.isin(["PUT", "COPY", "MPU_COMPLETE"])
-                      & requests.key.map(lambda k: file_name(k).endswith(".zip"))]
-    return writes.assign(directory=writes.key.map(lambda k: k.rpartition("/")[0])).sort_values("start")
-
-
 def attribute(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     """For each of one run's ``requests`` (rows of the ``requests`` table, one source's or several)
     and its maintenance ``calls`` (rows of the ``maintenance`` table): ``cause`` (one of
     ``CAUSES``), ``batch`` (the batch that made it; NA unless ``cause`` is ``batch``) and ``call``
     (the logged maintenance method that made it, None where none did), by the module's rules."""
     call = maintenance_methods(requests, calls)
-    named = pd.concat([_named_batches(rows) for _, rows in requests.groupby("source")] or
-                      [pd.Series(dtype="Int64")]).reindex(requests.index)
-    batch = named.astype("Int64").fillna(requests.batch_id.astype("Int64"))
-    maintenance = call.notna() | requests.key.map(lambda k: bool(MAINTENANCE_FILES.match(file_name(k))))
-    out = pd.DataFrame({"batch": batch, "maintenance": maintenance.astype(bool), "call": call})
+    facts = _facts(requests)
+    batch = _named_batches(requests, facts).fillna(requests.batch_id.astype("Int64"))
+    maintenance = call.notna() | facts.maintenance_file.astype(bool)
+    out = pd.DataFrame({"batch": batch, "maintenance": maintenance, "call": call})
     for _, rows in requests.groupby("source"):
-        _with_their_zip(out, rows)
+        _with_their_zip(out, rows, facts.loc[rows.index])
     cause = np.where(out.maintenance, "maintenance", np.where(out.batch.isna(), "between", "batch"))
     out["cause"] = pd.Series(cause, index=requests.index, dtype=object)
     out.loc[out.maintenance, "batch"] = pd.NA
     return out.drop(columns="maintenance")
 
 
-def _named_batches(requests: pd.DataFrame) -> pd.Series:
-    """For each of ``requests`` (one source's), the batch its file names where rule 2 gives it
-    one (a read only until the file's first write ended, if it had one), NA elsewhere."""
-    named = pd.Series([named_batch(o, k) for o, k in zip(requests.op, requests.key, strict=True)],
-                      index=requests.index, dtype="Int64")
-    files = requests.key.map(lambda k: f"{k.rstrip('/').rpartition('/')[0]}/{file_name(k)}")
-    written = requests.op.isin(WRITES) | (requests.op == "DELETE") & requests.key.map(
-        lambda k: bool(_TEMP.match(k.rpartition("/")[2])))
-    ended = (requests.start + requests.ms / 1000)[written & named.notna()].groupby(files).min()
-    before = requests.start <= files.map(ended).fillna(np.inf)
+def _named_batches(requests: pd.DataFrame, facts: pd.DataFrame) -> pd.Series:
+    """For each of ``requests``, the batch its file names where rule 2 gives it one (a read only
+    until the file's first write, as the same source saw it, ended, if it had one), NA elsewhere."""
+    temp = facts.temp.astype(bool)
+    named = facts.named.astype("Int64").where(~requests.op.isin(["DELETE", "BULK_DELETE"]) | temp)
+    written = requests.op.isin(WRITES) | ((requests.op == "DELETE") & temp)
+    ends = (requests.start + requests.ms / 1000)[written & named.notna()]
+    ended = ends.groupby([requests.source[ends.index], facts.file[ends.index]]).min()
+    first_write = ended.reindex(pd.MultiIndex.from_arrays([requests.source, facts.file])).to_numpy()
+    before = requests.start.to_numpy() <= np.nan_to_num(first_write, nan=np.inf)
     return named.where(written | before)
 
 
-def _with_their_zip(out: pd.DataFrame, requests: pd.DataFrame) -> None:
-    """Give each SST or log upload among ``requests`` (one source's) the batch and maintenance
-    flag in ``out`` of the zip written next after it in its partition's directory (rule 1)."""
-    directories = requests.key.map(_uploaded_with)
-    uploads = requests[directories.notna() & (requests.op != "GET")]
+def _with_their_zip(out: pd.DataFrame, requests: pd.DataFrame, facts: pd.DataFrame) -> None:
+    """Give each SST or log upload among ``requests`` (one source's; ``facts``, theirs) the batch
+    and maintenance flag in ``out`` of the zip written next after it in its partition's directory
+    (rule 1)."""
+    uploads = requests[facts.uploads.notna() & (requests.op != "GET")]
     if uploads.empty:
         return
-    zips = _zip_writes(requests)
-    for directory, rows in uploads.groupby(directories[uploads.index]):
+    zips = requests[requests.op.isin(["PUT", "COPY", "MPU_COMPLETE"]) & facts.zip.astype(bool)]
+    zips = zips.assign(directory=facts.directory[zips.index]).sort_values("start")
+    for directory, rows in uploads.groupby(facts.uploads[uploads.index]):
         written = zips[zips.directory == directory]
         after = written.start.to_numpy().searchsorted(rows.start.to_numpy(), side="left")
         has = after < len(written)
