@@ -40,6 +40,7 @@ import re
 import numpy as np
 import pandas as pd
 
+import ckpt_impls
 from ckpt_impls import manifest_format
 from infra.s3ops import FILESYSTEM_DIRS
 
@@ -58,8 +59,8 @@ LISTING_OPS = ("LIST", "HEAD", "GET")
 #: Files only the state store's maintenance writes (and deletes): an HDFS-backed store's snapshots.
 MAINTENANCE_FILES = re.compile(r"^\d+(_[^./]*)?\.snapshot$")
 
-#: The file a key's last segment names, under any name a request gives it: a temp file on the way
-#: to a rename (``.<name>.<uuid>.tmp``), a checksum (``<name>.crc``, also as ``.<name>.crc``).
+#: A temp file on the way to a rename (``ckpt_impls.TEMP_FILE``, ``.<name>.<uuid>.tmp``), the
+#: target's name captured.
 _TEMP = re.compile(r"^\.(?P<name>.+)\.[^.]+\.tmp$")
 #: A log file of batch N (offsets, commits, a file sink's or a file source's log).
 _LOG_FILE = re.compile(r"^(?P<n>\d+)(\.compact)?$")
@@ -109,8 +110,8 @@ def _key_facts(key: str) -> tuple:
     if not FILESYSTEM_DIRS.isdisjoint(parts):
         uploads = next(("/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)
                         if parts[i] in FILESYSTEM_DIRS and "state" in parts[:i]), None)
-    return (named, directory, f"{directory}/{name}", bool(_TEMP.match(parts[-1])), bool(MAINTENANCE_FILES.match(name)),
-            uploads, name.endswith(".zip"))
+    temp, snapshot = bool(ckpt_impls.TEMP_FILE.search(parts[-1])), bool(MAINTENANCE_FILES.match(name))
+    return named, directory, f"{directory}/{name}", temp, snapshot, uploads, name.endswith(".zip")
 
 
 def _facts(requests: pd.DataFrame) -> pd.DataFrame:
