@@ -7,7 +7,8 @@ The rules, in order (``attribute``):
 
 1. **Maintenance** made it where a logged call of the state store's maintenance did
    (``maintenance_methods``: by key, within the call's span), or where its file is one only
-   maintenance writes (``MAINTENANCE_FILES``: an HDFS-backed store's ``N.snapshot``), whenever it
+   maintenance writes (``MAINTENANCE_FILES``: an HDFS-backed store's ``N.snapshot``; a RocksDB
+   ``V.zip`` in a partition the run wrote changelogs to, where a zip is a snapshot), whenever it
    came. RocksDB's SST and log uploads (``infra.s3ops.FILESYSTEM_DIRS``, which no manager call
    names) go with the checkpoint ``V.zip`` of their partition written next after them, which
    ``RocksDBFileManager`` writes once they are up: a snapshot maintenance uploaded (changelog
@@ -170,7 +171,9 @@ def attribute(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     call = maintenance_methods(requests, calls)
     facts = _facts(requests)
     batch = _named_batches(requests, facts).fillna(requests.batch_id.astype("Int64"))
-    maintenance = call.notna() | facts.maintenance_file.astype(bool)
+    logged = requests.op.isin(WRITES) & facts.file.str.endswith(".changelog")
+    snapshot = facts.zip.astype(bool) & facts.directory.isin(set(facts.directory[logged]))
+    maintenance = call.notna() | facts.maintenance_file.astype(bool) | snapshot
     out = pd.DataFrame({"batch": batch, "maintenance": maintenance, "call": call})
     for _, rows in requests.groupby("source"):
         _with_their_zip(out, rows, facts.loc[rows.index])
