@@ -8,11 +8,13 @@ The rules, in order (``attribute``):
 1. **Maintenance** made it where a logged call of the state store's maintenance did
    (``maintenance_methods``: by key, within the call's span), or where its file is one only
    maintenance writes (``MAINTENANCE_FILES``: an HDFS-backed store's ``N.snapshot``; a RocksDB
-   ``V.zip`` in a partition the run wrote changelogs to, where a zip is a snapshot), whenever it
-   came. RocksDB's SST and log uploads (``infra.s3ops.FILESYSTEM_DIRS``, which no manager call
-   names) go with the checkpoint ``V.zip`` of their partition written next after them, which
-   ``RocksDBFileManager`` writes once they are up: a snapshot maintenance uploaded (changelog
-   checkpointing on) takes its SSTs with it; a batch's own zip keeps its SSTs in that batch.
+   ``V.zip`` in a partition the run wrote changelogs to, where a zip is a snapshot), or it deletes
+   a state file that is not a temp file (old versions past retention; ``MaintenanceWatch`` says
+   the same of the manager's calls), whenever it came. RocksDB's SST and log uploads
+   (``infra.s3ops.FILESYSTEM_DIRS``, which no manager call names) go with the checkpoint
+   ``V.zip`` of their partition written next after them, which ``RocksDBFileManager`` writes once
+   they are up: a snapshot maintenance uploaded (changelog checkpointing on) takes its SSTs with
+   it; a batch's own zip keeps its SSTs in that batch.
 2. **A batch** made it where the file it writes or reads names one (``named_batch``):
    ``offsets/N``, ``commits/N``, ``_spark_metadata/N``, a file source's ``sources/<i>/N`` and
    their ``N.compact`` are batch N's; a state file (under ``state/<operator>/<partition>/``) of
@@ -27,11 +29,12 @@ The rules, in order (``attribute``):
 3. Else the batch whose window the request started in (``requests.batch_id``, the recorder's):
    for requests that name no batch (a LIST of a log's directory, a sink's data files, a
    manifest's records), a batch's own only by time. Where it started in no window, it is
-   **between** batches: a query's start, async progress tracking's writes, anything timing-driven.
+   **between** batches: a query's start, anything else timing-driven.
 
 Limits: on a cluster (or before schema 6) no maintenance call was logged, and only rule 1's file
-names tell maintenance apart; a RocksDB ``.zip`` a batch read from the store is never the
-manager's to write, so only writes take SST uploads with them.
+names tell maintenance apart. Rule 3 is by time: a request that names no batch and fell in another
+batch's window counts there. RocksDB's SST reads (a store loaded from the checkpoint) stay with
+their window: only uploads go with a zip.
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ def named_batch(op: str, key: str) -> int | None:
 
 
 #: What ``_key_facts`` says of a key.
-_FACTS = ("named", "directory", "file", "temp", "maintenance_file", "uploads", "zip")
+_FACTS = ("named", "directory", "file", "temp", "maintenance_file", "uploads", "zip", "state_file")
 
 
 def _key_facts(key: str) -> tuple:
@@ -98,21 +101,22 @@ def _key_facts(key: str) -> tuple:
     the directory of the file (the last segment's parent); the file (that directory and
     ``file_name``); whether it is a temp file; whether only
     maintenance writes its file (``MAINTENANCE_FILES``); for an SST or log upload the partition
-    directory it goes with, else None; whether its file is a checkpoint zip."""
+    directory it goes with, else None; whether its file is a checkpoint zip; whether it lies in a
+    state partition's directory (``state/<operator>/<partition>/...``)."""
     parts = key.rstrip("/").split("/")
     name, directory = file_name(key), "/".join(parts[:-1])
-    named = None
+    named, state_file = None, False
     if len(parts) > 1 and (parts[-2] in _LOG_AREAS or (len(parts) > 2 and parts[-3] == "sources")):
         named = int(log["n"]) if (log := _LOG_FILE.match(name)) else None
     # A state file lies in an operator's partition: state/<operator>/<partition>/[<store>/]<file>.
-    elif "state" in parts[:-3] and (state := _STATE_FILE.match(name)):
+    elif (state_file := "state" in parts[:-3]) and (state := _STATE_FILE.match(name)):
         named = int(state["n"]) - 1
     uploads = None
     if not FILESYSTEM_DIRS.isdisjoint(parts):
         uploads = next(("/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)
                         if parts[i] in FILESYSTEM_DIRS and "state" in parts[:i]), None)
     temp, snapshot = bool(ckpt_impls.TEMP_FILE.search(parts[-1])), bool(MAINTENANCE_FILES.match(name))
-    return named, directory, f"{directory}/{name}", temp, snapshot, uploads, name.endswith(".zip")
+    return named, directory, f"{directory}/{name}", temp, snapshot, uploads, name.endswith(".zip"), state_file
 
 
 def _facts(requests: pd.DataFrame) -> pd.DataFrame:
@@ -173,7 +177,8 @@ def attribute(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     batch = _named_batches(requests, facts).fillna(requests.batch_id.astype("Int64"))
     logged = requests.op.isin(WRITES) & facts.file.str.endswith(".changelog")
     snapshot = facts.zip.astype(bool) & facts.directory.isin(set(facts.directory[logged]))
-    maintenance = call.notna() | facts.maintenance_file.astype(bool) | snapshot
+    purged = (requests.op == "DELETE") & facts.state_file.astype(bool) & ~facts.temp.astype(bool)
+    maintenance = call.notna() | facts.maintenance_file.astype(bool) | snapshot | purged
     out = pd.DataFrame({"batch": batch, "maintenance": maintenance, "call": call})
     for _, rows in requests.groupby("source"):
         _with_their_zip(out, rows, facts.loc[rows.index])
@@ -200,7 +205,7 @@ def _with_their_zip(out: pd.DataFrame, requests: pd.DataFrame, facts: pd.DataFra
     """Give each SST or log upload among ``requests`` (one source's; ``facts``, theirs) the batch
     and maintenance flag in ``out`` of the zip written next after it in its partition's directory
     (rule 1)."""
-    uploads = requests[facts.uploads.notna() & (requests.op != "GET")]
+    uploads = requests[facts.uploads.notna() & ~requests.op.isin(["GET", "DELETE"])]
     if uploads.empty:
         return
     zips = requests[requests.op.isin(["PUT", "COPY", "MPU_COMPLETE"]) & facts.zip.astype(bool)]
