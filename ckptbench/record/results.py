@@ -173,6 +173,22 @@ class Results:
         once per record (a 10,000-batch run has a million requests)."""
         return self._causes
 
+    @functools.cached_property
+    def _attributed(self) -> dict[tuple[int, str], pd.DataFrame]:
+        return {}
+
+    def attributed(self, run: int, source: str) -> pd.DataFrame:
+        """The requests of ``run`` that ``source`` counted, with their ``cause`` and ``call``
+        (``causes``); ``batch_id`` the batch that made each (NA: none), ``window`` the batch whose
+        window it started in (the recorded ``batch_id``). Once per run and source: every figure of
+        every window of a long run reads them."""
+        if (run, source) not in self._attributed:
+            requests = self.requests_counted(run, source)
+            causes = self.causes().reindex(requests.index)
+            self._attributed[run, source] = requests.assign(window=requests.batch_id, batch_id=causes.batch,
+                                                            cause=causes.cause, call=causes.call)
+        return self._attributed[run, source]
+
     def strategies(self) -> list[str]:
         """The strategies of the runs, in the order they ran (the benchmark floor is none)."""
         return [s for s in dict.fromkeys(self.runs.strategy) if s != ckpt_impls.FLOOR.name]
@@ -209,12 +225,8 @@ class Run:
         return next(iter(self.sources), SOURCES[0])
 
     def _attributed(self) -> pd.DataFrame:
-        """Every request of the run that ``request_source`` counted, with its ``cause`` and ``call``
-        (``Results.causes``); ``batch_id`` the batch that made it (NA: none), ``window`` the batch
-        whose window it started in (the recorded ``batch_id``)."""
-        requests = self.results.requests_counted(self.run, self.request_source)
-        causes = self.results.causes().reindex(requests.index)
-        return requests.assign(window=requests.batch_id, batch_id=causes.batch, cause=causes.cause, call=causes.call)
+        """Every request of the run that ``request_source`` counted, attributed (``Results.attributed``)."""
+        return self.results.attributed(self.run, self.request_source)
 
     @property
     def maintenance_requests(self) -> pd.DataFrame:
