@@ -1,10 +1,14 @@
-"""Requests per batch: every S3 request the metering proxy saw while a batch ran, by operation
-and by checkpoint area, a mean over the measured batches (``ckptbench.metrics`` says why).
+"""Requests per batch: every S3 request a batch made, by operation and by checkpoint area, a mean
+over the measured batches (``ckptbench.metrics`` says why). A request is a batch's by the file it
+touches, not by when it came (``ckptbench.record.attribution``), so these are the same in every run
+of one commit on one store.
 
 An area is where the key lies: ``offsets``, ``commits``, ``state``, ``sources``, ``metadata``
 in the checkpoint, ``_spark_metadata`` (the file sink's log) and ``data`` (everything else:
-the sink's files, the file source's input). Requests that started between batches (state
-store maintenance, say) are in ``Requests.track_outside_batches``.
+the sink's files, the file source's input). Requests no batch made (state store maintenance's,
+those between batches) are counted apart: ``Requests.track_outside_batches``,
+``track_timing_driven_per_batch`` and ``track_timing_driven_spread`` (``ckptbench.metrics.drift``
+shows them apart too).
 """
 
 from ckptbench import metrics
@@ -90,8 +94,17 @@ class Requests:
         return metrics.per_put(results.run(strategy, workload), "DELETE")
 
     def track_outside_batches(self, results, strategy, workload):
-        """Requests that started between batches, per measured batch."""
+        """Requests no batch made (maintenance's, between batches, the query's start), per measured batch."""
         return metrics.requests_outside_batches(results.run(strategy, workload))
+
+    def track_timing_driven_per_batch(self, results, strategy, workload):
+        """Requests no batch made that landed while the measured batches ran, per measured batch."""
+        return metrics.timing_driven_per_batch(results.run(strategy, workload))
+
+    def track_timing_driven_spread(self, results, strategy, workload):
+        """The most less the fewest of those in one measured batch, over every run of the configuration."""
+        _, fewest, most = metrics.timing_driven_spread(results.runs_of(strategy, workload))
+        return most - fewest
 
     def track_kib_sent_per_batch(self, results, strategy, workload):
         """Request payload bytes per batch, all areas (checkpoint files and data)."""
@@ -103,6 +116,7 @@ class Requests:
         return metrics.requests_per_checkpoint_file(results, results.run(strategy, workload))
 
     track_total_per_batch.unit = track_outside_batches.unit = "requests"
+    track_timing_driven_per_batch.unit = track_timing_driven_spread.unit = "requests"
     track_per_checkpoint_file.unit = "requests per checkpoint file"
     track_copies_per_put.unit = track_deletes_per_put.unit = "per PUT"
     track_kib_sent_per_batch.unit = "KiB"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import json
 import os
 import re
 import subprocess
@@ -117,6 +118,16 @@ def event(batch: float, op: str, key: str, ms: float = 2.0, bytes_in: int = 0) -
     start = T0 + batch
     return Event(start, start + ms / 1000, "PUT", op, "offsets" if "offsets" in key else "state", "b", key, 200,
                  bytes_in, 0)
+
+
+def asv_result(path: Path, machine: str, values: dict[str, float | list]) -> Path:
+    """A file in asv's result format, holding ``values`` (a list for a parameterised benchmark)."""
+    results_ = {name: [value, [["'a'", "'b'"]] if isinstance(value, list) else []]
+                for name, value in values.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"result_columns": ["result", "params"], "results": results_,
+                                "params": {"machine": machine}, "commit_hash": "0123456789abcdef"}))
+    return path
 
 
 def skip_unless_ci(reason: str):

@@ -28,7 +28,7 @@ from ckptbench.harness import querylab
 from ckptbench.metrics import drift
 from ckptbench.record import disk, results, schema
 from ckptbench.report import tables
-from helpers import T0, ckptbench, event, fixed_streaming_record, progress
+from helpers import T0, asv_result, ckptbench, event, fixed_streaming_record, progress
 
 ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
@@ -194,16 +194,6 @@ def test_a_schema_2_record_reads_with_no_settings_recorded(record, tmp_path):
 # -- drift --------------------------------------------------------------------------------------
 
 
-def asv_result(path: Path, machine: str, values: dict[str, float | list]) -> Path:
-    """A file in asv's result format, holding ``values`` (a list for a parameterised benchmark)."""
-    results_ = {name: [value, [["'a'", "'b'"]] if isinstance(value, list) else []]
-                for name, value in values.items()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"result_columns": ["result", "params"], "results": results_,
-                                "params": {"machine": machine}, "commit_hash": "0123456789abcdef"}))
-    return path
-
-
 def test_drift_moves_and_summary(tmp_path):
     assert drift.move(100, 100) == 0 and drift.move(0, 0) == 0
     assert drift.move(90, 110) == pytest.approx(0.2)
@@ -319,12 +309,12 @@ def test_spark_share_overhead_and_requests_per_checkpoint_file():
     assert metrics.requests_per_checkpoint_file(record, run) == 1.5  # 3 per batch, the data and SST PUTs left out
 
 
-def test_a_batch_state_store_maintenance_overlapped_is_left_out_of_a_batchs_own_figures():
-    """Maintenance runs on its own schedule: the batches one of its calls met are left out of
-    requests per checkpoint file, on the strategy's side and the floor's. Here a LIST in batch 2, a
-    call over batch 4's end and a snapshot in the floor's batch 1; a call that ended before batch 3
-    began (beyond the millisecond of slack) and one between batches leave their batches in. Counted
-    with them in, the figure is 1.2, not 1."""
+def test_a_batch_state_store_maintenance_overlapped_keeps_its_own_figures():
+    """Maintenance runs on its own schedule: its requests are told apart request by request, so the
+    batches its calls met stay in every figure, with their own requests only. Here a LIST in batch
+    2, a call over batch 4's end and a snapshot in the floor's batch 1; a call that ended before
+    batch 3 began and one between batches make nothing. Counted with them in, the figure would be
+    1.2, not 1; with the batches they met left out, it would rest on half of them."""
     recorder = results.Recorder()
     floor = recorder.add_run(ckpt_impls.FLOOR.name, "stateful", 10, "f")
     strategy = recorder.add_run("conditional", "stateful", 10, "p")
@@ -348,15 +338,14 @@ def test_a_batch_state_store_maintenance_overlapped_is_left_out_of_a_batchs_own_
     record = recorder.results({"plan": {"keys": [10]}})
 
     run = record.run("conditional", "stateful")
-    clear = dataclasses.replace(run, clear_of_maintenance=True)
-    assert list(clear.batches.batch_id) == [1, 3]
-    assert list(dataclasses.replace(metrics.floor_run(record, "stateful"), clear_of_maintenance=True)
-                .batches.batch_id) == [2, 3, 4]
-    assert metrics.maintenance_batches_share(run) == 0.5
+    assert list(run.batches.batch_id) == [1, 2, 3, 4]
     assert metrics.checkpoint_files_per_batch(record, "stateful") == 1.0
     assert metrics.requests_per_checkpoint_file(record, run) == 1.0
-    assert metrics.requests_per_batch(run) / metrics.requests_per_batch(metrics.floor_run(record, "stateful")) \
-        == 1.5 / 1.25 == 1.2  # all batches: a LIST in 2 and 4 against a snapshot in 1
+    assert metrics.requests_per_batch(run) == metrics.requests_per_batch(metrics.floor_run(record, "stateful")) == 1.0
+    # Apart: the three LISTs, where they landed (the one at 3.7 after batch 3's window: until batch 4).
+    assert list(metrics.timing_driven_by_batch(run)) == [0, 1, 1, 1]
+    assert metrics.timing_driven_spread([run]) == (0.75, 0.0, 1.0)
+    assert sorted(run.maintenance_requests.call) == ["list"] * 3
 
 
 def test_the_requests_a_maintenance_call_made_are_told_apart_from_a_batchs_own():
@@ -386,16 +375,16 @@ def test_the_requests_a_maintenance_call_made_are_told_apart_from_a_batchs_own()
                                         "p/state/0/1/9.snapshot"), (1.69, 1.71, "list", "p/state/0/0"))])
     record = recorder.results({"plan": {"keys": [10]}})
 
-    whole = record.run("conditional", "stateful")
-    mine = dataclasses.replace(whole, own_requests_only=True)
-    assert sorted(whole.maintenance_requests.start - T0) == pytest.approx([e.start - T0 for e in made])
-    assert sorted(mine.requests.start - T0) == pytest.approx(sorted(e.start - T0 for e in own))
-    assert metrics.requests_per_batch(mine) == 3.0 and metrics.requests_per_batch(whole) == 6.5
-    assert len(mine.outside) == 0 and len(whole.outside) == 1
-    # Without the calls (a cluster, an older record), nothing is told apart.
+    run = record.run("conditional", "stateful")
+    assert sorted(run.maintenance_requests.start - T0) == pytest.approx([e.start - T0 for e in made])
+    assert sorted(run.requests.start - T0) == pytest.approx(sorted(e.start - T0 for e in own))
+    assert metrics.requests_per_batch(run) == 3.0  # 6.5 with maintenance's in
+    assert sorted(run.outside.start - T0) == pytest.approx([e.start - T0 for e in made])
+    # Without the calls (a cluster, an older record), only the snapshot's file name tells: its temp
+    # PUT, its COPY and S3A's probe of it are maintenance's; the rest of the 6.5 stays, the LIST
+    # between batches apart.
     bare = results.Results(record.environment, {k: v for k, v in record.tables.items() if k != "maintenance"})
-    assert metrics.requests_per_batch(dataclasses.replace(bare.run("conditional", "stateful"),
-                                                          own_requests_only=True)) == 6.5
+    assert metrics.requests_per_batch(bare.run("conditional", "stateful")) == 5.0
 
 
 def test_a_file_spark_deletes_counts_once_on_both_sides():
@@ -443,7 +432,7 @@ def test_what_a_record_works_out_is_kept_once_and_left_out_of_a_pickle():
     record = disk.read(Path(__file__).resolve().parent.parent / "docs" / "sample-report" / "raw" / "ceph-streaming")
     run = record.run("conditional", "stateful")
     assert record.rows_of("requests", run.run) is record.rows_of("requests", run.run)
-    assert record.maintenance_methods() is record.maintenance_methods()
+    assert record.causes() is record.causes()
     copy = pickle.loads(pickle.dumps(record))
     assert sorted(copy.__dict__) == ["environment", "tables"]
     assert copy.rows_of("requests", run.run).equals(record.rows_of("requests", run.run))

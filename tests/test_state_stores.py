@@ -49,7 +49,8 @@ def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_st
     FileSystem's uploads are PUT straight to theirs. The classification must agree with that for
     every state file the run wrote. Without changelog checkpointing each batch uploads SST files, so
     that run must show both kinds (one with no SST upload would check nothing); with it, SST files go
-    up only when maintenance uploads a snapshot, which a short run may not reach."""
+    up only when maintenance uploads a snapshot, which a short run may not reach, and which no
+    batch's own requests count."""
     store, bucket = metered_stores(suite_stores.get("embedded"))
     recorder = results.Recorder()
     querylab.QueryLab(spark, store, bucket, config.PLANS["smallest"]).run(recorder, "rename", workload, 100, 1, 12)
@@ -68,6 +69,9 @@ def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_st
     if workload == "stateful_rocksdb":  # SST files uploaded in each batch's commit, not in maintenance
         assert any("/SSTs/" in k for k in put), sorted(written)
         assert 0 < metrics.strategy_share(run) < 1
+    else:  # with a snapshot's zip, on maintenance's schedule: never a batch's own (record.attribution)
+        assert metrics.requests_per_batch(run, controlled=False) == 0, run.requests[~metrics.strategy_controls(
+            run.requests)][["batch_id", "op", "key"]].to_string()
     wrong = {k for k in written if through_manager("PUT", "state", k) != (k in copied)}
     assert not wrong, sorted(wrong)
 

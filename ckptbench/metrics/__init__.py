@@ -46,7 +46,6 @@ from .overhead import (  # noqa: F401
     checkpoint_files_per_batch,
     floor_run,
     has_floor,
-    maintenance_batches_share,
     requests_per_checkpoint_file,
     spark_share_ms,
     strategy_overhead_ms,
@@ -84,6 +83,9 @@ from .requests import (  # noqa: F401
     store_ms_per_batch,
     strategy_controls,
     strategy_share,
+    timing_driven_by_batch,
+    timing_driven_per_batch,
+    timing_driven_spread,
 )
 from .scale import (  # noqa: F401
     AXIS_STEP,

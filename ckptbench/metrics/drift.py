@@ -5,8 +5,10 @@
 this says how much of a difference between two commits is noise; it says so when A and B ran on
 different stores or Spark versions (asv machines), sizes or commits. A value's move is
 ``|a - b| / mean(|a|, |b|)`` (0 when both are 0); values that failed or are NaN in either run
-are left out. Where the records of A and B lie beside them, it also says, per (store, job), what
-each recommends and whether that changed (``recommendations``).
+are left out. Request counts are shown apart: a batch's own, which ought to be equal (any change is
+listed, ``own_requests_changed``), and those no batch made, whose moves are their spread. Where the
+records of A and B lie beside them, it also says, per (store, job), what each recommends and
+whether that changed (``recommendations``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ from ckptbench.record import disk
 
 #: The move the suite aims to stay within, run to run.
 AIM = 0.15
+#: The asv module of request counts: a batch's own requests, the same in every run of one commit on
+#: one store (``ckptbench.record.attribution``), but for ``TIMING_DRIVEN``.
+OWN_REQUESTS = "requests."
+#: The benchmarks (by method name) that count requests no batch made (state store maintenance's,
+#: those between batches): where they land is timing, so they move run to run by design.
+TIMING_DRIVEN = ("track_timing_driven_", "track_outside_batches")
 
 
 class NoResults(Exception):
@@ -96,9 +104,43 @@ def move(a: float, b: float) -> float:
     return abs(a - b) / ((abs(a) + abs(b)) / 2) if a or b else 0.0
 
 
+def timing_driven(name: str) -> bool:
+    """Whether the value ``name`` (``values``' key) counts requests no batch made (``TIMING_DRIVEN``)."""
+    return any(f".{method}" in name for method in TIMING_DRIVEN)
+
+
+def own_requests_changed(first: dict[str, float], second: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """The values of a batch's own requests (``OWN_REQUESTS``, not ``timing_driven``) found in both
+    runs' ``values`` that are not equal: between two runs of one commit on one store each is a
+    change in what a batch sends or a request told to the wrong batch, never noise."""
+    return {name: (first[name], second[name]) for name in sorted(first.keys() & second.keys())
+            if name.startswith(OWN_REQUESTS) and not timing_driven(name)
+            and not math.isclose(first[name], second[name], rel_tol=1e-9, abs_tol=1e-12)}
+
+
+def _requests_apart(first: dict[str, float], second: dict[str, float]) -> list[str]:
+    """The lines on request counts: a batch's own, which ought not to change, and the timing-driven
+    ones, whose moves are their spread."""
+    both = first.keys() & second.keys()
+    own = [n for n in both if n.startswith(OWN_REQUESTS) and not timing_driven(n)]
+    lines = []
+    if own:
+        changed = own_requests_changed(first, second)
+        lines.append(f"a batch's own requests: {len(own)} values, {len(changed)} changed"
+                     + (" (the same commit on one store sends the same):" if changed else ""))
+        lines += [f"  {name}: {a:.4g} -> {b:.4g}" for name, (a, b) in changed.items()]
+    apart = sorted(n for n in both if timing_driven(n))
+    if apart:
+        lines.append("requests no batch made (state store maintenance, between batches), apart; their moves are "
+                     "their spread:")
+        lines += [f"  {move(first[n], second[n]):6.1%}  {n}: {first[n]:.4g} -> {second[n]:.4g}" for n in apart]
+    return lines
+
+
 def compare(a: Path, b: Path, worst: int = 10) -> str:
     """A text summary: overall and per benchmark class, the median move and the share within the
-    aim, then the ``worst`` values that moved most."""
+    aim; the request counts apart (a batch's own, which ought not to change, and those no batch
+    made: ``_requests_apart``); then the ``worst`` values that moved most."""
     files = result_file(a), result_file(b)
     first, second = (values(f) for f in files)
     moves = {name: move(first[name], second[name]) for name in first.keys() & second.keys()}
@@ -121,6 +163,7 @@ def compare(a: Path, b: Path, worst: int = 10) -> str:
         lines.append(f"A and B differ in {', '.join(differ)}: what moved below is not run-to-run noise alone")
     lines.append(line("all", list(moves.values())))
     lines += [line(f"  {cls}", ms) for cls, ms in sorted(by_class.items())]
+    lines += _requests_apart(first, second)
     lines.append("moved most:")
     for name in sorted(moves, key=moves.get, reverse=True)[:worst]:
         lines.append(f"  {moves[name]:6.1%}  {name}: {first[name]:.4g} -> {second[name]:.4g}")

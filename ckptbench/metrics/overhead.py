@@ -3,8 +3,6 @@ above one PUT; checkpoint files per batch and requests per checkpoint file."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import ckpt_impls
 from ckptbench.metrics.requests import MANAGED, requests_per_batch
 from ckptbench.metrics.stats import duration_percentile
@@ -52,13 +50,12 @@ def strategy_overhead_of_put(results: Results, run: Run, name: str = "walCommit"
 def checkpoint_files_per_batch(results: Results, workload: str) -> float:
     """Checkpoint files Spark writes or deletes per measured batch of ``workload`` (through the
     manager: offsets, commits, state, logs; past ``minBatchesToRetain`` each log's oldest file goes
-    every batch), counted by the benchmark floor's manager; a mean, like requests, over the batches
-    no state store maintenance call overlapped (a batch's own files: see
-    ``requests_per_checkpoint_file``). NaN where the record has no floor (``has_floor``)."""
+    every batch), counted by the benchmark floor's manager; a mean, like requests, of a batch's own
+    files (``Run.requests``: a snapshot state store maintenance wrote is not one). NaN where the
+    record has no floor (``has_floor``)."""
     if not has_floor(results):
         return float("nan")
-    return requests_per_batch(dataclasses.replace(floor_run(results, workload), clear_of_maintenance=True),
-                              ops=["PUT", "DELETE"])
+    return requests_per_batch(floor_run(results, workload), ops=["PUT", "DELETE"])
 
 
 def requests_per_checkpoint_file(results: Results, run: Run) -> float:
@@ -67,18 +64,9 @@ def requests_per_checkpoint_file(results: Results, run: Run) -> float:
     request per file. Only the requests the strategy makes (``strategy_controls``): RocksDB's SST
     uploads are neither its requests nor among those files.
 
-    A batch's own, on both sides: the batches state store maintenance overlapped are left out
-    (``Run.clear_of_maintenance``). Maintenance (a snapshot, a LIST of each partition's directory)
-    runs on its own schedule, so it lands in a run's few batches or not by chance; with it in, one
-    run's figure moves with that chance (measured: docs/findings/overhead.md).
-    ``maintenance_batches_share`` says how many were left out."""
-    own = dataclasses.replace(run, clear_of_maintenance=True)
-    return (requests_per_batch(own, areas=MANAGED, controlled=True)
+    A batch's own, on both sides, over every measured batch: state store maintenance's requests (a
+    snapshot, a LIST of each partition's directory) are told apart request by request
+    (``ckptbench.record.attribution``), so the figure does not move with where its rounds fell, and
+    a run whose every batch met a round still has one."""
+    return (requests_per_batch(run, areas=MANAGED, controlled=True)
             / checkpoint_files_per_batch(results, run.info.workload))
-
-
-def maintenance_batches_share(run: Run) -> float:
-    """The share (0-1) of a run's measured batches that a state store maintenance call overlapped
-    (0 where none was logged: see ``results.Run.clear_of_maintenance``)."""
-    batches = run.batches
-    return float(run.overlaps_maintenance(batches).mean()) if len(batches) else float("nan")

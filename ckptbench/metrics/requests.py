@@ -8,6 +8,7 @@ import pandas as pd
 
 from ckptbench.metrics import cost
 from ckptbench.metrics.stats import mean, median, percentile
+from ckptbench.record.attribution import WINDOW_SLACK_S
 from ckptbench.record.results import Results, Run
 from infra.s3ops import AREAS, through_manager
 
@@ -121,8 +122,40 @@ def billable_requests_all_by_op(run: Run) -> dict[str, float]:
 
 
 def requests_outside_batches(run: Run) -> float:
-    """Requests that started between batches (state store maintenance, say), per measured batch."""
+    """Requests no batch made (``Run.outside``: state store maintenance's, those between batches,
+    the query's start), over the whole run, per measured batch."""
     return len(run.outside) / len(run.batches) if len(run.batches) else float("nan")
+
+
+def timing_driven_by_batch(run: Run) -> pd.Series:
+    """Per measured batch (every one, 0 where none), the requests no batch made (``Run.outside``:
+    state store maintenance's, and those that started between batches) that started from its start
+    to the next measured batch's start (the last: to its end). Where they land is timing, so these
+    move from run to run; a batch's own figures leave them out."""
+    batches = run.batches
+    starts = batches.timestamp.to_numpy() - WINDOW_SLACK_S
+    if not len(starts):
+        return pd.Series(dtype=float)
+    end = (batches.timestamp + batches.triggerExecution / 1000).max() + WINDOW_SLACK_S
+    outside = run.outside
+    landed = outside.start[(outside.start >= starts[0]) & (outside.start <= end)].to_numpy()
+    counts = np.bincount(starts.searchsorted(landed, side="right") - 1, minlength=len(starts))
+    return pd.Series(counts, index=batches.batch_id.to_numpy(), dtype=float)
+
+
+def timing_driven_per_batch(run: Run) -> float:
+    """Mean requests no batch made (``timing_driven_by_batch``) per measured batch."""
+    return mean(timing_driven_by_batch(run))
+
+
+def timing_driven_spread(runs: list[Run]) -> tuple[float, float, float]:
+    """The mean, the fewest and the most requests no batch made (``timing_driven_by_batch``) in one
+    measured batch, over every batch of every run of ``runs`` (repeats of one configuration): how
+    far state store maintenance's schedule moves them; NaN where no batch was measured."""
+    counts = np.concatenate([timing_driven_by_batch(run).to_numpy() for run in runs]) if runs else np.array([])
+    if not len(counts):
+        return float("nan"), float("nan"), float("nan")
+    return float(counts.mean()), float(counts.min()), float(counts.max())
 
 
 def per_put(run: Run, op: str, areas=MANAGED) -> float:

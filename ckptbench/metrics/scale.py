@@ -37,10 +37,10 @@ def _scale_run(results: Results, run: int) -> Run:
     row = results.runs.set_index("run").loc[run]
     if isinstance(row.error, str):
         raise RunFailed(f"{row.strategy} at scale run {run} failed: {row.error}")
-    # A batch's own requests: the experiment's maintenance runs every 2 s, so with it in, a point's
-    # figure would depend on how many rounds fell in its few batches (a slow strategy's long batches
-    # meet more), not on the strategy (measured: docs/findings/scale.md).
-    return Run(results, run, own_requests_only=True)
+    # A batch's own requests (``Run.requests``): the experiment's maintenance runs every 2 s, so with
+    # it in, a point's figure would depend on how many rounds fell in its few batches (a slow
+    # strategy's long batches meet more), not on the strategy (measured: docs/findings/scale.md).
+    return Run(results, run)
 
 
 def _scale_rows(results: Results, strategy: str) -> pd.DataFrame:

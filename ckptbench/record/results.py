@@ -1,7 +1,7 @@
 """The record of one experiment in memory: ``Results`` (its tables and environment), ``Run`` (one
-run's rows, warm-up and maintenance left out in one place), ``Recorder`` (how an experiment builds
-one, each row checked against its table's schema), and which requests state store maintenance made
-(``maintenance_methods``). The tables, their columns and types are ``ckptbench.record.schema``'s."""
+run's rows, warm-up and what no batch made left out in one place: ``ckptbench.record.attribution``)
+and ``Recorder`` (how an experiment builds one, each row checked against its table's schema). The
+tables, their columns and types are ``ckptbench.record.schema``'s."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import subprocess
 import pandas as pd
 
 import ckpt_impls
-from ckpt_impls import manifest_format
 from ckptbench.config import ROOT
-from ckptbench.record import schema
+from ckptbench.record import attribution, schema
+from ckptbench.record.attribution import WINDOW_SLACK_S
 from ckptbench.record.schema import DURATIONS, SCHEMA_VERSION, SOURCES, TABLES
 
 
@@ -162,15 +162,32 @@ class Results:
         return [s for s in SOURCES if (run, s) in self._requests_by_source]
 
     @functools.cached_property
-    def _maintenance_methods(self) -> pd.Series:
-        methods = [maintenance_methods(rows, self.rows_of("maintenance", run))
-                   for run, rows in self.requests.groupby("run")]
-        return pd.concat(methods) if methods else pd.Series(None, index=self.requests.index, dtype=object)
+    def _causes(self) -> pd.DataFrame:
+        causes = [attribution.attribute(rows, self.rows_of("maintenance", run))
+                  for run, rows in self.requests.groupby("run")]
+        return pd.concat(causes) if causes else attribution.attribute(self.requests, self.maintenance)
 
-    def maintenance_methods(self) -> pd.Series:
-        """``maintenance_methods`` over the whole ``requests`` table, each run's requests against
-        its own calls; worked out once per record (a 10,000-batch run has a million requests)."""
-        return self._maintenance_methods
+    def causes(self) -> pd.DataFrame:
+        """``attribution.attribute`` over the whole ``requests`` table (``cause``, ``batch``,
+        ``call`` per request), each run's requests against its own maintenance calls; worked out
+        once per record (a 10,000-batch run has a million requests)."""
+        return self._causes
+
+    @functools.cached_property
+    def _attributed(self) -> dict[tuple[int, str], pd.DataFrame]:
+        return {}
+
+    def attributed(self, run: int, source: str) -> pd.DataFrame:
+        """The requests of ``run`` that ``source`` counted, with their ``cause`` and ``call``
+        (``causes``); ``batch_id`` the batch that made each (NA: none), ``window`` the batch whose
+        window it started in (the recorded ``batch_id``). Once per run and source: every figure of
+        every window of a long run reads them."""
+        if (run, source) not in self._attributed:
+            requests = self.requests_counted(run, source)
+            causes = self.causes().reindex(requests.index)
+            self._attributed[run, source] = requests.assign(window=requests.batch_id, batch_id=causes.batch,
+                                                            cause=causes.cause, call=causes.call)
+        return self._attributed[run, source]
 
     def strategies(self) -> list[str]:
         """The strategies of the runs, in the order they ran (the benchmark floor is none)."""
@@ -185,21 +202,16 @@ class Run:
 
     Requests are one source's (``request_source``): ``source`` if given, else the first of
     ``SOURCES`` that counted this run. Two sources counting the same requests never add up here,
-    so no figure can count a request twice."""
+    so no figure can count a request twice. Each request is given the batch that made it, or
+    another cause (``ckptbench.record.attribution``): ``requests`` are the measured batches' own,
+    whenever state store maintenance ran and wherever a request's start fell; ``outside`` the
+    others."""
 
     results: Results
     run: int
     source: str | None = None
     #: Only the measured batches with ids in ``first..last`` (a window of a long run), when given.
     window: tuple[int, int] | None = None
-    #: Only the measured batches no state store maintenance call (``maintenance``) overlapped: a
-    #: batch's own requests, whatever maintenance's schedule. The same as all of them where
-    #: maintenance was not logged.
-    clear_of_maintenance: bool = False
-    #: Only the requests no state store maintenance call made (``maintenance_methods``), in every
-    #: batch: a batch's own requests, told apart request by request where ``clear_of_maintenance``
-    #: leaves whole batches out (at the scale experiment's 2 s interval every batch meets a call).
-    own_requests_only: bool = False
 
     @property
     def sources(self) -> list[str]:
@@ -212,24 +224,17 @@ class Run:
             return self.source
         return next(iter(self.sources), SOURCES[0])
 
-    def _counted(self) -> pd.DataFrame:
-        """Every request of the run that ``request_source`` counted."""
-        return self.results.requests_counted(self.run, self.request_source)
-
-    def _requests(self) -> pd.DataFrame:
-        requests = self._counted()
-        return requests[~self._made_by_maintenance(requests)] if self.own_requests_only else requests
-
-    def _made_by_maintenance(self, requests: pd.DataFrame) -> pd.Series:
-        return self.results.maintenance_methods().reindex(requests.index).notna()
+    def _attributed(self) -> pd.DataFrame:
+        """Every request of the run that ``request_source`` counted, attributed (``Results.attributed``)."""
+        return self.results.attributed(self.run, self.request_source)
 
     @property
     def maintenance_requests(self) -> pd.DataFrame:
-        """Every request of the run (one source's, warm-up and between batches too) that a state
-        store maintenance call made, with the ``method`` of the call (``maintenance_methods``)."""
-        requests = self._counted()
-        methods = self.results.maintenance_methods().reindex(requests.index)
-        return requests[methods.notna()].assign(call=methods[methods.notna()])
+        """Every request of the run (one source's, warm-up and between batches too) that state
+        store maintenance made, with the ``call`` that made it where one was logged (None where its
+        file alone said so: ``attribution.MAINTENANCE_FILES``)."""
+        requests = self._attributed()
+        return requests[requests.cause == "maintenance"]
 
     def _of(self, table: str) -> pd.DataFrame:
         return self.results.rows_of(table, self.run)
@@ -243,19 +248,7 @@ class Run:
         """The measured batches."""
         batches = self.all_batches
         batches = batches[batches.phase == "measured"]
-        if self.window is not None:
-            batches = batches[batches.batch_id.between(*self.window)]
-        return batches[~self.overlaps_maintenance(batches)] if self.clear_of_maintenance else batches
-
-    def overlaps_maintenance(self, batches: pd.DataFrame) -> pd.Series:
-        """For each of ``batches`` (rows of this run's), whether a maintenance call's span met the
-        batch's window (``batch_window``: its timestamp to the end of its triggerExecution, with the
-        slack ``WINDOW_SLACK_S``, as ``Recorder.add_requests`` gives a request)."""
-        calls = self._of("maintenance")
-        start = batches.timestamp - WINDOW_SLACK_S
-        end = batches.timestamp + batches.triggerExecution / 1000 + WINDOW_SLACK_S
-        return pd.Series([bool(((calls.start <= e) & (calls.end >= s)).any()) for s, e in zip(start, end, strict=True)],
-                         index=batches.index, dtype=bool)
+        return batches if self.window is None else batches[batches.batch_id.between(*self.window)]
 
     @property
     def warmup(self) -> pd.DataFrame:
@@ -264,15 +257,16 @@ class Run:
 
     @property
     def requests(self) -> pd.DataFrame:
-        """The requests of the measured batches (one source's)."""
-        requests = self._requests()
-        return requests[requests.batch_id.isin(self.batches.batch_id)]
+        """The measured batches' own requests (one source's), each in the batch that made it."""
+        requests = self._attributed()
+        return requests[(requests.cause == "batch") & requests.batch_id.isin(self.batches.batch_id)]
 
     @property
     def outside(self) -> pd.DataFrame:
-        """The requests that started between batches (one source's)."""
-        requests = self._requests()
-        return requests[requests.batch_id.isna()]
+        """The requests (one source's) no batch made: state store maintenance's, wherever they fell,
+        and those that started between batches (the query's start, too)."""
+        requests = self._attributed()
+        return requests[requests.cause != "batch"]
 
     @property
     def info(self) -> pd.Series:
@@ -376,56 +370,6 @@ class Recorder:
     def results(self, environment: dict) -> Results:
         """The record of the rows so far, each table conformed to its schema (``schema.frame``)."""
         return Results(environment, {name: schema.frame(name, rows) for name, rows in self.rows.items()})
-
-
-#: Progress timestamps have millisecond resolution: a batch's window is widened by that much on each
-#: side when a request or a maintenance call is placed in it.
-WINDOW_SLACK_S = 0.001
-
-
-#: The operations a ``list`` call sends: S3A's LIST and its HEAD of the directory's key, a
-#: manifest's GETs of its records.
-LISTING_OPS = ("LIST", "HEAD", "GET")
-
-
-def _on_listed(key: str, directory: str) -> bool:
-    """Whether ``key`` is ``directory``, its prefix, or in it but not a temp file (``.<name>...``:
-    a task's write on the way to a rename, not a listing's)."""
-    return key in (directory, directory + "/") or (key.startswith(directory + "/")
-                                                    and not key[len(directory) + 1:].startswith("."))
-
-
-def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.Series:
-    """For each of ``requests``, the method of the one of ``calls`` (rows of the ``maintenance``
-    table) that made it, None where none did (a batch's own): it started within the call's span
-    (widened by ``WINDOW_SLACK_S``) on the call's object. A ``list`` call's object is the directory
-    it listed: a read (``LISTING_OPS``) of it or in it. Another call's is the file it names, under
-    any name the request gives it (``.<name>.<uuid>.tmp`` on the way to a rename, S3A's probe of
-    ``<name>/``), or its directory's manifest, where ``manifest`` writes and deletes a file.
-
-    By key and time, since no request says which thread sent it: a task's own read in a directory
-    during a listing of it (a few milliseconds) counts as maintenance's, and a request on a
-    partition's directory itself around a write (S3A's marker cleanup) stays the batch's, as a task
-    writing there at that moment sends the same. Attributes nothing where no call was logged (before
-    schema 6, or on a cluster)."""
-    made = pd.Series(None, index=requests.index, dtype=object)
-    if calls.empty or requests.empty:
-        return made
-    ordered = requests.sort_values("start")
-    starts, ops, keys = ordered.start.to_numpy(), ordered.op.to_numpy(), ordered.key.to_numpy()
-    for start, end, method, key in zip(calls.start, calls.end, calls.method, calls.key, strict=True):
-        first = starts.searchsorted(start - WINDOW_SLACK_S, side="left")
-        last = starts.searchsorted(end + WINDOW_SLACK_S, side="right")
-        if method == "list":
-            listed = key.rstrip("/")
-            hits = [i for i in range(first, last) if ops[i] in LISTING_OPS and _on_listed(keys[i], listed)]
-        else:
-            directory, _, name = key.rpartition("/")
-            log = manifest_format.prefix(directory)
-            hits = [i for i in range(first, last) if keys[i].startswith(log) or (
-                keys[i].startswith(directory + "/") and name in keys[i][len(directory) + 1:])]
-        made.loc[ordered.index[hits]] = method
-    return made
 
 
 def batch_window(progress: dict) -> tuple[float, float]:

@@ -299,7 +299,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "maintenance": table(
         "One row per call Spark's state store maintenance (snapshots, deleting old state files, on its own "
         "schedule beside the batches) made to a run's checkpoint manager, as ``ckpt_impls.MAINTENANCE_WATCH`` "
-        "logged it; ``results.maintenance_methods`` tells the requests they made from a batch's own. Logged in "
+        "logged it; ``ckptbench.record.attribution`` tells the requests they made from a batch's own. Logged in "
         "local mode only (maintenance runs on the executors).",
         _RUN,
         column("start", FLOAT, "when the call began, epoch seconds", "s"),

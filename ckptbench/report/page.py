@@ -139,6 +139,13 @@ def _probe(name: str, record: results.Results) -> Section:
                  "; ".join(v["reasons"] + v["notes"]) or "-"] for strategy, v in verdicts.items()])])
 
 
+def _timing_driven(record: results.Results, strategy: str) -> str:
+    """The stateful workload's requests no batch made, per measured batch of every run of
+    ``strategy``: the mean and (the fewest-the most) in one batch (``metrics.timing_driven_spread``)."""
+    mean, fewest, most = metrics.timing_driven_spread(record.runs_of(strategy, "stateful"))
+    return "n/a" if mean != mean else f"{mean:.1f} ({fewest:.0f}-{most:.0f})"
+
+
 def _streaming(name: str, record: results.Results, figures: Path, decisions: dict[str, decide.Decision]) -> Section:
     """The streaming record's section: per job its workloads measured, that job's one decision
     (``decisions``: ``decide.per_job`` over the store's records), then the tables of measurements."""
@@ -170,6 +177,7 @@ def _streaming(name: str, record: results.Results, figures: Path, decisions: dic
             f"{cell(stateful(lambda run: metrics.strategy_overhead_ms(record, run)), '.1f')} / "
             f"{cell(stateful(lambda run: metrics.strategy_overhead_of_put(record, run)), '.2f')}",
             cell(stateful(metrics.requests_per_batch), ".1f"),
+            _timing_driven(record, strategy),
             cell(stateful(lambda run: metrics.requests_per_checkpoint_file(record, run)), ".2f"),
             cell(stateful(metrics.per_put, "COPY"), ".2f"),
             f"{cell(metrics.of_run(record, strategy, 'file_sink', metrics.compaction_ratio, interval), '.1f')}x",
@@ -178,16 +186,20 @@ def _streaming(name: str, record: results.Results, figures: Path, decisions: dic
         "The stateful workload, per strategy",
         ["strategy", "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", "walCommit / store PUT",
          "Spark's share of walCommit p50 (ms)", "overhead: ms / x PUT", "requests per batch",
+         "requests no batch made, per batch: mean (fewest-most)",
          "requests per checkpoint file", "COPY per PUT", "file-sink compaction batch / others",
          f"state commit at {largest:,} keys (ms)"], rows,
         f"Latencies are Spark's own (progress durationMs, whole milliseconds, each read as the millisecond it "
         f"stands for); requests are counted by {tables.counted_by(record)}, a mean "
-        "over the measured batches. Spark's share is walCommit p50 through the benchmark floor, a manager keeping "
+        "over the measured batches of each batch's own, told by the checkpoint file each touches, not by when it "
+        "came, so neither maintenance's schedule nor the batches' windows move it. Those no batch made (the state "
+        "store's maintenance, on its own schedule: a snapshot, a LIST of each partition's directory; requests "
+        "between batches) are counted apart, with how many landed in one batch at the fewest and the most. "
+        "Spark's share is walCommit p50 through the benchmark floor, a manager keeping "
         "files in the JVM's memory with no store (not a strategy); a strategy's overhead is its walCommit p50 minus "
         "that share minus a 1 KiB PUT's p50 in Spark's JVM (0: one PUT round trip per file). Requests per checkpoint "
         "file: requests in the checkpoint's areas over the files Spark wrote, as the floor counted them, a batch's "
-        "own on both sides: the batches a call of the state store's maintenance overlapped are left out (it runs "
-        "on its own schedule, a snapshot and a LIST of each partition's directory)."))
+        "own on both sides."))
     section.figures = [
         Figure(plots.latency(name, record, "stateful", figures / f"{name}-latency.png"),
                "Commit latency per batch, every measured batch (log scale)."),
