@@ -44,11 +44,12 @@ TWO_WRITER_STRATEGIES = sorted({s for s, *_ in CRASH_PLAN.two_writer_runs(STRATE
 # `make test` beside the other tests, so it stays short: the stateless job and the RocksDB one (offered
 # every lever and every combination of them, and refused async progress by Spark: every path of the
 # experiment, the refusal included), with Spark's default manager and ``conditional`` (a strategy
-# of each kind: rename-based and one PUT) and any strategy from outside; each query 1 warm-up and 3
-# measured batches (the plan's). The HDFS-backed job is left to quick and full (its refusals are
-# tests/test_levers.py's). quick and full: every job of ``BENCH_SHAPES`` and every strategy, more
-# batches a query, though fewer than the streaming experiment's: each strategy runs a query per
-# configuration of every job (15 over ``BENCH_SHAPES``).
+# of each kind: rename-based and one PUT) and any strategy from outside; the plan's batches and
+# repeats (two queries of a configuration, each 1 warm-up and 2 measured batches: two is the fewest
+# ``reproducibility`` can cut in halves). The HDFS-backed job is left to quick and full (its refusals
+# are tests/test_levers.py's). quick and full: every job of ``BENCH_SHAPES`` and every strategy, more
+# batches a configuration, though fewer than the streaming experiment's: each strategy runs the
+# plan's repeats of a query per configuration of every job (15 over ``BENCH_SHAPES``).
 LEVER_SHAPES = (levers_experiment.BENCH_SHAPES if SETTINGS.size != "smallest" else
                 tuple(s for s in levers_experiment.BENCH_SHAPES if not s.stateful or s.provider == "rocksdb"))
 LEVER_STRATEGIES = (STRATEGIES if SETTINGS.size != "smallest" else

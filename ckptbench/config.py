@@ -25,7 +25,9 @@ CRASHLAB, FAULTLAB = "crashlab", "faultlab"
 class Plan:
     jvm_warmup: int  # batches of the untimed queries that warm the JVM up before any run
     warmup: int  # batches run first in each query, recorded as warm-up
-    batches: int  # measured batches per strategy x workload
+    # Measured batches per strategy x workload. The streaming and levers experiments split them over
+    # ``repeats`` queries (``batches_per_query`` each); the other experiments run one query of them.
+    batches: int
     compact_interval: int  # of the file sink's and file source's logs
     keys: tuple[int, ...]  # state sweep; keys[0] is every workload's
     sweep: tuple[tuple[int, int], ...]  # (warm-up, measured) batches for each of keys[1:]
@@ -39,6 +41,21 @@ class Plan:
     # path, shared by every strategy, compiled by the JIT before anything is timed: in a cold JVM the
     # SDK's PUT is markedly slower for its first few hundred keys (measured: docs/findings/overhead.md).
     client_floor_warmup: int = 1000
+    # Independent queries of each configuration in the streaming and levers experiments, run in
+    # mirrored rounds (``interleaved``), so that drift in a shared machine's load reaches every
+    # configuration compared alike and the decision pools batches of more than one query. Every run
+    # size has two or more: the reproducibility figure (``decide.halves``) decides on each half.
+    repeats: int = 2
+
+    @property
+    def batches_per_query(self) -> int:
+        """Measured batches of each of a configuration's ``repeats`` queries: ``batches`` split over
+        them, rounded up."""
+        return per_query(self.batches, self.repeats)
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise ValueError(f"a plan's repeats must be 1 or more, not {self.repeats}")
 
 
 #: The stateful workloads users run (``WORKLOAD_CONF``), in the quick and full plans.
@@ -51,13 +68,15 @@ KEYS = (1_000, 30_000, 300_000)  # state files of ~35 KiB, ~1 MiB, ~10 MiB (two 
 # garbage collection delay, hours later, and the lab's in-memory OSD holds 1 GiB, of which
 # 4 strategies x 10 batches x 2 state files of ~10 MiB already take half.
 PLANS = {
-    "smallest": Plan(1, 1, 3, 2, (100, 1_000), ((1, 2),), 10, (KiB, MiB, 4 * MiB), 3, 40, client_floor_warmup=20),
+    "smallest": Plan(1, 1, 3, 2, (100, 1_000), ((1, 2),), 10, (KiB, MiB, 4 * MiB), 3, 40, client_floor_warmup=20,
+                     repeats=2),
     # quick sweeps the HDFS-backed store alone: RocksDB with changelog takes seconds a batch at 30k keys
     # (measured: docs/findings/state-stores.md), so its sweep to 300k keys is for the full plan.
     "quick": Plan(5, 3, 20, 10, KEYS, ((2, 6), (2, 6)), 300, COPY_SIZES, 5, 600,
-                  ("stateful", *STATE_STORES, "file_sink", "file_source")),
+                  ("stateful", *STATE_STORES, "file_sink", "file_source"), repeats=2),
     "full": Plan(10, 5, 100, 10, KEYS, ((3, 20), (2, 8)), 1000, COPY_SIZES, 15, 2000,
-                 ("stateful", *STATE_STORES, "file_sink", "file_source"), ("stateful", "stateful_rocksdb_changelog")),
+                 ("stateful", *STATE_STORES, "file_sink", "file_source"), ("stateful", "stateful_rocksdb_changelog"),
+                 repeats=4),
 }
 #: The state store comparison of the README's strategy table: every stateful workload, RocksDB with
 #: changelog checkpointing at three state sizes; few batches, for the request pattern.
@@ -221,6 +240,18 @@ def job_of(workload: str, keys: int, preset: str = DEFAULT_PRESET) -> tuple[str,
     if found is None or found[0].keys != keys or preset != DEFAULT_PRESET:
         return workload, preset
     return found[0].name, found[1]
+
+
+def per_query(batches: int, repeats: int) -> int:
+    """Measured batches of each of ``repeats`` queries that measure ``batches`` together: rounded up."""
+    return -(-batches // repeats)
+
+
+def interleaved(configurations: list, repeats: int) -> list[tuple[int, object]]:
+    """Each of ``configurations`` ``repeats`` times, as (repeat, configuration) in the order to run
+    them: mirrored rounds, ``A B C`` then ``C B A`` and again, so that a drift in the machine's
+    speed that is linear over a pair of rounds adds the same to every configuration's mean position."""
+    return [(r, c) for r in range(repeats) for c in (configurations if r % 2 == 0 else configurations[::-1])]
 
 
 def preset(name: str) -> tuple[dict[str, str], dict[str, str]]:

@@ -473,3 +473,12 @@ def per_job(records: list[results.Results], trigger_s: float = 10.0, safety: dic
     for a (store, job). ``safety`` and ``runnable`` as ``decide`` takes them."""
     return {job: decide(jobs.job_record(records, job), job, trigger_s, safety=safety, runnable=runnable)
             for job in jobs.jobs(records)}
+
+
+def halves(records: list[results.Results], job: str, trigger_s: float = 10.0) -> tuple[Decision, Decision]:
+    """``job``'s decision, as ``per_job`` makes it (no crash lab, no probe), on each half of the
+    repeats of ``records`` (``record.jobs.halves``): two independent measurements of one commit on
+    one store, whose recommendations differ only where noise decided one of them."""
+    first, second = zip(*(jobs.halves(record) for record in records), strict=True)
+    return (decide(jobs.job_record(list(first), job), job, trigger_s),
+            decide(jobs.job_record(list(second), job), job, trigger_s))

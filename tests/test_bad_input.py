@@ -122,6 +122,8 @@ RECOMMEND = {"--store": "embedded", "--workload": "stateless", "--partitions": "
     ({"--workload": "stateful", "--provider": "cassandra"}, "--provider must be one of hdfs, rocksdb"),
     ({"--sink": "kafka"}, "--sink must be one of noop, foreach, file, not 'kafka'"),
     ({"--batches": "1"}, "--batches must be 3 to 1000"),
+    ({"--repeats": "0"}, "--repeats must be 1 to --batches (10: each query measures at least one batch), not 0"),
+    ({"--batches": "4", "--repeats": "5"}, "--repeats must be 1 to --batches (4: "),
     ({"--bucket": "mine"}, "--store embedded starts a store of its own with a fresh bucket: leave out --bucket"),
     ({"--partitions": "many"}, "--partitions: invalid int value"),
 ])

@@ -10,6 +10,7 @@ import pytest
 
 import ckpt_impls
 from ckptbench import config, decide, metrics
+from ckptbench.experiments import levers, streaming
 from ckptbench.harness import spark
 from ckptbench.record import disk, jobs, results, schema
 from ckptbench.report import page
@@ -254,11 +255,11 @@ DEARER_FASTER = {"conditional": 3, "manifest": 2}
 
 def jittered(tmp_path, commits, puts: dict[str, int], name: str = "ceph-streaming") -> results.Results:
     """A stateful run per strategy (``commits``: strategy -> values, or (strategy, values) pairs, a
-    strategy named twice run twice), a measured batch per value (walCommit that less 1 ms,
-    commitOffsets 1 ms) with ``puts[s]`` PUTs each, written and read back."""
+    strategy named twice run twice, or (strategy, values, repeat) triples), a measured batch per value
+    (walCommit that less 1 ms, commitOffsets 1 ms) with ``puts[s]`` PUTs each, written and read back."""
     recorder = results.Recorder()
-    for strategy, values in (commits.items() if isinstance(commits, dict) else commits):
-        run = recorder.add_run(strategy, "stateful", 10, "p")
+    for strategy, values, *repeat in (commits.items() if isinstance(commits, dict) else commits):
+        run = recorder.add_run(strategy, "stateful", 10, "p", repeat=repeat[0] if repeat else 0)
         batches = []
         for b, value in enumerate(values, start=1):
             batches.append(progress(b, value - 1.0))
@@ -326,15 +327,22 @@ def test_one_batch_moved_flipped_the_replaced_rule_and_not_this_one(tmp_path):
 def test_resampled_batches_give_the_same_answer(tmp_path, slower, winner):
     """The batches of a fixed record resampled (with replacement, 20 seeds): where the data cannot
     separate the two the answer is the same tie settled by cost every time, where they can the same
-    winner; the replaced rule flips between the two on the tie."""
-    answers, replaced = set(), set()
+    winner; the replaced rule flips between the two on the tie. So does each half of a record of two
+    repeats resampled apart (``decide.halves``, what the reproducibility figure compares, 10 seeds)."""
+    answers, replaced, halves = set(), set(), set()
     for seed in range(20):
         rng = np.random.default_rng(seed)
         record = jittered(tmp_path, {"conditional": list(rng.choice(SEVEN, len(SEVEN))),
                                      "manifest": list(rng.choice(slower, len(slower)))}, DEARER_FASTER, f"s{seed}")
         answers.add(decide.decide(record, "stateful").recommended)
         replaced.add(replaced_rule(record))
+        if seed < 10:
+            repeats = [(s, list(rng.choice(values, len(values))), r)
+                       for r, (s, values) in config.interleaved([("conditional", SEVEN), ("manifest", slower)], 2)]
+            halves.add(tuple(d.recommended for d in decide.halves([jittered(tmp_path, repeats, DEARER_FASTER,
+                                                                             f"h{seed}")], "stateful")))
     assert answers == {winner}
+    assert halves == {(winner, winner)}
     if slower is EIGHT:
         assert replaced == {"conditional", "manifest"}
 
@@ -364,6 +372,70 @@ def test_the_repeats_of_a_configuration_are_pooled(tmp_path):
                             "batches' walCommit + commitOffsets have a median of 10.5 ms [7.0, 14.0] over 20 batches "
                             "of 2 runs; it won on cost among the 2 as fast: $2.59 [2.59, 2.59] a month, the others "
                             "dearer")
+
+
+# -- repeats: each configuration in more than one query, in mirrored rounds -------------------------
+
+
+def test_the_queries_run_in_mirrored_rounds():
+    """A B C, then C B A: over a pair of rounds every configuration's mean position is the same, so a
+    drift linear in time adds the same to each; the streaming experiment runs its strategies (the
+    floor among them) so per workload, the plan's batches split over the repeats, then its state
+    sweep once."""
+    order = config.interleaved(["A", "B", "C"], 4)
+    assert [c for _, c in order] == list("ABCCBAABCCBA")
+    assert [r for r, _ in order] == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3
+    positions = {c: np.mean([i for i, (_, x) in enumerate(order) if x == c]) for c in "ABC"}
+    assert len(set(positions.values())) == 1
+    plan = config.PLANS["smallest"]
+    assert (plan.repeats, plan.batches, plan.batches_per_query) == (2, 3, 2)
+    assert all(p.repeats >= 2 for p in config.PLANS.values())  # the reproducibility figure cuts them in halves
+    queries = streaming.queries(plan, ["rename", "conditional", ckpt_impls.FLOOR.name])
+    floor = ckpt_impls.FLOOR.name
+    assert queries == [
+        *[(s, w, 100, 1, 2, r) for w in plan.workloads
+          for r, s in ((0, "rename"), (0, "conditional"), (0, floor), (1, floor), (1, "conditional"), (1, "rename"))],
+        ("rename", "stateful", 1_000, 1, 2, 0), ("conditional", "stateful", 1_000, 1, 2, 0)]
+    assert levers.stage_one((config.Shape("stateless"),), ["rename", "conditional"], staged=True) == {
+        config.Shape("stateless"): [("default", "rename"), ("async-progress", "rename")]}
+
+
+def repeated(tmp_path, commits: dict[str, list[list[int]]], name: str = "ceph-streaming") -> results.Results:
+    """``jittered``'s record with each strategy run once per list of ``commits[s]``, the repeats in
+    mirrored rounds (``config.interleaved``), as the streaming experiment runs them."""
+    order = config.interleaved(list(commits), max(map(len, commits.values())))
+    return jittered(tmp_path, [(s, commits[s][r], r) for r, s in order], DEARER_FASTER, name)
+
+
+def test_the_repeats_are_pooled_and_each_half_decided_apart(tmp_path):
+    record = repeated(tmp_path, {"conditional": [SEVEN, FOURTEEN], "manifest": [FOURTEEN, EIGHT]})
+    assert list(zip(record.runs.strategy, record.runs.repeat, strict=True)) == [
+        ("conditional", 0), ("manifest", 0), ("manifest", 1), ("conditional", 1)]
+    d = decide.decide(record, "stateful")
+    pooled = {c.strategy: (c.runs, len(c.commit_samples)) for c in d.candidates}
+    assert pooled == {"conditional": (2, 20), "manifest": (2, 20)}
+    first, second = jobs.halves(record)
+    assert [list(half.runs.repeat) for half in (first, second)] == [[0, 0], [1, 1]]
+    assert set(first.batches.run) == set(first.runs.run) and set(second.batches.run) == set(second.runs.run)
+    # The broken case: the first half says conditional (7 ms against 14), the second manifest (8
+    # against 14): noise or drift decided one of them, and the figure says so.
+    assert [h.recommended for h in decide.halves([record], "stateful")] == ["conditional", "manifest"]
+    steady = repeated(tmp_path, {"conditional": [SEVEN, EIGHT], "manifest": [FOURTEEN, FOURTEEN]}, "steady")
+    assert [h.recommended for h in decide.halves([steady], "stateful")] == ["conditional", "conditional"]
+
+
+def test_halves_keep_a_refusal_and_need_two_repeats(tmp_path):
+    record = repeated(tmp_path, {"conditional": [SEVEN, SEVEN], "manifest": [EIGHT, EIGHT]})
+    runs = record.runs.copy()
+    refused = results.Recorder()
+    refused.fail_run(refused.add_run("rename", "stateful", 10, "r"), "Spark refuses it", refused=True)
+    record = disk.merge([record, refused.results(record.environment)])
+    assert [sorted(half.runs.strategy) for half in jobs.halves(record)] == [["conditional", "manifest", "rename"]] * 2
+    for half in decide.halves([record], "stateful"):
+        assert {c.strategy: c.refused for c in half.candidates}["rename"]
+    once = results.Results(record.environment, {**record.tables, "runs": runs.assign(repeat=0)})
+    with pytest.raises(ValueError, match="one query per configuration"):
+        jobs.halves(once)
 
 
 # -- one decision per job ------------------------------------------------------------------------------

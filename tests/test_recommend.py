@@ -141,6 +141,17 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     record = disk.read(out)
     said = record.environment["recommend"]
     assert said["strategies"] == ["rename", "conditional"]  # Spark's default first, the baseline
+    # Each configuration in two queries (experiments.recommend.REPEATS) of 2 measured batches (--batches
+    # 3 split over them), in mirrored rounds per stage (experiments.levers); one Spark refused, once.
+    runs = record.runs
+    refused = set(zip(runs.strategy[runs.refused], runs.preset[runs.refused], strict=True))
+    stateless = config.Shape("stateless")
+    presets = config.presets_for(stateless)
+    stages = [[(p, "rename") for p in presets],
+              [(p, "conditional") for p in presets if ((runs.strategy == "conditional") & (runs.preset == p)).any()]]
+    assert list(zip(runs.strategy, runs.preset, runs.repeat, strict=True)) == [
+        (s, p, r) for stage in stages for r, (p, s) in config.interleaved(stage, 2) if r == 0 or (s, p) not in refused]
+    assert {len(record.run(s, stateless.name, preset=p).batches) for p, s in stages[1]} == {2}
     assert set(record.races.strategy) == {"rename", "conditional"}
     assert set(record.races.kind) == {"offsets", "commits"} and len(record.capabilities)
     decision = recommendation.decision_of(record)

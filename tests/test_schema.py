@@ -80,23 +80,24 @@ def test_the_writer_refuses_a_table_or_column_the_schema_does_not_have(tmp_path)
 
 
 def test_an_older_record_reads_each_missing_column_as_its_default(tmp_path):
-    """A record written before ``requests.source``, ``runs.settings``, ``preset`` and ``refused``,
-    ``fault_runs``' outage columns: those read as their fields' defaults (NA where none), typed."""
+    """A record written before ``requests.source``, ``runs.settings``, ``preset``, ``refused`` and
+    ``repeat``, ``fault_runs``' outage columns: those read as their fields' defaults (NA where none),
+    typed."""
     directory = disk.write(_recorded().results({"schema_version": 1}), tmp_path / "old")
-    for name, columns in {"requests": ["source", "origin"], "runs": ["settings", "preset", "refused"],
+    for name, columns in {"requests": ["source", "origin"], "runs": ["settings", "preset", "refused", "repeat"],
                           "fault_runs": ["outage_s", "died_after_s", "resumed_after_s"]}.items():
         table = pq.read_table(directory / f"{name}.parquet")
         pq.write_table(table.drop_columns(columns), directory / f"{name}.parquet")
     back = disk.read(directory)
     assert list(back.requests.source) == ["proxy"] * 2 and back.requests.origin.isna().all()
-    assert back.runs[["settings", "preset", "refused"]].values.tolist() == [["{}", "default", False]]
+    assert back.runs[["settings", "preset", "refused", "repeat"]].values.tolist() == [["{}", "default", False, 0]]
     assert back.fault_runs.outage_s.isna().all()
     for name in ("requests", "runs", "fault_runs"):
         assert _dtypes(getattr(back, name)) == _declared(name), name
     defaults = {(name, f.name): schema.default(f) for name, s in schema.SCHEMAS.items() for f in s
                 if schema.has_default(f)}
     assert defaults == {("runs", "settings"): "{}", ("runs", "preset"): "default", ("runs", "refused"): False,
-                        ("requests", "source"): "proxy", ("crash_series", "preset"): "default"}
+                        ("runs", "repeat"): 0, ("requests", "source"): "proxy", ("crash_series", "preset"): "default"}
 
 
 def test_each_version_since_the_first_says_what_it_changed():

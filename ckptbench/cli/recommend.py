@@ -45,8 +45,11 @@ def register(sub) -> None:
                                                   "(default 1000)")
     r.add_argument("--sink", default="noop", help=f"one of: {', '.join(config.SINKS)} (default noop)")
     r.add_argument("--batches", type=int, default=experiment.BATCHES,
-                   help=f"measured batches per configuration, after {experiment.WARMUP} warm-up "
-                        f"(default {experiment.BATCHES})")
+                   help=f"measured batches per configuration, split over its --repeats queries, each after "
+                        f"{experiment.WARMUP} warm-up (default {experiment.BATCHES})")
+    r.add_argument("--repeats", type=int, default=experiment.REPEATS,
+                   help="independent queries per configuration, run in mirrored rounds so that a busy machine's "
+                        f"drift reaches every configuration alike (default {experiment.REPEATS})")
     r.add_argument("--out", help="where the record and its page go (default results/recommend/<store>-<job>/)")
     r.add_argument("--strategies", help=argparse.SUPPRESS)  # tests: fewer candidates
     r.add_argument("--crash-cycles", type=int, default=experiment.CRASH_CYCLES,
@@ -76,6 +79,9 @@ def _checked(args) -> tuple[config.Shape, list[str], Path]:
     shape = shape_of(args)
     if not 3 <= args.batches <= 1000:
         raise UsageError(f"--batches must be 3 to 1000 (a p50 of fewer says little), not {args.batches}")
+    if not 1 <= args.repeats <= args.batches:
+        raise UsageError(f"--repeats must be 1 to --batches ({args.batches}: each query measures at least one "
+                         f"batch), not {args.repeats}")
     if args.crash_cycles < 0:
         raise UsageError(f"--crash-cycles must be 0 (no crash check) or more, not {args.crash_cycles}")
     if args.bucket and experiment.fresh_store(args.store):
@@ -120,7 +126,7 @@ def cmd_recommend(args) -> None:
     with tempfile.TemporaryDirectory(prefix="ckptbench-recommend-") as raw, progress.shown_for(os.environ):
         settings = config.Settings(args.store, "recommend", args.bucket, Path(raw))
         record = experiment.recommend(settings, shape, strategies, leaders, args.trigger, args.batches,
-                                      args.crash_cycles)
+                                      args.crash_cycles, args.repeats)
     said = record.environment["recommend"]
     decision = recommendation.decision_of(record)
     if decision.chosen is not None:

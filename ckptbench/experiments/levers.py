@@ -5,6 +5,9 @@ Each configuration runs as a streaming query of the job's shape (``QueryLab.run`
 batch time and requests recorded like any strategy's. Where Spark refuses a configuration for the
 job (async progress tracking with state, format v2 on the HDFS-backed store, a sink async progress
 does not support) or lacks a lever, the run is recorded as refused with Spark's reason: a result.
+Each configuration runs in ``Plan.repeats`` queries, in mirrored rounds (``config.interleaved``)
+over the configurations of one shape and stage, so that a drift in the machine's load reaches
+those alike; a drift between stage one and stage two (below) is not balanced so: a limit.
 
 Staged (``python -m ckptbench recommend``): Spark's default strategy (``config.SPARK_DEFAULT``)
 in every configuration first, then every other strategy in Spark's defaults and in the
@@ -20,7 +23,7 @@ import dataclasses
 
 import ckpt_impls
 from ckptbench import metrics, progress
-from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT, Plan, Settings, Shape, presets_for
+from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT, Plan, Settings, Shape, interleaved, presets_for
 from ckptbench.harness.querylab import checkpoint_settings, lab
 from ckptbench.harness.stores import started_store
 from ckptbench.metrics import cost
@@ -35,19 +38,21 @@ BENCH_SHAPES = (Shape("stateless"), Shape("stateful", "hdfs"), Shape("stateful",
 
 def _stage_two(record: results.Results, shape: Shape, strategy: str) -> tuple[list[str], dict[str, str]]:
     """The configurations every strategy runs in after stage one (Spark's defaults and the
-    ``STAGE_TWO`` others ``strategy`` ran cheapest in: every request counted,
+    ``STAGE_TWO`` others ``strategy`` ran cheapest in: every request counted over its repeats,
     ``metrics.billable_requests_all_by_op``), and why each other one is not crossed."""
     dollars, why = {}, {}
     for preset in presets_for(shape)[1:]:
         try:
-            run = record.run(strategy, shape.name, keys=shape.keys, preset=preset)
+            record.run(strategy, shape.name, keys=shape.keys, preset=preset)
         except results.Refused:
             why[preset] = "Spark refused it"
             continue
         except (results.RunFailed, KeyError) as e:
             why[preset] = f"its run with {strategy} failed ({str(e)[:120]})"
             continue
-        dollars[preset] = cost.per_month(cost.dollars(metrics.billable_requests_all_by_op(run)), shape.trigger_s)
+        repeats = record.runs_of(strategy, shape.name, keys=shape.keys, preset=preset)
+        requests = metrics.pooled_by_op(repeats, metrics.billable_requests_all_by_op)
+        dollars[preset] = cost.per_month(cost.dollars(requests), shape.trigger_s)
     crossed = sorted(dollars, key=lambda p: (dollars[p], p.count("+")))[:STAGE_TWO]
     for preset in dollars.keys() - set(crossed):
         dearer = round(dollars[preset], 2) > round(dollars[crossed[-1]], 2)
@@ -57,36 +62,58 @@ def _stage_two(record: results.Results, shape: Shape, strategy: str) -> tuple[li
     return [DEFAULT_PRESET, *crossed], why
 
 
+def stage_one(shapes: tuple[Shape, ...], strategies: list[str], staged: bool) -> dict[Shape, list[tuple[str, str]]]:
+    """Each shape's configurations (preset, strategy) measured first: every one (``staged``: Spark's
+    default strategy, ``strategies[0]``, in every preset)."""
+    return {shape: [(preset, s) for preset in presets_for(shape) for s in (strategies[:1] if staged else strategies)]
+            for shape in shapes}
+
+
+def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: list[tuple[str, str]], plan: Plan,
+             bar) -> None:
+    """``configurations`` (preset, strategy) of ``shape``, ``plan.repeats`` queries of each in mirrored
+    rounds (``config.interleaved``); a configuration Spark refused once is not run again (the
+    refusal is the result, and the same every time)."""
+    refused = set()
+    for repeat, (preset, strategy) in interleaved(configurations, plan.repeats):
+        if (preset, strategy) in refused:
+            bar.update(plan.warmup + plan.batches_per_query)
+            continue
+        bench.run(recorder, strategy, shape, shape.keys, plan.warmup, plan.batches_per_query, bar, preset=preset,
+                  repeat=repeat)
+        if recorder.rows["runs"][-1]["refused"]:
+            refused.add((preset, strategy))
+
+
 def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strategies: list[str] | None = None,
            plan: Plan | None = None, staged: bool = False, experiment: str = "levers") -> results.Results:
-    """Every configuration of every shape (``staged``: as the module says), each a query of
-    ``plan``'s warm-up and measured batches after an untimed query per shape has warmed the JVM;
-    written to ``settings.raw`` as ``experiment`` and returned."""
+    """Every configuration of every shape (``staged``: as the module says), each ``plan.repeats``
+    queries of ``plan``'s warm-up and ``plan.batches_per_query`` measured batches, in mirrored rounds
+    per shape and stage, after an untimed query per shape has warmed the JVM; written to
+    ``settings.raw`` as ``experiment`` and returned."""
     plan = plan or settings.plan
     strategies = strategies or list(ckpt_impls.STRATEGIES)
     first = SPARK_DEFAULT[0] if SPARK_DEFAULT[0] in strategies else strategies[0]
+    strategies = [first, *(s for s in strategies if s != first)]
     recorder = results.Recorder()
     not_measured: dict[str, dict[str, str]] = {}
     with started_store(settings) as (store, bucket), lab(store, bucket, plan, first, master=settings.master) as bench:
-        per_query = plan.warmup + plan.batches
-        stage_one = [(shape, preset, s) for shape in shapes for preset in presets_for(shape)
-                     for s in ([first] if staged else strategies)]
-        expected = len(shapes) * plan.jvm_warmup + per_query * (
-            len(stage_one) + (len(shapes) * (len(strategies) - 1) * (1 + STAGE_TWO) if staged else 0))
+        per_configuration = plan.repeats * (plan.warmup + plan.batches_per_query)
+        first_stage = stage_one(shapes, strategies, staged)
+        expected = len(shapes) * plan.jvm_warmup + per_configuration * (
+            sum(map(len, first_stage.values()))
+            + (len(shapes) * (len(strategies) - 1) * (1 + STAGE_TWO) if staged else 0))
         bar = progress.Recorder("configurations", expected, "batch")
         for shape in shapes:  # JIT, class loading, the state store's first use: untimed
             bench.run(None, first, shape, shape.keys, 0, plan.jvm_warmup, bar)
-        for shape, preset, strategy in stage_one:
-            bench.run(recorder, strategy, shape, shape.keys, plan.warmup, plan.batches, bar, preset=preset)
+        for shape in shapes:
+            _measure(bench, recorder, shape, first_stage[shape], plan, bar)
         if staged:
             so_far = recorder.results({"plan": dataclasses.asdict(plan)})
             for shape in shapes:
                 crossed, not_measured[shape.name] = _stage_two(so_far, shape, first)
-                for preset in crossed:
-                    for strategy in strategies:
-                        if strategy != first:
-                            bench.run(recorder, strategy, shape, shape.keys, plan.warmup, plan.batches, bar,
-                                      preset=preset)
+                _measure(bench, recorder, shape, [(preset, s) for preset in crossed for s in strategies[1:]], plan,
+                         bar)
         env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan), spark=bench.spark,
                                   **bench.where, checkpoint_settings=checkpoint_settings(bench.spark),
                                   shapes=[dataclasses.asdict(s) | {"name": s.name} for s in shapes],

@@ -19,10 +19,11 @@ from ckptbench.record import results
 
 
 def plan(batches: int, warmup: int) -> config.Plan:
-    """The measure command's plan: the stateful workload at the suite's first key count."""
+    """The measure command's plan: the stateful workload at the suite's first key count, one query
+    per strategy (its table reads one run per strategy)."""
     quick = config.PLANS["quick"]
     return dataclasses.replace(quick, warmup=warmup, batches=batches, keys=quick.keys[:1], sweep=(),
-                               workloads=("stateful",))
+                               workloads=("stateful",), repeats=1)
 
 
 def run(store_names: list[str], strategies: list[str], batches: int = 20, warmup: int = 5,

@@ -12,7 +12,7 @@ In order, each shown as a progress bar on stderr:
    so on a store the proxy cannot front (https, AWS S3) it is not run and the record says so;
 3. the staged levers experiment for the job's one shape (``experiments.levers``, ``staged=True``):
    Spark's default manager in every configuration of levers, then every strategy in Spark's
-   defaults and the two cheapest configurations;
+   defaults and the two cheapest configurations, each configuration in ``REPEATS`` queries;
 4. ``crash_check``: crash cycles (``crashlab.CrashLab.series``) of the two leading configurations,
    whose exactly-once result the final decision reads (its rule 1).
 
@@ -56,10 +56,18 @@ CRASH_CYCLES = 2
 #: How many times ``crash_check`` runs at most: when the check puts the leaders out, the two that
 #: lead then are checked in turn, so the configuration recommended has been crash-checked.
 CRASH_ROUNDS = 3
-#: The measured batches per configuration by default, after ``WARMUP`` warm-up batches: enough
-#: for a p50, few enough that the command ends within minutes.
+#: The measured batches per configuration by default, after ``WARMUP`` warm-up batches in each of
+#: its queries: enough for a median with an interval, few enough that the command ends within minutes.
 BATCHES = 10
 WARMUP = 2
+#: Independent queries per configuration by default, run in mirrored rounds (``config.interleaved``)
+#: so that drift on a shared machine reaches every configuration alike. ``BATCHES`` are split over
+#: them, not multiplied: the decision pools every measured batch of every repeat, so the measured
+#: total stays one query's, and the command's time grows only by each further query's start and
+#: ``WARMUP`` batches. That keeps ``recommend`` of a job at 8 partitions within the 15 minutes on
+#: 2 cores it promises; two is the fewest that balances drift and gives the reproducibility check
+#: two halves to compare.
+REPEATS = 2
 
 
 class Leader(Protocol):
@@ -80,11 +88,12 @@ def race_kinds(shape: config.Shape) -> tuple[str, ...]:
             *(("_spark_metadata",) if shape.sink == "file" else ()))
 
 
-def plan_of(shape: config.Shape, batches: int) -> config.Plan:
-    """The levers experiment's plan: ``WARMUP`` then ``batches`` batches per configuration, after
-    one untimed batch that warms the JVM."""
+def plan_of(shape: config.Shape, batches: int, repeats: int = REPEATS) -> config.Plan:
+    """The levers experiment's plan: ``batches`` measured batches per configuration, split over
+    ``repeats`` queries each of ``WARMUP`` warm-up batches first, after one untimed batch that warms
+    the JVM."""
     return dataclasses.replace(config.PLANS["smallest"], jvm_warmup=1, warmup=WARMUP, batches=batches,
-                               keys=(shape.keys,), sweep=())
+                               keys=(shape.keys,), sweep=(), repeats=repeats)
 
 
 def fresh_store(name: str) -> bool:
@@ -190,11 +199,13 @@ def combined(record: results.Results, said: dict, rows: dict[str, list[dict]]) -
 
 
 def recommend(settings: config.Settings, shape: config.Shape, strategies: list[str], leaders: Leaders,
-              trigger: str, batches: int = BATCHES, crash_cycles: int = CRASH_CYCLES) -> results.Results:
+              trigger: str, batches: int = BATCHES, crash_cycles: int = CRASH_CYCLES,
+              repeats: int = REPEATS) -> results.Results:
     """The probe, race, staged levers and crash check of ``shape`` on ``settings``' store (raw
     records under ``settings.raw``), ``strategies`` with Spark's default first; ``leaders`` is the
     decision (see the module's docstring), ``trigger`` the job's interval as the user wrote it
-    (recorded), ``crash_cycles`` 0 skips the crash check. Returns the combined record;
+    (recorded), ``batches`` per configuration over ``repeats`` queries (``plan_of``),
+    ``crash_cycles`` 0 skips the crash check. Returns the combined record;
     ``environment["recommend"]["seconds"]`` holds each stage's duration."""
     from ckptbench.experiments import levers
 
@@ -204,7 +215,8 @@ def recommend(settings: config.Settings, shape: config.Shape, strategies: list[s
     said.update(shape={**dataclasses.asdict(shape), "name": shape.name}, trigger=trigger,
                 trigger_s=shape.trigger_s, strategies=measured)
     seconds = {"probe and race": time.monotonic() - began}
-    record = levers.levers(settings, (shape,), measured, plan_of(shape, batches), staged=True, experiment="recommend")
+    record = levers.levers(settings, (shape,), measured, plan_of(shape, batches, repeats), staged=True,
+                           experiment="recommend")
     seconds["levers"] = time.monotonic() - began - sum(seconds.values())
     record = combined(record, said, recorder.rows)
     leading = leaders(record)

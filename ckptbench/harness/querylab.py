@@ -101,10 +101,11 @@ class QueryLab:
         raise ValueError(f"unknown workload {workload!r}")
 
     def run(self, recorder: results.Recorder | None, strategy: str, workload: str | Shape, keys: int, warmup: int,
-            batches: int, bar=None, preset: str = DEFAULT_PRESET) -> None:
+            batches: int, bar=None, preset: str = DEFAULT_PRESET, repeat: int = 0) -> None:
         """One query of ``workload`` (a named one, or a ``Shape``: then ``keys`` is its own)
         checkpointing with ``strategy`` in configuration ``preset`` (``config.presets_for``):
-        ``warmup`` then ``batches`` batches, added to ``recorder`` (None: untimed, recorded nowhere).
+        ``warmup`` then ``batches`` batches, added to ``recorder`` (None: untimed, recorded nowhere)
+        as the ``repeat``-th query of its configuration.
         A failure is recorded as the run's error: one broken strategy must not cost the others their
         numbers; where Spark refuses the configuration, or lacks one of its levers, the run is
         recorded as refused, with Spark's reason (``refusal``)."""
@@ -118,7 +119,7 @@ class QueryLab:
             conf = {**WORKLOAD_CONF.get(workload, {}), **lever_conf}
         settings = {**checkpoint_settings(self.spark, conf), **{f"option.{k}": v for k, v in options.items()},
                     **({"trigger_s": str(measured_trigger_s(shape.trigger_s))} if shape else {})}
-        run = recorder.add_run(strategy, name, keys, prefix, settings, preset) if recorder else None
+        run = recorder.add_run(strategy, name, keys, prefix, settings, preset, repeat) if recorder else None
         if bar:
             bar.set_postfix_str(f"{strategy} x {name} ({preset}), {keys:,} keys")
         lacking = lacks(self.spark.version, preset)

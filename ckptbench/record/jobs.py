@@ -1,7 +1,8 @@
 """Which runs of a store's records measured which job: a job (``config.Shape``'s name) is measured
 by the levers experiment's runs of its shape, and by the streaming experiment's runs of the
 workloads ``config.job_of`` names for it; ``job_record`` gathers them into one record, so that a
-job is decided once from all of them (``decide.per_job``)."""
+job is decided once from all of them (``decide.per_job``); ``halves`` cuts a record in two by its
+runs' repeats, for the decision on each half (``decide.halves``)."""
 
 from __future__ import annotations
 
@@ -35,11 +36,29 @@ def job_record(records: list[results.Results], job: str) -> results.Results:
     for record in records:
         runs = _job_runs(record)
         runs = runs[runs.workload == job]
-        if runs.empty:
-            continue
-        tables = {name: runs if name == "runs" else frame[frame.run.isin(set(runs.run))] if "run" in frame else frame
-                  for name, frame in record.tables.items()}
-        parts.append(results.Results(record.environment, tables))
+        if not runs.empty:
+            parts.append(_only(record, runs))
     if not parts:
         raise KeyError(f"no run of job {job} in these records")
     return disk.merge(parts)
+
+
+def _only(record: results.Results, runs) -> results.Results:
+    """``record`` with ``runs`` (rows of its ``runs``, maybe renamed) for its runs, and of every
+    other table the rows of those runs; tables of no run as they are."""
+    return results.Results(record.environment, {
+        name: runs if name == "runs" else frame[frame.run.isin(set(runs.run))] if "run" in frame else frame
+        for name, frame in record.tables.items()})
+
+
+def halves(record: results.Results) -> tuple[results.Results, results.Results]:
+    """``record`` cut in two independent measurements of the same configurations: the runs of the
+    first half of the repeats (``runs.repeat`` below half the record's count, ``config.Plan.repeats``),
+    and the rest; a refused run in both (Spark's refusal is run once: it is the same every time).
+    ValueError where the record ran one query per configuration."""
+    runs = record.runs
+    cut = (int(runs.repeat.max()) + 1) // 2 if len(runs) else 0
+    if cut == 0:
+        raise ValueError("the record has one query per configuration (runs.repeat): no two halves to compare")
+    first = runs.repeat < cut
+    return _only(record, runs[first | runs.refused]), _only(record, runs[~first | runs.refused])

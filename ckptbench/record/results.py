@@ -288,13 +288,14 @@ class Recorder:
         self.rows[table] += rows
 
     def add_run(self, strategy: str, workload: str, keys: int, prefix: str, settings: dict | None = None,
-                preset: str = "default") -> int:
-        """A new run; its outcome columns are filled in (``rows["runs"][run].update``) as it ends."""
+                preset: str = "default", repeat: int = 0) -> int:
+        """A new run, the ``repeat``-th query of its configuration; its outcome columns are filled in
+        (``rows["runs"][run].update``) as it ends."""
         run = len(self.rows["runs"])
         self.add("runs", [{"run": run, "strategy": strategy, "workload": workload, "keys": keys, "prefix": prefix,
                            "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0,
                            "settings": json.dumps(settings or {}, sort_keys=True), "preset": preset,
-                           "refused": False}])
+                           "refused": False, "repeat": repeat}])
         return run
 
     def fail_run(self, run: int, error: str, refused: bool = False) -> None:

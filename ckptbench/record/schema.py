@@ -27,7 +27,7 @@ from ckptbench.config import CRASHLAB, FAULTLAB
 
 #: The schema records are written with. What each version changed is ``CHANGES`` and the ``since``
 #: of the columns and tables.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 #: Versions this reader reads: an older record lacks the tables and columns added since, which read
 #: as their defaults.
 READABLE = tuple(range(1, SCHEMA_VERSION + 1))
@@ -102,7 +102,11 @@ SCHEMAS: dict[str, pa.Schema] = {
                since=8, default="default"),
         column("refused", BOOL, "whether Spark refused that configuration for the workload (or this Spark lacks "
                "a lever of it), ``error`` then holding Spark's reason: a result, not a failed run",
-               since=8, default=False)),
+               since=8, default=False),
+        column("repeat", INT, "which of its configuration's independent queries the run is (0, 1...: "
+               "``config.Plan.repeats``, run in mirrored rounds); ``Results.runs_of`` pools them, and the "
+               "reproducibility figure decides on each half of them (``decide.halves``); 0 where one query was run",
+               since=10, default=0)),
     "batches": table(
         "One row per micro-batch of a run, as Spark's progress reported it.",
         _RUN,

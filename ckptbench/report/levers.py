@@ -17,7 +17,7 @@ from ckptbench import config, decide
 from ckptbench.metrics import cost
 from ckptbench.record import results
 from ckptbench.report.table import Table, cell
-from ckptbench.report.tables import TRIGGER_S, Box, Section, counted_by
+from ckptbench.report.tables import TRIGGER_S, Box, Section, counted_by, measured_said
 
 TITLE = "configurations side by side"
 HEADER = ["configuration", "commits p50 (ms)", "batch p50 (ms)",
@@ -92,8 +92,7 @@ def section(store: str, record: results.Results, where: str, decisions: dict[str
     text = [
         f"Measured on {where}.",
         "A configuration is a checkpoint strategy with Spark's own settings, or with some of Spark's checkpoint "
-        f"levers (joined by +): {levers}. Each ran as a query of the job, {plan['warmup']} warm-up and "
-        f"{plan['batches']} measured batches"
+        f"levers (joined by +): {levers}. Each ran as queries of the job, {measured_said(plan)}"
         + (", every strategy in Spark's defaults and in the cheapest configurations Spark's default strategy "
            "found (a staged run: the others are named under each table)" if env.get("staged") else "")
         + ". Async progress tracking's checkpoint interval is scaled to the measured trigger, so that the share of "

@@ -153,7 +153,7 @@ def _streaming(name: str, record: results.Results, figures: Path, decisions: dic
     largest, interval = plan["keys"][-1], plan["compact_interval"]
     section = Section(f"{name}: streaming queries", [
         f"Measured on {_where(record)}.",
-        f"{plan['batches']} measured batches after {plan['warmup']} warm-up per query; state keys "
+        f"{tables.measured_said(plan)}; state keys "
         f"{plan['keys'][0]:,} unless said; the store's own 1 KiB PUT p50 is "
         f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms (timed by {_timed_by(record, 'floor')}, same run), "
         f"{cell(metrics.put_floor_ms(record), '.1f')} ms as Spark's own S3 client makes it in the driver JVM "

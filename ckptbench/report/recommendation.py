@@ -177,8 +177,8 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
         "Every configuration measured", ["configuration", "commit p50 / p95 (ms)", "batch p50 (ms)",
                                          "requests per batch: strategy + others", f"$ per month ({cost.LABEL})",
                                          "a second writer", "verdict"], rows,
-        f"Commit: walCommit + commitOffsets; batch: triggerExecution; both p50 over {env['plan']['batches']} measured "
-        f"batches after {env['plan']['warmup']} warm-up. The verdicts compare medians over every measured batch, each "
+        f"Commit: walCommit + commitOffsets; batch: triggerExecution; both p50 over {tables.measured_said(env['plan'])}"
+        ". The verdicts compare medians over every measured batch, each "
         "with its 95% bootstrap interval, and call a difference only where the interval of the difference excludes "
         "zero and it is large enough (the rule: ckptbench.decide). Requests are billable ones counted by "
         f"{tables.counted_by(record)}; \"others\" are those Spark's settings and the sink make (data files, RocksDB's "

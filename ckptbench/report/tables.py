@@ -478,3 +478,13 @@ def counting_table(figures: list[dict]) -> Table:
         [f["strategy"], f"{f['counted']} / {f['not_counted']}", f"{f['p50_counted']:.1f} / {f['p50_not']:.1f}",
          f"{f['overhead_ms']:+.2f}", f"{f['overhead_pct']:+.1f}% ({f['low_pct']:+.1f}% to {f['high_pct']:+.1f}%)",
          f"{f['bound_pct']:.2f}%"] for f in figures])
+
+
+def measured_said(plan: dict) -> str:
+    """How a record's ``plan`` measured each configuration: its measured batches, and the queries
+    (``config.Plan.repeats``, one in a record from before repeats) they were split over."""
+    repeats = plan.get("repeats", 1)
+    if repeats == 1:
+        return f"{plan['batches']} measured batches after {plan['warmup']} warm-up per query"
+    return (f"{plan['batches']} measured batches per configuration over {repeats} queries in mirrored rounds, "
+            f"{config.per_query(plan['batches'], repeats)} each after {plan['warmup']} warm-up")
