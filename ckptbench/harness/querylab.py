@@ -75,6 +75,21 @@ class QueryLab:
         self.cluster: infra.SparkCluster | None = None  # the cluster ``lab`` started for it
         #: State store maintenance runs where the executors do; its calls are logged in this JVM only.
         self.watches_maintenance = spark.sparkContext.master.startswith("local[")
+        #: The files' commits drained from the JVM (``pull``) and not yet recorded with their run.
+        self.commits: list[dict] = []
+
+    def pull(self) -> None:
+        """Move what the driver's JVM logged so far (requests, files' commits under the store's
+        run prefix) into this process: a long query's heap readings call it first, so that the heap
+        read is Spark's and the managers', not these logs'."""
+        self.jvm.pull()
+        self.pull_commits()
+
+    def pull_commits(self) -> None:
+        """Move the files' commits the driver's JVM logged under the store's run prefix so far into
+        ``commits`` (none off local mode)."""
+        if self.watches_maintenance:
+            self.commits += file_commits(self.spark, self.bucket, self.store.run_prefix)
 
     def start(self, workload: str | Shape, base: str, keys: int, options: dict | None = None):
         """Start ``workload`` (a named one, or a job a user described) with everything under
@@ -162,7 +177,8 @@ class QueryLab:
             self.jvm.reset()  # drained into this run; nothing else reads them
             files = floor_files(self.spark, self.bucket, mine, cut) if strategy == ckpt_impls.FLOOR.name else []
             maintenance = maintenance_calls(self.spark, self.bucket, mine) if self.watches_maintenance else []
-            commits = file_commits(self.spark, self.bucket, mine) if self.watches_maintenance else []
+            self.pull_commits()
+            commits, self.commits = [c for c in self.commits if c["key"].startswith(mine)], []
             temps = [k for k in self.inner.list_keys(self.bucket, mine) if ckpt_impls.TEMP_FILE.search(k)]
             self.inner.empty_bucket(self.bucket, mine)  # an in-memory store would fill up
         if recorder:
