@@ -6,7 +6,9 @@ interval of the median, a record without timings, and the check the real run's t
 
 from __future__ import annotations
 
+import html
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -14,7 +16,8 @@ import pytest
 from ckptbench import metrics
 from ckptbench.harness.querylab import batch_of_file
 from ckptbench.record import results, schema
-from helpers import T0, file_commit_mismatches, progress
+from ckptbench.report import page
+from helpers import ROOT, T0, file_commit_mismatches, fixed_streaming_record, progress
 
 CKPT = "p/checkpoint"
 
@@ -108,3 +111,19 @@ def test_the_check_of_a_real_run_catches_a_broken_one():
     assert file_commit_mismatches(twice, stored) == [f"timed twice: {CKPT}/commits/0"]
     wrong = timed.assign(kind=timed.kind.where(timed.key != f"{CKPT}/offsets/0", "commits"))
     assert file_commit_mismatches(wrong, stored) == [f"kind commits, not offsets: {CKPT}/offsets/0"]
+
+
+def test_the_report_shows_the_jvm_timing_beside_walcommit():
+    """The stateful table's column (``page.JVM_TIMED``, in the committed sample report): a
+    strategy whose files were timed shows its offsets and commits median per batch with its
+    interval, then all its files'; one without timings says n/a, not zero."""
+    record = fixed_streaming_record()
+    runs = record.runs.set_index("strategy")
+    rows = [commit(int(runs.run["manifest"]), f"{CKPT}/{kind}/{b}", ms * b)
+            for b in range(1, 6) for kind, ms in (("offsets", 0.5), ("commits", 0.25))]
+    record.tables["file_commits"] = schema.frame("file_commits", rows)
+    timed = page.jvm_timed(record.runs_of("manifest", "stateful"))
+    assert re.fullmatch(r"2\.25 \[\d\.\d\d, \d\.\d\d\] / 2\.25", timed), timed
+    assert page.jvm_timed(record.runs_of("rename", "stateful")) == "n/a"
+    sample = ROOT / "docs" / "sample-report" / "report" / "index.html"
+    assert page.JVM_TIMED in html.unescape(sample.read_text())
