@@ -13,6 +13,7 @@ import re
 import pandas as pd
 import pytest
 
+from benchmarks.commit_latency import JvmTimed
 from ckptbench import metrics
 from ckptbench.harness.querylab import batch_of_file
 from ckptbench.record import results, schema
@@ -64,7 +65,7 @@ def record() -> results.Results:
     recorder.add("file_commits", rows)
     recorder.add_maintenance(run, [{"start": T0, "end": T0 + 1, "method": "createAtomic", "thread": "m",
                                     "key": f"{CKPT}/state/0/0/2.snapshot"}])
-    recorder.add_run("rename", "stateful", 1000, "q")
+    recorder.add_run("direct", "stateful", 1000, "q")
     recorder.add_batches(1, "measured", [progress(b, 5.0) for b in (1, 2, 3)])
     return recorder.results({"plan": {"keys": [1000]}})
 
@@ -89,6 +90,14 @@ def test_the_median_per_batch_has_its_interval_and_a_run_without_timings_has_non
     untimed = results.Run(record, 1)
     assert metrics.file_commit_ms_per_batch(untimed).empty
     assert math.isnan(metrics.file_commit_ms_interval([untimed]).value)
+
+
+def test_the_suite_tracks_the_median_per_batch_by_kind(record):
+    track = JvmTimed().track_ms_per_batch_p50
+    assert track.unit == "ms"
+    assert track(record, "rename", "stateful", "all") == 3.75
+    assert track(record, "rename", "stateful", "offsets") == 1.5
+    assert math.isnan(track(record, "direct", "stateful", "all"))  # not timed: no figure, not zero
 
 
 def test_a_record_before_the_table_reads_it_empty():
