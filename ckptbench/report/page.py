@@ -215,8 +215,7 @@ def jvm_timed(runs: list[results.Run]) -> str:
     files = metrics.file_commit_ms_interval(runs, ["offsets", "commits"])
     if math.isnan(files.value):
         return "n/a"
-    spread = "" if math.isnan(files.low) else f" [{files.low:.2f}, {files.high:.2f}]"
-    return f"{files.value:.2f}{spread} / {metrics.file_commit_ms_interval(runs).value:.2f}"
+    return f"{tables.jvm_ms(files)} / {metrics.file_commit_ms_interval(runs).value:.2f}"
 
 
 def _jobs_measured(record: results.Results, workloads: list[str]) -> dict[str, list[str]]:

@@ -52,17 +52,28 @@ class Section:
     boxes: list[Box] = dataclasses.field(default_factory=list)
 
 
+def jvm_ms(i: metrics.Interval | None) -> str:
+    """A median the JVM's clock timed and its interval, to a hundredth of a millisecond:
+    "1.73 [1.61, 1.90]"; n/a where nothing was timed."""
+    if i is None or math.isnan(i.value):
+        return "n/a"
+    return f"{i.value:.2f}" + ("" if math.isnan(i.low) else f" [{i.low:.2f}, {i.high:.2f}]")
+
+
 def candidates_table(d: decide.Decision) -> Table:
     """A job's decision's candidates, one row per configuration (a strategy, with Spark's levers where
-    the job ran some): commit p50 / p95, billable requests, dollars (a projection), a second writer,
+    the job ran some): commit p50 / p95, beside it the offsets and commits files' commit as the JVM
+    timed it (shown, not decided on), billable requests, dollars (a projection), a second writer,
     and the verdict."""
-    rows = [[c.label, f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", cell(c.requests_per_batch, ".1f"),
-             cell(c.dollars_per_month, ",.2f"), c.second_writer,
+    rows = [[c.label, f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", jvm_ms(c.jvm_commit),
+             cell(c.requests_per_batch, ".1f"), cell(c.dollars_per_month, ",.2f"), c.second_writer,
              decide.recommended_said(c) if c is d.chosen else f"out: {c.out}" if c.out else c.note]
             for c in d.candidates]
-    return Table("The candidates", ["strategy", "commits per batch, p50 / p95 (ms)", "billable requests per batch",
-                                    "$ per month (projection)", "a second writer", "verdict"], rows,
-                 classes=("", "", "", "projection"))
+    return Table("The candidates", ["strategy", "commits per batch, p50 / p95 (ms)",
+                                    "offsets + commits files, JVM clock, p50 [95%] (ms; not decided on)",
+                                    "billable requests per batch", "$ per month (projection)", "a second writer",
+                                    "verdict"], rows,
+                 classes=("", "", "", "", "projection"))
 
 
 def crash_tables(record: results.Results) -> list[Table]:
