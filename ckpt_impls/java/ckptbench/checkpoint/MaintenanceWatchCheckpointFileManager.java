@@ -39,8 +39,9 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *
  * <p>Both logs are this JVM's (static, as {@link InMemoryCheckpointFileManager}'s): they see
  * maintenance and the state stores' writes where they run in the driver, in local mode. The wrapper
- * costs a thread-name check per call and a stream wrapper per file, and adds no request. Spark 4.x's {@code close()} is left to the trait's default, a no-op,
- * which is what every manager watched here has (3.5's trait has no {@code close()}).
+ * costs a thread-name check per call and a stream wrapper per file, and adds no request. Spark
+ * 4.x's {@code close()} is left to the trait's default, a no-op, which is what every manager
+ * watched here has (3.5's trait has no {@code close()}).
  */
 public final class MaintenanceWatchCheckpointFileManager implements CheckpointFileManager {
 
