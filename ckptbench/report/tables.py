@@ -412,6 +412,7 @@ def measure_rows(record: results.Results) -> list[dict]:
             "wal_commit_p95": metrics.duration_percentile(run, "walCommit", 95),
             "commit_offsets_p50": metrics.duration_percentile(run, "commitOffsets", 50),
             "commit_offsets_p95": metrics.duration_percentile(run, "commitOffsets", 95),
+            "jvm_commit": metrics.file_commit_ms_interval([run], ["offsets", "commits"]),
             "requests_per_batch": metrics.requests_per_batch(run), "requests_by_op": metrics.requests_by_op(run),
             "put_p50": put, "head_p50": head, "temp_objects": int(run.info.temp_objects),
             "jvm_put_p50": jvm_put,
@@ -425,6 +426,7 @@ def measure_rows(record: results.Results) -> list[dict]:
 
 
 MEASURE_HEADER = ["store", "strategy", "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)",
+                  "offsets + commits files, JVM clock, p50 [95%] (ms)",
                   "walCommit / (HEAD+PUT)", "Spark's share of walCommit p50 (ms)", "overhead: ms / x PUT",
                   "S3 requests per batch (mean)", "checkpoint files per batch",
                   "requests per checkpoint file (a batch's own)", "PUT p50 in Spark's JVM (ms)",
@@ -442,7 +444,7 @@ def measure_table(records: list[results.Results]) -> str:
         ops = ", ".join(f"{op} {n:.3g}" for op, n in r["requests_by_op"].items())
         rows.append([r["store"] + (" (emulator)" if r["emulator"] else ""), r["strategy"],
                      f"{r['wal_commit_p50']:.1f} / {r['wal_commit_p95']:.1f}",
-                     f"{r['commit_offsets_p50']:.1f} / {r['commit_offsets_p95']:.1f}",
+                     f"{r['commit_offsets_p50']:.1f} / {r['commit_offsets_p95']:.1f}", jvm_ms(r["jvm_commit"]),
                      f"{r['wal_commit_p50'] / (r['put_p50'] + r['head_p50']):.1f}x", cell(r["spark_share_p50"], ".1f"),
                      f"{cell(r['overhead_ms'], '.1f')} / {cell(r['overhead_of_put'], '.2f')}",
                      f"{r['requests_per_batch']:.3g} ({ops})", cell(r["checkpoint_files_per_batch"], ".3g"),
