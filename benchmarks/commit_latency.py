@@ -41,6 +41,24 @@ class CommitLatency:
     track_wal_commit_in_store_puts.unit = "x store PUT"
 
 
+class JvmTimed:
+    """The checkpoint files' commit as the JVM timed it, sub-millisecond (``metrics.file_commit_ms_per_batch``:
+    each file from ``createAtomic`` to its stream's close, a batch's own files summed), median per
+    measured batch, by file kind (``offsets`` is walCommit's file, ``commits`` commitOffsets') or over
+    ``all`` (state files and a sink's log too). Beside Spark's whole-millisecond figures above, which
+    stay the user-facing ones; timed in local mode only (NaN elsewhere)."""
+
+    params = [common.STRATEGIES, common.WORKLOADS, ["offsets", "commits", "all"]]
+    param_names = ["strategy", "workload", "kind"]
+    setup_cache = staticmethod(common.streaming)
+
+    def track_ms_per_batch_p50(self, results, strategy, workload, kind):
+        kinds = None if kind == "all" else [kind]
+        return metrics.median(metrics.file_commit_ms_per_batch(results.run(strategy, workload), kinds))
+
+    track_ms_per_batch_p50.unit = "ms"
+
+
 class StoreSide:
     """The store's side of each commit, by checkpoint area (offsets/ is walCommit's, commits/ is
     commitOffsets'): the proxy-timed milliseconds per batch of every request there, and the

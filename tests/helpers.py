@@ -24,7 +24,7 @@ from ckptbench.experiments import contract, crashlab
 from ckptbench.record import results, schema
 from infra import net
 from infra.metered import MeteredStore
-from infra.s3ops import Event
+from infra.s3ops import Event, area_of
 
 #: The JIT setting of every driver JVM the tests start (this session's, the crash lab's drivers, the
 #: spark-submit runs, the bench beside the suite: conftest puts it in the environment, which carries
@@ -110,6 +110,20 @@ def fixed_levers_record(wal_ms: dict[str, float]) -> results.Results:
     plan = dataclasses.asdict(config.PLANS["smallest"])
     return recorder.results({**FIXED_ENV, "experiment": "levers", "plan": plan,
                              "shapes": [dataclasses.asdict(shape) | {"name": shape.name}]})
+
+
+def file_commit_mismatches(commits, stored: set[str]) -> list[str]:
+    """What the JVM's timings of one query's checkpoint files (rows of the ``file_commits`` table) and
+    the files ``stored`` under its checkpoint (keys) disagree on, one line each: a stored file with no
+    closed timing, a file timed closed but not stored, one timed closed twice, a timing whose kind is
+    not its key's area (``infra.s3ops.area_of``). Empty where they agree."""
+    closed = commits[commits.outcome == "closed"]
+    said = [f"stored, not timed: {k}" for k in sorted(stored - set(closed.key))]
+    said += [f"timed, not stored: {k}" for k in sorted(set(closed.key) - stored)]
+    said += [f"timed twice: {k}" for k in sorted(set(closed.key[closed.key.duplicated()]))]
+    said += [f"kind {kind}, not {area_of(k)}: {k}" for k, kind in zip(commits.key, commits.kind, strict=True)
+             if kind != area_of(k)]
+    return said
 
 
 def event(batch: float, op: str, key: str, ms: float = 2.0, bytes_in: int = 0) -> Event:

@@ -17,6 +17,7 @@ import re
 import time
 import uuid
 
+import pandas as pd
 import pytest
 from py4j.protocol import Py4JJavaError
 
@@ -25,10 +26,12 @@ from ckptbench import config, metrics
 from ckptbench.experiments.contract import java_class
 from ckptbench.harness import querylab, workloads
 from ckptbench.record import results
-from helpers import CheckpointFiles
+from helpers import CheckpointFiles, file_commit_mismatches
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
 FILE_AREAS = ("offsets", "commits", "state")
+#: A state store snapshot (and its checksum): maintenance's file, no batch's.
+SNAPSHOT = re.compile(r"\.snapshot(?:\.crc)?$")
 
 
 def batch_requests(spark, metered, strategy) -> tuple[str, list[tuple[int, list]]]:
@@ -104,7 +107,14 @@ def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark,
     thread when maintenance lags behind (seen here: this session's maintenance threads also serve
     earlier tests' queries), so the snapshot is logged by its name, a listing by its thread.
     Maintenance runs every 5 s (``config.SPARK_CONF``): the query runs until a snapshot is logged,
-    or fails at a deadline. On one store: what it logs is Spark's calls, whatever the store."""
+    or fails at a deadline. On one store: what it logs is Spark's calls, whatever the store.
+
+    The same run shows the watch timing every checkpoint file's commit (``querylab.file_commits``):
+    each file the checkpoint holds has one closed timing of its kind and none is timed that it does
+    not hold (``file_commit_mismatches``; left out: maintenance's snapshots, which it may still be
+    writing as the query stops, and rename's temp file of a write the stop cut short), each batch's
+    offsets, commits and state files are timed under its id, and the clock is finer than Spark's
+    whole milliseconds."""
     proxied, bucket = metered_stores(suite_stores.get("embedded"))
     prefix = f"{proxied.run_prefix}watch-{strategy}-{uuid.uuid4().hex[:8]}"
     ckpt_impls.use(spark, strategy, watch_maintenance=True)
@@ -126,6 +136,15 @@ def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark,
         assert c["start"] <= c["end"], c
         assert re.search(r"/state/\d+/\d+(/\d+\.snapshot)?$", c["key"]), seen  # no batch file
         assert c["key"].endswith(".snapshot") or c["thread"].startswith("state-store-maintenance"), seen
+    stored = {k for k in proxied.inner.list_keys(bucket, f"{prefix}/checkpoint/")
+              if not k.endswith("/") and not ckpt_impls.TEMP_FILE.search(k)}  # a write stop() cut short
+    commits = pd.DataFrame(querylab.file_commits(spark, bucket, prefix + "/"))
+    commits = commits[~commits.key.str.contains(SNAPSHOT)]
+    assert file_commit_mismatches(commits, {k for k in stored if not SNAPSHOT.search(k)}) == []
+    assert {"offsets", "commits", "state", "metadata"} <= set(commits.kind), sorted(set(commits.kind))
+    timed = set(zip(commits.batch_id, commits.kind, strict=True))
+    assert not {(b, kind) for b in range(batches + 1) for kind in FILE_AREAS} - timed, sorted(timed)
+    assert (commits.ms % 1 > 0).any(), list(commits.ms)
 
 
 def own_ops(proxied, mark, prefix: str) -> list[str]:

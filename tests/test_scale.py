@@ -126,7 +126,7 @@ def test_the_request_log_is_drained_before_every_heap_reading():
         def update(self, n):
             pass
 
-    sampled = scale._Sampled(Bar(), Heap(), every=2, skip=3, jvm=Log())
+    sampled = scale._Sampled(Bar(), Heap(), every=2, skip=3, pull=Log().pull)
     for _ in range(3 + 6):
         sampled.update(1)
     assert [r["batch"] for r in sampled.readings] == [2, 4, 6]

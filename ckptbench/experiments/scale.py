@@ -108,11 +108,12 @@ class HeapReader:
 class _Sampled:
     """A progress bar (``update``/``set_postfix_str``) that also reads the heap every ``every``
     batches of a run: ``QueryLab.run`` tells it of each batch, so the readings follow the batch count.
-    Before each reading the JVM's request log is drained into this process (``JvmRequests.pull``):
-    the heap read is then Spark's and the managers', not the harness's buffer of request records."""
+    Before each reading the JVM's logs are drained into this process (``pull``, the lab's
+    ``QueryLab.pull``): the heap read is then Spark's and the managers', not the harness's buffer of
+    request records and files' commits."""
 
-    def __init__(self, bar, reader: HeapReader, every: int, skip: int, jvm) -> None:
-        self.bar, self.reader, self.every, self.skip, self.jvm = bar, reader, every, skip, jvm
+    def __init__(self, bar, reader: HeapReader, every: int, skip: int, pull) -> None:
+        self.bar, self.reader, self.every, self.skip, self.pull = bar, reader, every, skip, pull
         self.done, self.readings = 0, []
 
     def set_postfix_str(self, label: str) -> None:
@@ -123,7 +124,7 @@ class _Sampled:
         before, self.done = self.done, self.done + n
         measured = self.done - self.skip  # the warm-up's batches are not on the axis
         if measured > 0 and measured // self.every > max(before - self.skip, 0) // self.every:
-            self.jvm.pull()
+            self.pull()
             self.readings.append({"batch": measured, **self.reader.read()})
 
 
@@ -211,7 +212,7 @@ def scale(settings: config.Settings, strategies: list[str] | None = None, axes: 
         save(False)
         for strategy in strategies if long_query else ():
             run = len(recorder.rows["runs"])
-            sampled = _Sampled(bar, reader, max(1, axes.long_batches // axes.windows), long_warmup, lab.jvm)
+            sampled = _Sampled(bar, reader, max(1, axes.long_batches // axes.windows), long_warmup, lab.pull)
             lab.run(recorder, strategy, "stateful", KEYS, long_warmup, axes.long_batches, sampled)
             recorder.add_scale(run, LONG_PARTITIONS, 1, "long")
             for reading in sampled.readings:

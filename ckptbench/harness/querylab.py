@@ -79,6 +79,21 @@ class QueryLab:
         self.cluster: infra.SparkCluster | None = None  # the cluster ``lab`` started for it
         #: State store maintenance runs where the executors do; its calls are logged in this JVM only.
         self.watches_maintenance = spark.sparkContext.master.startswith("local[")
+        #: The files' commits drained from the JVM (``pull``) and not yet recorded with their run.
+        self.commits: list[dict] = []
+
+    def pull(self) -> None:
+        """Move what the driver's JVM logged so far (requests, files' commits under the store's
+        run prefix) into this process: a long query's heap readings call it first, so that the heap
+        read is Spark's and the managers', not these logs'."""
+        self.jvm.pull()
+        self.pull_commits()
+
+    def pull_commits(self) -> None:
+        """Move the files' commits the driver's JVM logged under the store's run prefix so far into
+        ``commits`` (none off local mode)."""
+        if self.watches_maintenance:
+            self.commits += file_commits(self.spark, self.bucket, self.store.run_prefix)
 
     def start(self, workload: str | Shape, base: str, keys: int, options: dict | None = None):
         """Start ``workload`` (a named one, or a job a user described) with everything under
@@ -167,6 +182,8 @@ class QueryLab:
             self.jvm.reset()  # drained into this run; nothing else reads them
             files = floor_files(self.spark, self.bucket, mine, cut) if strategy == ckpt_impls.FLOOR.name else []
             maintenance = maintenance_calls(self.spark, self.bucket, mine) if self.watches_maintenance else []
+            self.pull_commits()
+            commits, self.commits = [c for c in self.commits if c["key"].startswith(mine)], []
             temps = [k for k in self.inner.list_keys(self.bucket, mine) if ckpt_impls.TEMP_FILE.search(k)]
             self.inner.empty_bucket(self.bucket, mine)  # an in-memory store would fill up
         if recorder:
@@ -179,6 +196,7 @@ class QueryLab:
             if files:
                 recorder.add_requests(run, files, warm + measured, source="memory")
             recorder.add_maintenance(run, maintenance)
+            recorder.add("file_commits", [{"run": run, **commit} for commit in commits])
 
 
 #: The Java exceptions Spark raises when it refuses a query's configuration: as the query starts
@@ -261,6 +279,41 @@ def maintenance_calls(spark, bucket: str, prefix: str) -> list[dict]:
         calls.append({"start": int(start_us) / 1e6, "end": int(end_us) / 1e6, "method": method, "thread": thread,
                       "key": name.split("/", 1)[1]})
     return calls
+
+
+def file_commits(spark, bucket: str, prefix: str) -> list[dict]:
+    """The checkpoint files committed under ``s3a://bucket/prefix`` through the manager
+    ``ckpt_impls.MAINTENANCE_WATCH`` wrapped, since the last read, as rows of the ``file_commits``
+    table (without ``run``): ``batch_id`` (``batch_of_file``), ``kind``, ``key``, ``start``
+    (epoch seconds), ``ms`` and ``outcome``. The JVM forgets them."""
+    rows = []
+    drained = ckpt_impls.jvm_class(spark, ckpt_impls.MAINTENANCE_WATCH).drainCommits(f"{bucket}/{prefix}")
+    for line in drained.splitlines():
+        start_us, nanos, outcome, name = line.split("\t", 3)
+        key = name.split("/", 1)[1]
+        rows.append({"batch_id": batch_of_file(key), "kind": area_of(key), "key": key, "start": int(start_us) / 1e6,
+                     "ms": int(nanos) / 1e6, "outcome": outcome})
+    return rows
+
+
+#: A batch log's file (``offsets/N``, ``commits/N``, ``_spark_metadata/N``, ``sources/0/N``, or the
+#: compacted ``N.compact``), and a state store's file of version V (``V.delta``, ``V.snapshot``,
+#: RocksDB's ``V.zip`` and ``V.changelog``, ``V_<id>.zip`` with checkpoint format v2; a ``.crc``
+#: beside any of them).
+_LOG_FILE = re.compile(r"^(\d+)(\.compact)?(\.crc)?$")
+_STATE_FILE = re.compile(r"^(\d+)(_[^./]+)?\.(delta|snapshot|zip|changelog)(\.crc)?$")
+
+
+def batch_of_file(key: str) -> int | None:
+    """The batch whose checkpoint file ``key`` is, by its name: N for a log's ``N`` (or
+    ``N.compact``); V - 1 for a state file of version V (a state store's version V is committed by
+    batch V - 1); None for any other file (``metadata``, a state schema)."""
+    name = key.rsplit("/", 1)[-1]
+    if area_of(key) == "state":
+        found = _STATE_FILE.match(name)
+        return int(found.group(1)) - 1 if found else None
+    found = _LOG_FILE.match(name)
+    return int(found.group(1)) if found else None
 
 
 def checkpoint_settings(spark, overrides: dict[str, str] | None = None) -> dict[str, str | None]:

@@ -1,8 +1,9 @@
 """Every number derived from a record (``ckptbench.record``), each defined once, by topic: statistics,
-requests, the store alone, Spark's share and a strategy's overhead, the crash lab, races, the fault
-lab, scale, what a store can run; ``cost`` (a projection at list prices) and ``drift`` (two runs
-compared) beside them. The asv suite, the report, the CLI and the recommendation all read figures
-through here, so a record shows the same figures everywhere. Nothing here runs Spark or a store."""
+requests, the store alone, Spark's share and a strategy's overhead, the checkpoint files' commit
+time as the JVM timed it, the crash lab, races, the fault lab, scale, what a store can run;
+``cost`` (a projection at list prices) and ``drift`` (two runs compared) beside them. The asv
+suite, the report, the CLI and the recommendation all read figures through here, so a record
+shows the same figures everywhere. Nothing here runs Spark or a store."""
 
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ from .faultlab import (  # noqa: F401
     time_to_death,
     time_to_outcome,
     time_to_resume,
+)
+from .file_commits import (  # noqa: F401
+    file_commit_ms_interval,
+    file_commit_ms_per_batch,
+    own_file_commits,
 )
 from .overhead import (  # noqa: F401
     checkpoint_files_per_batch,

@@ -27,7 +27,7 @@ from ckptbench.config import CRASHLAB, FAULTLAB
 
 #: The schema records are written with. What each version changed is ``CHANGES`` and the ``since``
 #: of the columns and tables.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 #: Versions this reader reads: an older record lacks the tables and columns added since, which read
 #: as their defaults.
 READABLE = tuple(range(1, SCHEMA_VERSION + 1))
@@ -312,6 +312,23 @@ SCHEMAS: dict[str, pa.Schema] = {
         column("thread", TEXT, "the thread that made the call"),
         column("key", TEXT, "the key it was on"),
         since=6),
+    "file_commits": table(
+        "One row per checkpoint file a run's manager committed, timed inside the JVM by "
+        "``ckpt_impls.MAINTENANCE_WATCH`` (``System.nanoTime``) from ``createAtomic`` to the end of its stream's "
+        "``close`` or ``cancel``, on every thread; sub-millisecond beside Spark's whole-millisecond walCommit and "
+        "commitOffsets, which stay the user-facing figures. Logged in local mode only (where the state stores "
+        "write in the driver's JVM); a record before it, or of a cluster, has none.",
+        _RUN,
+        column("batch_id", INT, "the batch the file's name says wrote it (``offsets/N``, ``commits/N``, "
+               "``_spark_metadata/N``: N; a state file of version V: V - 1); NA where the name says none",
+               nullable=True),
+        column("kind", TEXT, "the checkpoint area of its key (``infra.s3ops.area_of``: offsets, commits, state, "
+               "_spark_metadata, metadata, sources...)"),
+        column("key", TEXT, "the file's key"),
+        column("start", FLOAT, "when ``createAtomic`` was called, epoch seconds (millisecond clock)", "s"),
+        column("ms", FLOAT, "``createAtomic`` to the end of ``close`` or ``cancel``", "ms"),
+        column("outcome", TEXT, "``closed``, ``failed`` (its ``close`` threw: not published) or ``cancelled``"),
+        since=11),
     "capabilities": table(
         "One row per check of the store probe (``ckptbench.experiments.probe``); which strategies the store can "
         "run follows from them.",

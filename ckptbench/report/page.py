@@ -21,6 +21,7 @@ everything it inserts.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 
 from ckptbench import config, decide, metrics
@@ -172,6 +173,7 @@ def _streaming(name: str, record: results.Results, figures: Path, decisions: dic
             f"{cell(stateful(metrics.duration_percentile, 'walCommit', 95), '.1f')}",
             f"{cell(stateful(metrics.duration_percentile, 'commitOffsets', 50), '.1f')} / "
             f"{cell(stateful(metrics.duration_percentile, 'commitOffsets', 95), '.1f')}",
+            jvm_timed(record.runs_of(strategy, "stateful")),
             f"{cell(stateful(lambda run: metrics.wal_commit_in_store_puts(record, run)), '.1f')}x",
             cell(metrics.or_none(metrics.spark_share_ms, record, "stateful"), ".1f"),
             f"{cell(stateful(lambda run: metrics.strategy_overhead_ms(record, run)), '.1f')} / "
@@ -184,13 +186,16 @@ def _streaming(name: str, record: results.Results, figures: Path, decisions: dic
             cell(stateful(metrics.state_commit_percentile, 50, keys=largest))])
     section.tables.append(Table(
         "The stateful workload, per strategy",
-        ["strategy", "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", "walCommit / store PUT",
+        ["strategy", "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)", JVM_TIMED, "walCommit / store PUT",
          "Spark's share of walCommit p50 (ms)", "overhead: ms / x PUT", "requests per batch",
          "requests no batch made, per batch: mean (fewest-most)",
          "requests per checkpoint file", "COPY per PUT", "file-sink compaction batch / others",
          f"state commit at {largest:,} keys (ms)"], rows,
         f"Latencies are Spark's own (progress durationMs, whole milliseconds, each read as the millisecond it "
-        f"stands for); requests are counted by {tables.counted_by(record)}, a mean "
+        "stands for), but for the JVM clock's column: it times each checkpoint file from its create to its close, "
+        "sub-millisecond (a batch's own files, summed; state files are written side by side by the batch's tasks, "
+        "so their sum is time spent, not waited; n/a: not timed, off local mode or before schema 11); "
+        f"requests are counted by {tables.counted_by(record)}, a mean "
         "over the measured batches of each batch's own, told by the checkpoint file each touches, not by when it "
         "came, so neither maintenance's schedule nor the batches' windows move it. Those no batch made (the state "
         "store's maintenance, on its own schedule: a snapshot, a LIST of each partition's directory; requests "
@@ -210,6 +215,19 @@ def _streaming(name: str, record: results.Results, figures: Path, decisions: dic
         Figure(plots.state(name, record, figures / f"{name}-state.png"),
                "State checkpoint cost against the state written per batch.")]
     return section
+
+
+#: The stateful table's column of the files' commit time as the JVM timed it (``jvm_timed``).
+JVM_TIMED = "checkpoint files' commit, JVM clock: offsets + commits p50 [95%] / all files p50 (ms per batch)"
+
+
+def jvm_timed(runs: list[results.Run]) -> str:
+    """``JVM_TIMED``'s cell for ``runs`` (repeats of one configuration): the median per batch of its
+    offsets and commits files' JVM-timed commit, with its interval, then of all its files."""
+    files = metrics.file_commit_ms_interval(runs, ["offsets", "commits"])
+    if math.isnan(files.value):
+        return "n/a"
+    return f"{tables.jvm_ms(files)} / {metrics.file_commit_ms_interval(runs).value:.2f}"
 
 
 def _jobs_measured(record: results.Results, workloads: list[str]) -> dict[str, list[str]]:

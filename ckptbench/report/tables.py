@@ -52,17 +52,28 @@ class Section:
     boxes: list[Box] = dataclasses.field(default_factory=list)
 
 
+def jvm_ms(i: metrics.Interval | None) -> str:
+    """A median the JVM's clock timed and its interval, to a hundredth of a millisecond:
+    "1.73 [1.61, 1.90]"; n/a where nothing was timed."""
+    if i is None or math.isnan(i.value):
+        return "n/a"
+    return f"{i.value:.2f}" + ("" if math.isnan(i.low) else f" [{i.low:.2f}, {i.high:.2f}]")
+
+
 def candidates_table(d: decide.Decision) -> Table:
     """A job's decision's candidates, one row per configuration (a strategy, with Spark's levers where
-    the job ran some): commit p50 / p95, billable requests, dollars (a projection), a second writer,
+    the job ran some): commit p50 / p95, beside it the offsets and commits files' commit as the JVM
+    timed it (shown, not decided on), billable requests, dollars (a projection), a second writer,
     and the verdict."""
-    rows = [[c.label, f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", cell(c.requests_per_batch, ".1f"),
-             cell(c.dollars_per_month, ",.2f"), c.second_writer,
+    rows = [[c.label, f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", jvm_ms(c.jvm_commit),
+             cell(c.requests_per_batch, ".1f"), cell(c.dollars_per_month, ",.2f"), c.second_writer,
              decide.recommended_said(c) if c is d.chosen else f"out: {c.out}" if c.out else c.note]
             for c in d.candidates]
-    return Table("The candidates", ["strategy", "commits per batch, p50 / p95 (ms)", "billable requests per batch",
-                                    "$ per month (projection)", "a second writer", "verdict"], rows,
-                 classes=("", "", "", "projection"))
+    return Table("The candidates", ["strategy", "commits per batch, p50 / p95 (ms)",
+                                    "offsets + commits files, JVM clock, p50 [95%] (ms; not decided on)",
+                                    "billable requests per batch", "$ per month (projection)", "a second writer",
+                                    "verdict"], rows,
+                 classes=("", "", "", "", "projection"))
 
 
 def crash_tables(record: results.Results) -> list[Table]:
@@ -401,6 +412,7 @@ def measure_rows(record: results.Results) -> list[dict]:
             "wal_commit_p95": metrics.duration_percentile(run, "walCommit", 95),
             "commit_offsets_p50": metrics.duration_percentile(run, "commitOffsets", 50),
             "commit_offsets_p95": metrics.duration_percentile(run, "commitOffsets", 95),
+            "jvm_commit": metrics.file_commit_ms_interval([run], ["offsets", "commits"]),
             "requests_per_batch": metrics.requests_per_batch(run), "requests_by_op": metrics.requests_by_op(run),
             "put_p50": put, "head_p50": head, "temp_objects": int(run.info.temp_objects),
             "jvm_put_p50": jvm_put,
@@ -414,6 +426,7 @@ def measure_rows(record: results.Results) -> list[dict]:
 
 
 MEASURE_HEADER = ["store", "strategy", "walCommit p50 / p95 (ms)", "commitOffsets p50 / p95 (ms)",
+                  "offsets + commits files, JVM clock, p50 [95%] (ms)",
                   "walCommit / (HEAD+PUT)", "Spark's share of walCommit p50 (ms)", "overhead: ms / x PUT",
                   "S3 requests per batch (mean)", "checkpoint files per batch",
                   "requests per checkpoint file (a batch's own)", "PUT p50 in Spark's JVM (ms)",
@@ -431,7 +444,7 @@ def measure_table(records: list[results.Results]) -> str:
         ops = ", ".join(f"{op} {n:.3g}" for op, n in r["requests_by_op"].items())
         rows.append([r["store"] + (" (emulator)" if r["emulator"] else ""), r["strategy"],
                      f"{r['wal_commit_p50']:.1f} / {r['wal_commit_p95']:.1f}",
-                     f"{r['commit_offsets_p50']:.1f} / {r['commit_offsets_p95']:.1f}",
+                     f"{r['commit_offsets_p50']:.1f} / {r['commit_offsets_p95']:.1f}", jvm_ms(r["jvm_commit"]),
                      f"{r['wal_commit_p50'] / (r['put_p50'] + r['head_p50']):.1f}x", cell(r["spark_share_p50"], ".1f"),
                      f"{cell(r['overhead_ms'], '.1f')} / {cell(r['overhead_of_put'], '.2f')}",
                      f"{r['requests_per_batch']:.3g} ({ops})", cell(r["checkpoint_files_per_batch"], ".3g"),

@@ -2,6 +2,7 @@ package ckptbench.checkpoint;
 
 import java.io.IOException;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import java.util.regex.Pattern;
 
@@ -31,10 +32,16 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * from its own pool threads. A write is logged from {@code createAtomic} to the end of its stream's
  * {@code close}, where a strategy's publishing request goes out.
  *
- * <p>The log is this JVM's (static, as {@link InMemoryCheckpointFileManager}'s): it sees
- * maintenance where it runs in the driver, in local mode. The wrapper costs a thread-name check per
- * call and adds no request. Spark 4.x's {@code close()} is left to the trait's default, a no-op,
- * which is what every manager watched here has (3.5's trait has no {@code close()}).
+ * <p>It also times every file's commit, on every thread, whoever writes it ({@link #drainCommits}):
+ * {@code createAtomic} to the end of its stream's {@code close} (or {@code cancel}), the first end
+ * only, with {@link System#nanoTime}, beside Spark's own whole-millisecond walCommit and
+ * commitOffsets. A {@code createAtomic} that throws wrote nothing and is not timed.
+ *
+ * <p>Both logs are this JVM's (static, as {@link InMemoryCheckpointFileManager}'s): they see
+ * maintenance and the state stores' writes where they run in the driver, in local mode. The wrapper
+ * costs a thread-name check per call and a stream wrapper per file, and adds no request. Spark
+ * 4.x's {@code close()} is left to the trait's default, a no-op, which is what every manager
+ * watched here has (3.5's trait has no {@code close()}).
  */
 public final class MaintenanceWatchCheckpointFileManager implements CheckpointFileManager {
 
@@ -46,6 +53,8 @@ public final class MaintenanceWatchCheckpointFileManager implements CheckpointFi
   private static final Pattern STATE_FILE = Pattern.compile("/state/\\d+/\\d+/[^/]+$");
   /** Lines "start TAB end (epoch microseconds) TAB method TAB thread TAB bucket/key" of maintenance calls, not yet drained. */
   private static final ConcurrentLinkedQueue<String> CALLS = new ConcurrentLinkedQueue<>();
+  /** Lines "start (epoch microseconds) TAB nanoseconds TAB outcome TAB bucket/key" of files' commits, not yet drained. */
+  private static final ConcurrentLinkedQueue<String> COMMITS = new ConcurrentLinkedQueue<>();
 
   private final CheckpointFileManager watched;
 
@@ -66,8 +75,21 @@ public final class MaintenanceWatchCheckpointFileManager implements CheckpointFi
    * whose state store providers Spark keeps maintaining until it unloads them.
    */
   public static String drain(String prefix) {
+    return drainFrom(CALLS, prefix);
+  }
+
+  /**
+   * The files' commits on paths under {@code prefix} (a {@code bucket/key} prefix) since the last
+   * call, one line each (see {@link #COMMITS}): outcome {@code closed}, {@code failed} (its
+   * {@code close} threw) or {@code cancelled}. All are forgotten, as in {@link #drain}.
+   */
+  public static String drainCommits(String prefix) {
+    return drainFrom(COMMITS, prefix);
+  }
+
+  private static String drainFrom(ConcurrentLinkedQueue<String> queue, String prefix) {
     StringBuilder out = new StringBuilder();
-    for (String line = CALLS.poll(); line != null; line = CALLS.poll()) {
+    for (String line = queue.poll(); line != null; line = queue.poll()) {
       if (line.substring(line.lastIndexOf('\t') + 1).startsWith(prefix)) {
         out.append(line).append('\n');
       }
@@ -90,18 +112,20 @@ public final class MaintenanceWatchCheckpointFileManager implements CheckpointFi
 
   @Override
   public CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
-    if (!onMaintenanceThread() && !MAINTENANCE_WRITE.matcher(path.getName()).find()) {
-      return watched.createAtomic(path, overwriteIfPossible);
-    }
+    boolean maintenance = onMaintenanceThread() || MAINTENANCE_WRITE.matcher(path.getName()).find();
     long start = nowMicros();
+    long started = System.nanoTime();
     CancellableFSDataOutputStream stream = watched.createAtomic(path, overwriteIfPossible);
+    AtomicBoolean ended = new AtomicBoolean();
     return new CancellableFSDataOutputStream(stream) {
       @Override
       public void close() throws IOException {
+        boolean closed = false;
         try {
           super.close();
+          closed = true;
         } finally {
-          log(start, "createAtomic", path);
+          end(closed ? "closed" : "failed");
         }
       }
 
@@ -110,6 +134,15 @@ public final class MaintenanceWatchCheckpointFileManager implements CheckpointFi
         try {
           stream.cancel();
         } finally {
+          end("cancelled");
+        }
+      }
+
+      private void end(String outcome) {
+        if (!ended.getAndSet(true)) {
+          COMMITS.add(start + "\t" + (System.nanoTime() - started) + "\t" + outcome + "\t" + BucketKeys.of(path));
+        }
+        if (maintenance) {
           log(start, "createAtomic", path);
         }
       }
