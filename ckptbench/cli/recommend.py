@@ -104,11 +104,12 @@ def _deploy_plan(said: dict, strategy: str) -> dict:
 
 
 def leaders(record) -> list[decide.Candidate]:
-    """The decision's chosen configuration on ``record`` and its runner-up, those there are: what
-    the experiment crash-checks."""
+    """The decision's chosen configuration on ``record`` and its runner-up, those there are, ranked as
+    if nothing were out for want of a crash test (``untested_out`` False): what the experiment
+    crash-checks."""
     from ckptbench.report import recommendation
 
-    decision = recommendation.decision_of(record)
+    decision = recommendation.decision_of(record, untested_out=False)
     return [c for c in (decision.chosen, decide.runner_up(decision)) if c is not None]
 
 
