@@ -107,10 +107,9 @@ def leaders(record) -> list[decide.Candidate]:
     """The decision's chosen configuration on ``record`` and its runner-up, those there are, ranked as
     if nothing were out for want of a crash test (``untested_out`` False): what the experiment
     crash-checks."""
-    from ckptbench.report import recommendation
+    from ckptbench.report import page, recommendation
 
-    decision = recommendation.decision_of(record, untested_out=False)
-    return [c for c in (decision.chosen, decide.runner_up(decision)) if c is not None]
+    return page.leaders(recommendation.decision_of(record, untested_out=False))
 
 
 def cmd_recommend(args) -> None:
