@@ -113,6 +113,16 @@ def check_leaders(settings: config.Settings, shape: config.Shape, leaders: Leade
         checked |= {(c.strategy, c.preset) for c in leading}
 
 
+def _said(series: dict) -> str:
+    """A series of the check in a line: its configuration, cycles and rows duplicated and lost, or why it stopped."""
+    preset = series.get("preset") or config.DEFAULT_PRESET
+    label = series["strategy"] + ("" if preset == config.DEFAULT_PRESET else f" + {preset}")
+    cycles = series["cycles"]
+    return (f"{label}, {cycles} cycle{'' if cycles == 1 else 's'}, {series.get('duplicates')} rows duplicated, "
+            f"{series.get('lost')} lost"
+            + (f" ({series['error']})" if series.get("error") else ""))
+
+
 #: The decision, as ``check_jobs`` asks it: the configurations leading for job ``name`` with the
 #: crash check's rows so far, as ``Leaders``.
 JobLeaders = Callable[[str, dict[str, list[dict]]], list[Leader]]
@@ -138,9 +148,8 @@ def check_jobs(settings: config.Settings, shapes: tuple[config.Shape, ...], lead
             say(error)
             break
         ran = crashed["crash_series"][before:]
-        say(f"crash check, {shape.name}: " + ("; ".join(
-            f"{r['strategy']}{'' if r['preset'] == config.DEFAULT_PRESET else ' + ' + r['preset']} "
-            f"{r['cycles']} cycles" for r in ran) if ran else "its leaders were crash-tested already"))
+        say(f"crash check, {shape.name}: " + ("; ".join(map(_said, ran)) if ran
+                                              else "its leaders were crash-tested already"))
     record = results.Recorder()
     for name in TABLES:
         record.rows[name] += crashed[name]
