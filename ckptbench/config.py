@@ -19,6 +19,9 @@ KiB, MiB = 1024, 1024 * 1024
 #: Each lab's one name: its command, its experiment's record (``results/raw/<store>-<name>``), its
 #: metrics module and its asv module.
 CRASHLAB, FAULTLAB = "crashlab", "faultlab"
+#: The record of ``bench``'s crash check of the configurations its levers experiment's jobs lead
+#: with (``experiments.crash_check.check_jobs``): ``results/raw/<store>-crash-check``.
+CRASH_CHECK = "crash-check"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +59,13 @@ class Plan:
     def __post_init__(self) -> None:
         if self.repeats < 1:
             raise ValueError(f"a plan's repeats must be 1 or more, not {self.repeats}")
+    # ``bench``'s crash check (``experiments.crash_check``) of the configurations each job of its levers
+    # experiment leads with that the crash lab has not run: how many leaders it checks a round (1: the
+    # chosen one; 2: and the runner-up, which spares a round should the chosen one break), and the
+    # cycles of each (a cycle costs a driver's restart and a check of the output, on top of a series'
+    # first start and its check at rest, which cost more).
+    crash_check_leaders: int = 2
+    crash_check_cycles: int = 2
 
 
 #: The stateful workloads users run (``WORKLOAD_CONF``), in the quick and full plans.
@@ -69,14 +79,14 @@ KEYS = (1_000, 30_000, 300_000)  # state files of ~35 KiB, ~1 MiB, ~10 MiB (two 
 # 4 strategies x 10 batches x 2 state files of ~10 MiB already take half.
 PLANS = {
     "smallest": Plan(1, 1, 3, 2, (100, 1_000), ((1, 2),), 10, (KiB, MiB, 4 * MiB), 3, 40, client_floor_warmup=20,
-                     repeats=2),
+                     repeats=2, crash_check_leaders=1, crash_check_cycles=1),
     # quick sweeps the HDFS-backed store alone: RocksDB with changelog takes seconds a batch at 30k keys
     # (measured: docs/findings/state-stores.md), so its sweep to 300k keys is for the full plan.
     "quick": Plan(5, 3, 20, 10, KEYS, ((2, 6), (2, 6)), 300, COPY_SIZES, 5, 600,
                   ("stateful", *STATE_STORES, "file_sink", "file_source"), repeats=2),
     "full": Plan(10, 5, 100, 10, KEYS, ((3, 20), (2, 8)), 1000, COPY_SIZES, 15, 2000,
                  ("stateful", *STATE_STORES, "file_sink", "file_source"), ("stateful", "stateful_rocksdb_changelog"),
-                 repeats=4),
+                 repeats=4, crash_check_cycles=5),
 }
 #: The state store comparison of the README's strategy table: every stateful workload, RocksDB with
 #: changelog checkpointing at three state sizes; few batches, for the request pattern.

@@ -8,7 +8,11 @@ The rule, in order, so a reader can check every verdict by hand:
 1. A configuration is out if the store cannot run its strategy (the probe says why), if Spark
    refuses its levers for the workload (Spark's reason is shown), if its run failed, or if the
    crash lab saw a row lost or duplicated in it, with its strategy in Spark's own settings, or
-   with its levers and any strategy (a lever's damage is Spark's).
+   with its levers and any strategy (a lever's damage is Spark's). Nothing is recommended
+   untested: where the crash lab ran some configuration not otherwise out in its own
+   configuration on the store (its strategy and levers: ``Candidate.crash_cycles``), every
+   configuration it did not run is out too; where it ran none, the reasons say exactly-once under
+   crashes was not measured (the crash lab needs the metering proxy: not on an https store).
 2. Among the rest, a strategy measured to refuse a second writer comes before the others. The
    measure is the race (``ckptbench.experiments.race``): two writers create one checkpoint
    file at once, held by the proxy until both writes meet, round after round, per file kind;
@@ -89,6 +93,7 @@ class Candidate:
     out: str | None = None  # why it cannot be recommended
     note: str = ""  # why it was not chosen, when it could have been
     refused: bool = False  # Spark refused the configuration (``out`` holds its reason)
+    crash_cycles: int = 0  # the crash lab's cycles of it in this very configuration on the store (0: none)
     runs: int = 0  # the runs (repeats, ``Results.runs_of``) every figure above pools
     # walCommit + commitOffsets of every measured batch of every run (``metrics.commit_ms_per_batch``)
     commit_samples: tuple[float, ...] = dataclasses.field(default=(), repr=False)
@@ -377,13 +382,25 @@ def _second_writer(c: Candidate, found: Safety | None) -> None:
         c.second_writer = "not measured (no race run; promises nothing)"
 
 
+def _untested_out(candidates: list[Candidate]) -> None:
+    """Rule 1's last clause: where the crash lab ran a configuration not otherwise out, every other
+    one not out that it did not run is out."""
+    tested = sum(1 for c in candidates if c.out is None and c.crash_cycles)
+    for c in candidates:
+        if tested and c.out is None and not c.crash_cycles:
+            c.out = (f"not crash-tested in this configuration on this store, unlike {tested} other"
+                     f"{'s' if tested > 1 else ''}: nothing untested is recommended")
+
+
 def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
-           safety: dict[str, Safety] | None = None, runnable: dict[str, str | None] | None = None) -> Decision:
+           safety: dict[str, Safety] | None = None, runnable: dict[str, str | None] | None = None,
+           untested_out: bool = True) -> Decision:
     """The decision for ``workload`` on the store of ``record`` (a streaming record).
 
     ``safety``: the crash lab's findings per strategy; ``runnable``: the probe's verdict per
     strategy (None: can run; else why not). Either may be missing: the reasons then say what was
-    not measured."""
+    not measured. ``untested_out`` False leaves out rule 1's last clause (nothing recommended
+    untested): the ranking a crash check asks for, to learn which configurations to check."""
     safety, runnable = safety or {}, runnable or {}
     round_trip_ms, round_trip = round_trip_of(record)
     runs = record.runs[record.runs.workload == workload]
@@ -396,6 +413,7 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
             _second_writer(c, found)
             continue
         own = found if c.preset == DEFAULT_PRESET else safety.get((c.strategy, c.preset))
+        c.crash_cycles = own.cycles if own else 0
         broken = _levers_broke(safety, c.preset)
         if runnable.get(c.strategy):
             c.out = f"the store cannot run it: {runnable[c.strategy]}"
@@ -408,6 +426,8 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
         elif broken:
             c.out = f"Spark's levers {c.preset} broke exactly-once in the crash lab, whatever the strategy ({broken})"
         _second_writer(c, found)
+    if untested_out:
+        _untested_out(candidates)
     _charge_others_by_configuration(candidates, trigger_s)
     eligible = [c for c in candidates if c.out is None]
     reasons = []
@@ -471,11 +491,12 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
 
 
 def per_job(records: list[results.Results], trigger_s: float = 10.0, safety: dict[str, Safety] | None = None,
-            runnable: dict[str, str | None] | None = None) -> dict[str, Decision]:
+            runnable: dict[str, str | None] | None = None, untested_out: bool = True) -> dict[str, Decision]:
     """One decision per job the runs of ``records`` (one store's) measured, each ``decide`` once on
     all the job's runs (``record.jobs.job_record``): the one answer the report, ``recommend`` and ``drift`` give
-    for a (store, job). ``safety`` and ``runnable`` as ``decide`` takes them."""
-    return {job: decide(jobs.job_record(records, job), job, trigger_s, safety=safety, runnable=runnable)
+    for a (store, job). ``safety``, ``runnable`` and ``untested_out`` as ``decide`` takes them."""
+    return {job: decide(jobs.job_record(records, job), job, trigger_s, safety=safety, runnable=runnable,
+                        untested_out=untested_out)
             for job in jobs.jobs(records)}
 
 

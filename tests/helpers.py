@@ -96,13 +96,15 @@ def fixed_streaming_record(wal_ms: dict[str, float] | None = None) -> results.Re
     return recorder.results({**FIXED_ENV, "experiment": "streaming", "plan": plan})
 
 
-def fixed_levers_record(wal_ms: dict[str, float]) -> results.Results:
+def fixed_levers_record(wal_ms: dict[str | tuple[str, str], float]) -> results.Results:
     """A levers record of fixed numbers: the job ``config.Shape()`` (stateful-hdfs-noop-2p, 1,000 keys)
-    run by each strategy of ``wal_ms`` in Spark's own settings, walCommit as given (batch N adds N ms)."""
+    run by each strategy of ``wal_ms`` in Spark's own settings, or each (strategy, preset) in that
+    configuration of Spark's levers, walCommit as given (batch N adds N ms)."""
     shape = config.Shape()
     recorder = results.Recorder()
-    for i, (strategy, wal) in enumerate(wal_ms.items()):
-        run = recorder.add_run(strategy, shape.name, shape.keys, f"l{i}")
+    for i, (configuration, wal) in enumerate(wal_ms.items()):
+        strategy, preset = configuration if isinstance(configuration, tuple) else (configuration, "default")
+        run = recorder.add_run(strategy, shape.name, shape.keys, f"l{i}", preset=preset)
         batches = [progress(b, wal + b, state_ms=5.0) for b in range(1, 6)]
         recorder.add_batches(run, "measured", batches)
         recorder.add_requests(run, [event(b + 0.01, "PUT", f"l{i}/offsets/{b}", bytes_in=300) for b in range(1, 6)],
@@ -124,6 +126,19 @@ def file_commit_mismatches(commits, stored: set[str]) -> list[str]:
     said += [f"kind {kind}, not {area_of(k)}: {k}" for k, kind in zip(commits.key, commits.kind, strict=True)
              if kind != area_of(k)]
     return said
+def fixed_crash_record(cycles: dict[tuple[str, str], tuple[int, int]], experiment: str = config.CRASHLAB
+                       ) -> results.Results:
+    """A crash lab record (or, as ``experiment``, another of crash series) of fixed findings: a
+    stateful series per (strategy, preset) of ``cycles``, given as (its cycles, rows it lost)."""
+    recorder = results.Recorder()
+    for series, ((strategy, preset), (n, lost)) in enumerate(cycles.items()):
+        recorder.rows["crash_series"].append({
+            "series": series, "strategy": strategy, "workload": "stateful", "cycles": n, "seed": 1, "preset": preset,
+            "duplicates": 0, "lost": lost, "error": None})
+        recorder.rows["cycles"] += [{"series": series, "strategy": strategy, "workload": "stateful", "cycle": c,
+                                     "crash_point": "random", "restart_ok": True, "duplicates": 0, "lost": 0}
+                                    for c in range(n)]
+    return recorder.results({**FIXED_ENV, "experiment": experiment, "points": ["random"], "seed": 1})
 
 
 def event(batch: float, op: str, key: str, ms: float = 2.0, bytes_in: int = 0) -> Event:

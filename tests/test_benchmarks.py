@@ -20,7 +20,9 @@ from pathlib import Path
 import browser  # tests/browser.py
 import pytest
 
-from ckptbench import metrics
+from ckptbench import config, metrics
+from ckptbench.record import disk
+from ckptbench.report import page as report
 from helpers import ended_beside, skip_unless_ci
 from infra.embedded import EmbeddedStore
 
@@ -118,13 +120,23 @@ REPORT_SECTIONS = ("embedded: streaming queries", "embedded: the store on its ow
 
 
 def test_the_report_holds_the_decision_and_every_lab(bench):
-    results, _ = bench
+    results, output = bench
     page = (results / "report" / "index.html").read_text()
     for workload in ("stateful", "file_sink", "file_source"):
         assert re.search(rf"{workload} on embedded:\s*<strong>run <code>\w+</code>", page), page[:3000]
     for title in REPORT_SECTIONS:
         assert f">{title}</h2>" in page, title
     assert "PROJECTED to AWS S3" in page
+    # Nothing recommended untested (experiments.crash_check): bench crash-checked the leaders of each
+    # job of its levers experiment that the crash lab had not run, and every job's chosen configuration
+    # was run by one or the other in that very configuration on the store.
+    kinds = disk.read_all(results / "raw")["embedded"]
+    assert kinds[config.CRASH_CHECK].environment["finished"], kinds[config.CRASH_CHECK].environment
+    for shape in kinds["levers"].environment["shapes"]:
+        assert re.search(rf"^crash check, {shape['name']}: ", output, re.M), output[-5000:]
+    for job, decision in report.decisions_of(kinds).items():
+        assert decision.chosen is None or decision.chosen.crash_cycles > 0, (job, decision.reasons)
+    assert "it was not crash-tested on this store" not in page
     assert {p.name for p in (results / "report" / "plots").glob("*.png")} >= {
         "copy.png", "embedded-compaction.png", "embedded-state.png", "embedded-manifest-compaction.png",
         "embedded-latency.png", "embedded-requests.png"}

@@ -236,11 +236,36 @@ def test_a_lever_that_broke_exactly_once_is_out_with_every_strategy():
                                                    "in 2 cycles)")
     assert out["rename + async-progress"].startswith("it broke exactly-once in the crash lab: 600 rows duplicated")
     assert d.baseline.label == "rename"
-    # Without that finding the lever wins, and its crash-lab evidence is named as what it is.
+    # Without that finding the lever is the fastest, but the crash lab never ran it while it ran
+    # rename and conditional in Spark's settings: nothing untested is recommended.
     d = decide.decide(record, "stateful", safety=raced(rename=False, conditional=True))
+    assert d.recommended == "conditional"
+    out = {c.label: c.out for c in d.candidates}
+    assert out["conditional + async-progress"] == out["rename + async-progress"] == (
+        "not crash-tested in this configuration on this store, unlike 2 others: nothing untested is recommended")
+    assert "exactly-once held through 10 crash cycles (0 rows lost or duplicated)" in d.reasons
+    # Asked as a crash check asks it (nothing out for want of a test), the lever leads: the one to check.
+    assert decide.decide(record, "stateful", safety=raced(rename=False, conditional=True),
+                         untested_out=False).recommended == "conditional + async-progress"
+    # Once the crash lab has run it, in that configuration, it is recommended, and says so.
+    d = decide.decide(record, "stateful", safety={**raced(rename=False, conditional=True),
+                                                  ("conditional", "async-progress"): decide.Safety(cycles=2)})
+    assert d.recommended == "conditional + async-progress"
+    assert {c.label: c.crash_cycles for c in d.candidates} == {
+        "rename": 10, "rename + async-progress": 0, "conditional": 10, "conditional + async-progress": 2}
+    assert "exactly-once held through 2 crash cycles (0 rows lost or duplicated)" in d.reasons
+    # Where no configuration measured was crash-tested as it is, none is out for it, and the
+    # reasons name the crash-lab evidence as what it is.
+    levers_only = configured({("rename", "async-progress"): 120, ("conditional", "async-progress"): 1})
+    d = decide.decide(levers_only, "stateful", safety=raced(rename=False, conditional=True))
     assert d.recommended == "conditional + async-progress"
     assert ("exactly-once held through 10 crash cycles in Spark's own settings; with async-progress it was not "
             "crash-tested on this store") in d.reasons
+    untested = {**raced(rename=False, conditional=True), "conditional": decide.Safety(cycles=0, refuses=True),
+                "rename": decide.Safety(cycles=0, refuses=False)}
+    d = decide.decide(record, "stateful", safety=untested)
+    assert d.recommended == "conditional + async-progress"
+    assert "exactly-once under crashes was not measured on this store" in d.reasons
 
 
 # -- the statistics a verdict rests on: whole-millisecond jitter, as Spark's clocks give it --------

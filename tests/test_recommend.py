@@ -180,7 +180,7 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     assert any(line.endswith("a month less") for line in printed)
     assert any(line.startswith("Runner-up: ") for line in printed)
     # The crash check: one cycle of each of the two leading configurations, and of each new leader
-    # when the check puts one out (experiments.recommend.crash_check), said line by line.
+    # when the check puts one out (experiments.crash_check), said line by line.
     assert len(record.crash_series) >= 2 and (record.crash_series.cycles == 1).all()
     series = record.crash_series
     assert (chosen.strategy, chosen.preset) in set(zip(series.strategy, series.preset, strict=True))

@@ -4,6 +4,7 @@ report (``make bench`` runs it); on other commits (``--continuous``, ``--commits
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import infra
 from ckpt_impls import jars
+from ckptbench import config
 from ckptbench.cli import continuous
 from ckptbench.cli.common import (
     BUCKET_HELP,
@@ -81,8 +83,63 @@ def _asv_config(results: Path) -> Path:
     return derived
 
 
+def crash_check_plan(kinds: dict, began: dt.datetime) -> list[config.Shape]:
+    """The jobs whose leaders ``bench`` crash-checks, of a store's records (``kinds``): those of its
+    levers record, where this run (begun at ``began``) wrote it; none where it did not (``--bench``
+    left the levers out: the older record keeps the crash check of its own run)."""
+    levers = kinds.get("levers")
+    if levers is None or dt.datetime.fromisoformat(levers.environment["created"]) < began:
+        return []
+    return [config.Shape(**{k: v for k, v in shape.items() if k != "name"}) for shape in levers.environment["shapes"]]
+
+
+def job_leaders(kinds: dict, count: int):
+    """The decision as the crash check asks it (``experiments.crash_check.JobLeaders``): the first
+    ``count`` configurations leading for a job (``page.leaders``) on the store's records ``kinds``,
+    with the crash check's rows so far in place of an earlier run's crash check record, ranked as if
+    nothing were out for want of a crash test (``untested_out`` False)."""
+    from ckptbench.record import results, schema
+    from ckptbench.report import page
+
+    def leaders(job: str, rows: dict[str, list[dict]]):
+        check = results.Results({"experiment": config.CRASH_CHECK},
+                                {name: schema.frame(name, found) for name, found in rows.items()})
+        decision = page.decisions_of({**kinds, config.CRASH_CHECK: check}, untested_out=False).get(job)
+        return page.leaders(decision)[:count] if decision else []
+
+    return leaders
+
+
+def _crash_check(settings: config.Settings, proxied: bool, began: dt.datetime) -> str | None:
+    """After the suite: crash-check the leaders of the jobs its levers experiment measured
+    (``crash_check_plan``), as many a round and of as many cycles as the size's plan says
+    (``Plan.crash_check_leaders``, ``Plan.crash_check_cycles``), so that the report recommends
+    nothing the crash lab has not run (``experiments.crash_check.check_jobs``). Returns why the
+    check failed, or None."""
+    from ckptbench import progress
+    from ckptbench.experiments import crash_check
+    from ckptbench.record import disk
+
+    kinds = disk.read_all(settings.raw).get(settings.store, {})
+    shapes = crash_check_plan(kinds, began)
+    if not shapes:
+        return None
+    if not proxied:
+        print("crash check: not run, as the crash lab needs the metering proxy: the report says which "
+              "recommendations were not crash-tested")
+        return None
+    plan = settings.plan
+    print(f"crash check of the {'configuration' if plan.crash_check_leaders == 1 else 'configurations'} each job's "
+          f"decision leads with ({plan.crash_check_leaders} a round), where the crash lab has not run them: "
+          f"{plan.crash_check_cycles} cycle{'s' if plan.crash_check_cycles != 1 else ''} each", flush=True)
+    with progress.shown_for(os.environ):
+        record = crash_check.check_jobs(settings, tuple(shapes), job_leaders(kinds, plan.crash_check_leaders),
+                                        plan.crash_check_cycles)
+    return record.environment["error"]
+
+
 def cmd_bench(args) -> None:
-    from ckptbench import config, progress
+    from ckptbench import progress
     from ckptbench.harness import stores
     from ckptbench.report import page, publish
 
@@ -124,6 +181,7 @@ def cmd_bench(args) -> None:
     # the venv points at (a worktree's runs would bench main's code): this checkout's, always.
     env = {**os.environ, **settings.env(), "ASV_PYTHONPATH": str(ROOT)}
     asv = [sys.executable, "-m", "asv"]
+    began = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     print(f"running the {args.size} suite", flush=True)
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(asv_conf)],
                    check=True, env=env, stdout=subprocess.DEVNULL)
@@ -131,6 +189,7 @@ def cmd_bench(args) -> None:
         run = subprocess.run([*asv, "run", "--config", str(asv_conf), "--python=same", "--set-commit-hash", "HEAD",
                               "--machine", machine, "--show-stderr", *(["--bench", bench] if bench else [])],
                              env=env)
+    crash_error = _crash_check(settings, proxied, began)
     subprocess.run([*asv, "publish", "--config", str(asv_conf)], check=True, env=env)
     try:  # asv's pages load their scripts from CDNs: local copies, so that they open offline
         publish.offline(results / "html")
@@ -147,3 +206,5 @@ def cmd_bench(args) -> None:
         raise UsageError(f"the HTML needs the network to open: {offline_error}")
     if run.returncode:
         raise UsageError("some benchmarks failed: they are marked failed in the HTML; asv's output above says why")
+    if crash_error:
+        raise UsageError(f"{crash_error}: the report leaves out the configurations it did not check")

@@ -110,12 +110,12 @@ def _deploy_plan(said: dict, strategy: str) -> dict:
 
 
 def leaders(record) -> list[decide.Candidate]:
-    """The decision's chosen configuration on ``record`` and its runner-up, those there are: what
-    the experiment crash-checks."""
-    from ckptbench.report import recommendation
+    """The decision's chosen configuration on ``record`` and its runner-up, those there are, ranked as
+    if nothing were out for want of a crash test (``untested_out`` False): what the experiment
+    crash-checks."""
+    from ckptbench.report import page, recommendation
 
-    decision = recommendation.decision_of(record)
-    return [c for c in (decision.chosen, decide.runner_up(decision)) if c is not None]
+    return page.leaders(recommendation.decision_of(record, untested_out=False))
 
 
 def cmd_recommend(args) -> None:

@@ -13,14 +13,15 @@ In order, each shown as a progress bar on stderr:
 3. the staged levers experiment for the job's one shape (``experiments.levers``, ``staged=True``):
    Spark's default manager in every configuration of levers, then every strategy in Spark's
    defaults and the two cheapest configurations, each configuration in ``REPEATS`` queries;
-4. ``crash_check``: crash cycles (``crashlab.CrashLab.series``) of the two leading configurations,
-   whose exactly-once result the final decision reads (its rule 1).
+4. the crash check (``experiments.crash_check.check_leaders``): crash cycles
+   (``crashlab.CrashLab.series``) of the two leading configurations, whose exactly-once result
+   the final decision reads (its rule 1).
 
 Which configurations lead is the decision's to say, and the decision is a layer above the
-experiments: ``recommend`` takes it as a callable (``leaders``, passed in by the CLI), asks it
-after the levers experiment and again after each crash check, and checks the leaders it names
-that were not checked yet, up to ``CRASH_ROUNDS`` times, so that the configuration recommended
-has been crash-checked.
+experiments: ``recommend`` takes it as a callable (``leaders``, passed in by the CLI) of the
+record so far; the crash check asks it after the levers experiment and again after each check,
+and checks the leaders it names that were not checked yet, up to ``crash_check.CRASH_ROUNDS``
+times, so that the configuration recommended has been crash-checked.
 
 The probe and the race share one store and one SparkSession; the levers experiment starts a store
 of its own (it owns its store and session), and so does the crash check, each on the named bucket
@@ -40,22 +41,19 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from typing import Protocol
 
 import infra
 from ckptbench import config, progress
+from ckptbench.experiments import crash_check
 from ckptbench.record import results, schema
 
 #: Rounds of the race per strategy x file kind: few, since one round with two winners settles
 #: "not refused", and every round met with one winner is what "refused" takes.
 RACE_ROUNDS = 3
-#: Crash cycles ``crash_check`` gives each of the two leading configurations, at two of the crash
-#: lab's points in turn: a cycle costs a driver's restart and a check of the output (tens of
-#: seconds on 2 cores), on top of the series' first start and its check at rest.
+#: Crash cycles the crash check (``experiments.crash_check``) gives each leading configuration, at
+#: two of the crash lab's points in turn: a cycle costs a driver's restart and a check of the output
+#: (tens of seconds on 2 cores), on top of the series' first start and its check at rest.
 CRASH_CYCLES = 2
-#: How many times ``crash_check`` runs at most: when the check puts the leaders out, the two that
-#: lead then are checked in turn, so the configuration recommended has been crash-checked.
-CRASH_ROUNDS = 3
 #: The measured batches per configuration by default, after ``WARMUP`` warm-up batches in each of
 #: its queries: enough for a median with an interval, few enough that the command ends within minutes.
 BATCHES = 10
@@ -68,18 +66,6 @@ WARMUP = 2
 #: 2 cores it promises; two is the fewest that balances drift and gives the reproducibility check
 #: two halves to compare.
 REPEATS = 2
-
-
-class Leader(Protocol):
-    """A configuration the decision puts in the lead (``decide.Candidate`` is one)."""
-
-    strategy: str
-    preset: str
-
-
-#: The decision, as ``recommend`` asks it: the configurations leading on a record, best first
-#: (the chosen one and the runner-up, those there are).
-Leaders = Callable[[results.Results], list[Leader]]
 
 
 def race_kinds(shape: config.Shape) -> tuple[str, ...]:
@@ -146,51 +132,6 @@ def probe_and_race(settings: config.Settings, shape: config.Shape, strategies: l
     return recorder, said
 
 
-def crash_workload(shape: config.Shape) -> str:
-    """The crash lab's workload (``crashlab.WORKLOADS``) closest to the job: its kind and, for a
-    stateless job, a sink async progress tracking takes (foreach) unless the job writes files;
-    the crash lab's own sinks, since a noop sink leaves no output to check exactly-once on."""
-    if shape.stateful:
-        return "stateful"
-    return "stateless" if shape.sink == "file" else "stateless-foreach"
-
-
-def crash_check(settings: config.Settings, shape: config.Shape, leaders: list[Leader],
-                cycles: int = CRASH_CYCLES, first_series: int = 0) -> dict[str, list[dict]]:
-    """Exactly-once under crashes of ``leaders`` (the two configurations leading after the race and
-    the levers experiment), for rule 1 of the decision: each configuration, its manager with its
-    Spark levers and the job's state store, runs as the crash lab's driver of the job's kind
-    (``crash_workload``), killed with ``kill -9`` at the crash lab's points and restarted,
-    ``cycles`` times on a fresh checkpoint (``crashlab.CrashLab.series``), series numbered from
-    ``first_series``; the rows its output lost or duplicated put it out (``decide``). Returns the
-    rows of the record's ``cycles`` and ``crash_series``. Needs the metering proxy, as the crash
-    lab does.
-
-    Runs on a store of its own, with a session in the JVM the levers experiment used: its cached
-    S3A filesystems are closed first, since on a store started afresh the same bucket name is at
-    another endpoint, and the lab reads the output through the session."""
-    from ckptbench.experiments.crashlab.lab import CrashLab
-    from ckptbench.harness import stores
-    from ckptbench.harness.spark import session
-
-    recorder = results.Recorder()
-    with stores.started_store(settings, needs_proxy="the crash check") as (store, bucket):
-        spark = session(leaders[0].strategy, {bucket: store.inner})
-        try:
-            spark._jvm.org.apache.hadoop.fs.FileSystem.closeAll()
-            bar = progress.Recorder("crash check", cycles * len(leaders), "cycle")
-            with CrashLab(spark, store, bucket, recorder, say=lambda line: None) as lab:
-                for c in leaders:
-                    lab.series(c.strategy, crash_workload(shape), cycles, bar=bar, preset=c.preset,
-                               provider=shape.provider if shape.stateful else None)
-        finally:
-            spark.stop()
-    for name in ("cycles", "crash_series"):  # numbered after the series of earlier rounds
-        for row in recorder.rows[name]:
-            row["series"] += first_series
-    return {name: recorder.rows[name] for name in ("cycles", "crash_series")}
-
-
 def combined(record: results.Results, said: dict, rows: dict[str, list[dict]]) -> results.Results:
     """The levers experiment's record with ``rows`` (the probe's checks, the race's rounds, the
     crash check's cycles and series) as its tables and ``said`` as ``environment["recommend"]``."""
@@ -198,7 +139,8 @@ def combined(record: results.Results, said: dict, rows: dict[str, list[dict]]) -
     return results.Results({**record.environment, "recommend": said}, tables)
 
 
-def recommend(settings: config.Settings, shape: config.Shape, strategies: list[str], leaders: Leaders,
+def recommend(settings: config.Settings, shape: config.Shape, strategies: list[str],
+              leaders: Callable[[results.Results], list[crash_check.Leader]],
               trigger: str, batches: int = BATCHES, crash_cycles: int = CRASH_CYCLES,
               repeats: int = REPEATS) -> results.Results:
     """The probe, race, staged levers and crash check of ``shape`` on ``settings``' store (raw
@@ -225,22 +167,13 @@ def recommend(settings: config.Settings, shape: config.Shape, strategies: list[s
             "no configuration leads" if not leading else "--crash-cycles is 0" if crash_cycles == 0
             else "the crash check needs the metering proxy too")
     else:
-        crashed: dict[str, list[dict]] = {"cycles": [], "crash_series": []}
-        checked: set[tuple[str, str]] = set()
+        crashed: dict[str, list[dict]] = {name: [] for name in crash_check.TABLES}
         try:
-            # Leaders the check puts out make way for others: check those too, up to CRASH_ROUNDS.
-            for _ in range(CRASH_ROUNDS):
-                leading = [c for c in leading if (c.strategy, c.preset) not in checked]
-                if not leading:
-                    break
-                found = crash_check(settings, shape, leading, crash_cycles, first_series=len(crashed["crash_series"]))
-                for name in crashed:
-                    crashed[name] += found[name]
-                checked |= {(c.strategy, c.preset) for c in leading}
-                record = combined(record, said, {**recorder.rows, **crashed})
-                leading = leaders(record)
+            crash_check.check_leaders(settings, shape, lambda rows: leaders(combined(record, said, {
+                **recorder.rows, **rows})), crash_cycles, crashed)
         except Exception as e:  # the measurements so far stand; the record says the check is missing
             said["crash_note"] = f"the crash check failed: {' '.join(str(e).split())[:300]}"
+        record = combined(record, said, {**recorder.rows, **crashed})
         seconds["crash check"] = time.monotonic() - began - sum(seconds.values())
     said["seconds"] = {**{k: round(v, 1) for k, v in seconds.items()}, "total": round(time.monotonic() - began, 1)}
     return record

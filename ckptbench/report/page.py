@@ -99,7 +99,8 @@ def safety(record: results.Results) -> dict[str | tuple[str, str], decide.Safety
     return out
 
 
-def _crashes(name: str, record: results.Results) -> Section:
+def _crashes(name: str, record: results.Results, checked: bool) -> Section:
+    """The crash lab's section of ``record`` (``crash_record``; ``checked``: it holds bench's crash check)."""
     env = record.environment
     return Section(f"{name}: crashes", [
         f"Measured on {_where(record)}.",
@@ -109,7 +110,10 @@ def _crashes(name: str, record: results.Results) -> Section:
         "duplicated and lost rows are from the check at rest after each series' clean stop. Recovery runs from "
         "the restarted query's start (its SparkSession already up) to its first stored commits/N.",
         "Whether a strategy refuses a second writer is the race's to say (its table, last): a zombie driver meets "
-        "Spark's own checks first, so its clean error is no evidence about the strategy."],
+        "Spark's own checks first, so its clean error is no evidence about the strategy.",
+        *(["The series include bench's crash check: the configurations each job's decision led with that the "
+           "crash lab had not run, each in the crash lab's job of that kind, since nothing untested is "
+           "recommended."] if checked else [])],
         crash_tables(record))
 
 
@@ -376,13 +380,28 @@ def _outage_tables(record: results.Results) -> list[Table]:
 DECIDED = ("streaming", "levers")
 
 
-def decisions_of(kinds: dict[str, results.Results]) -> dict[str, decide.Decision]:
+def crash_record(kinds: dict[str, results.Results]) -> results.Results | None:
+    """A store's crash lab record and ``bench``'s crash check record (``config.CRASH_CHECK``), merged
+    as ``record.disk.merge`` merges parts: every crash series run on the store (None: neither)."""
+    found = [kinds[kind] for kind in (config.CRASHLAB, config.CRASH_CHECK) if kind in kinds]
+    return disk.merge(found) if found else None
+
+
+def decisions_of(kinds: dict[str, results.Results], untested_out: bool = True) -> dict[str, decide.Decision]:
     """The one decision per job of a store's records (``kinds``: ``{experiment: record}``), from the
     runs of its ``DECIDED`` experiments at the report's trigger interval (``decide.per_job``), with its
-    crash lab's findings (``safety``) and its probe's verdicts (``runnable``) where it has them."""
+    crash lab's and crash check's findings (``safety`` of ``crash_record``) and its probe's verdicts
+    (``runnable``) where it has them; ``untested_out`` as ``decide`` takes it."""
+    crashed = crash_record(kinds)
     return decide.per_job([kinds[kind] for kind in DECIDED if kind in kinds], tables.TRIGGER_S,
-                          safety=safety(kinds[config.CRASHLAB]) if config.CRASHLAB in kinds else None,
-                          runnable=runnable(kinds["store"]) if "store" in kinds else None)
+                          safety=safety(crashed) if crashed is not None else None,
+                          runnable=runnable(kinds["store"]) if "store" in kinds else None, untested_out=untested_out)
+
+
+def leaders(decision: decide.Decision) -> list[decide.Candidate]:
+    """The configurations ``decision`` leads with: the chosen one and its runner-up, those there are
+    (what a crash check checks)."""
+    return [c for c in (decision.chosen, decide.runner_up(decision)) if c is not None]
 
 
 def recommendations(raw: Path) -> dict[tuple[str, str], str | None]:
@@ -412,7 +431,7 @@ def write(out: Path) -> list[Path]:
         if can_run is not None:
             sections.append(_probe(name, kinds["store"]))
         if config.CRASHLAB in kinds:
-            sections.append(_crashes(name, kinds[config.CRASHLAB]))
+            sections.append(_crashes(name, crash_record(kinds), config.CRASH_CHECK in kinds))
         if "store" in kinds:
             sections.append(_store(name, kinds["store"]))
         if "manifest-compaction" in kinds:

@@ -37,13 +37,13 @@ FRESH = ("(the endpoint and bucket below are those of the store this command sta
          "server, run that deploy command with its URL and your bucket)")
 
 
-def decision_of(record: results.Results) -> decide.Decision:
+def decision_of(record: results.Results, untested_out: bool = True) -> decide.Decision:
     """The record's job's one decision at its trigger (``decide.per_job``, as the report makes it), with
     the race's and the crash check's findings and the probe's verdicts as the report reads them
-    (``page.safety``, ``page.runnable``)."""
+    (``page.safety``, ``page.runnable``); ``untested_out`` as ``decide`` takes it."""
     said = record.environment["recommend"]
-    return decide.per_job([record], said["trigger_s"], safety=page.safety(record),
-                          runnable=page.runnable(record))[said["shape"]["name"]]
+    return decide.per_job([record], said["trigger_s"], safety=page.safety(record), runnable=page.runnable(record),
+                          untested_out=untested_out)[said["shape"]["name"]]
 
 
 def _count(value) -> str:
