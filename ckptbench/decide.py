@@ -258,23 +258,14 @@ def round_trip_of(record: results.Results) -> tuple[float, str]:
     return floor, f"the store's PUT floor, {floor:.1f} ms"
 
 
-def _said(i: metrics.Interval | None, spec: str, before: str = "", after: str = "") -> str:
-    """A value and its interval as the verdicts show them, each number formatted by ``spec``."""
-    if i is None:
-        return "-"
-    if np.isnan(i.low):
-        return f"{before}{i.value:{spec}}{after} [no interval: one batch]"
-    return f"{before}{i.value:{spec}}{after} [{i.low:{spec}}, {i.high:{spec}}]"
-
-
 def ms(i: metrics.Interval | None) -> str:
     """A median and its interval as the verdicts show them: "9.1 ms [8.7, 9.6]"."""
-    return _said(i, ".1f", after=" ms")
+    return "-" if i is None else i.said(".1f", after=" ms")
 
 
 def dollars(i: metrics.Interval | None) -> str:
     """Dollars a month and their interval: "$2.59 [2.59, 2.59]"."""
-    return _said(i, ",.2f", before="$")
+    return "-" if i is None else i.said(",.2f", before="$")
 
 
 def recommended_said(c: Candidate) -> str:
@@ -382,6 +373,11 @@ def _second_writer(c: Candidate, found: Safety | None) -> None:
         c.second_writer = "not measured (no race run; promises nothing)"
 
 
+def _own_safety(safety: dict, c: Candidate) -> Safety | None:
+    """The crash lab's findings for ``c``'s very configuration (its strategy's in Spark's settings)."""
+    return safety.get(c.strategy if c.preset == DEFAULT_PRESET else (c.strategy, c.preset))
+
+
 def _untested_out(candidates: list[Candidate]) -> None:
     """Rule 1's last clause: where the crash lab ran a configuration not otherwise out, every other
     one not out that it did not run is out."""
@@ -412,7 +408,7 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
         if c.out:
             _second_writer(c, found)
             continue
-        own = found if c.preset == DEFAULT_PRESET else safety.get((c.strategy, c.preset))
+        own = _own_safety(safety, c)
         c.crash_cycles = own.cycles if own else 0
         broken = _levers_broke(safety, c.preset)
         if runnable.get(c.strategy):
@@ -456,8 +452,7 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
                       "files, RocksDB's uploads, checksum files: the mean of the strategies in this configuration)"
                       if chosen.other_requests_per_batch else "")
                    + f": ${chosen.dollars_per_month:,.2f} a month at one batch every {trigger_s:g} s ({cost.LABEL})")
-    found = safety.get(chosen.strategy) if chosen.preset == DEFAULT_PRESET else safety.get((chosen.strategy,
-                                                                                              chosen.preset))
+    found = _own_safety(safety, chosen)
     if found and found.cycles:
         reasons.append(f"exactly-once held through {found.cycles} crash cycles (0 rows lost or duplicated)")
     elif chosen.preset != DEFAULT_PRESET and safety.get(chosen.strategy) and safety[chosen.strategy].cycles:
@@ -476,18 +471,12 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
                    if ckpt_impls.get(chosen.strategy).exclusive_create else "")
         reasons.append("whether a second writer is refused was not measured on this store (the race was not "
                        f"run), so no strategy was preferred for it{promise}")
-    if runnable:
-        reasons.append("the store probe found everything it needs")
-    else:
-        reasons.append("the store was not probed")
+    reasons.append("the store probe found everything it needs" if runnable else "the store was not probed")
     if record.environment.get("emulator"):
         reasons.insert(0, "measured on an emulator: its latencies say nothing about a real store (the request "
                           "counts and their cost carry over)")
     return Decision(record.environment["store"], workload, chosen.label, reasons, candidates, chosen, baseline,
                     round_trip_ms, round_trip)
-
-
-# -- one decision per job ----------------------------------------------------------------------------
 
 
 def per_job(records: list[results.Results], trigger_s: float = 10.0, safety: dict[str, Safety] | None = None,

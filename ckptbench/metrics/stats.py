@@ -128,6 +128,13 @@ class Interval:
         """Whether the whole interval lies on one side of zero (never, with NaN ends)."""
         return self.low > 0 or self.high < 0
 
+    def said(self, spec: str, before: str = "", after: str = "") -> str:
+        """The value and its interval as verdicts and tables show them, each number formatted by
+        ``spec`` between ``before`` and ``after``: "9.1 ms [8.7, 9.6]"."""
+        if np.isnan(self.low):
+            return f"{before}{self.value:{spec}}{after} [no interval: one batch]"
+        return f"{before}{self.value:{spec}}{after} [{self.low:{spec}}, {self.high:{spec}}]"
+
 
 def _bootstrap(samples: tuple, statistic) -> tuple[float, float]:
     """``scipy.stats.bootstrap``'s percentile interval of ``statistic`` over ``samples`` (each

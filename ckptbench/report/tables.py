@@ -55,9 +55,7 @@ class Section:
 def jvm_ms(i: metrics.Interval | None) -> str:
     """A median the JVM's clock timed and its interval, to a hundredth of a millisecond:
     "1.73 [1.61, 1.90]"; n/a where nothing was timed."""
-    if i is None or math.isnan(i.value):
-        return "n/a"
-    return f"{i.value:.2f}" + ("" if math.isnan(i.low) else f" [{i.low:.2f}, {i.high:.2f}]")
+    return "n/a" if i is None or math.isnan(i.value) else i.said(".2f")
 
 
 def candidates_table(d: decide.Decision) -> Table:
