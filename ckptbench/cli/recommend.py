@@ -18,14 +18,17 @@ import datetime as dt
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ckpt_impls
 import infra
 from ckpt_impls import jars
-from ckptbench import config, decide, progress
+from ckptbench import config, progress
 from ckptbench.cli.common import UsageError, known_store, parse_names, results_root
 from ckptbench.experiments import recommend as experiment
-from ckptbench.record import disk
+
+if TYPE_CHECKING:  # imported where used: the decision and the record bring pandas to every command's start
+    from ckptbench import decide
 
 
 def register(sub) -> None:
@@ -119,6 +122,7 @@ def leaders(record) -> list[decide.Candidate]:
 
 
 def cmd_recommend(args) -> None:
+    from ckptbench.record import disk
     from ckptbench.report import recommendation
 
     shape, strategies, out = _checked(args)

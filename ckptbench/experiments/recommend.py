@@ -41,11 +41,16 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import infra
 from ckptbench import config, progress
-from ckptbench.experiments import crash_check
-from ckptbench.record import results, schema
+
+# The record, the harness and the experiments are imported where used: the CLI reads this module's
+# defaults to build its parser, and every command would otherwise pay for pandas and pyspark.
+if TYPE_CHECKING:
+    from ckptbench.experiments import crash_check
+    from ckptbench.record import results
 
 #: Rounds of the race per strategy x file kind: few, since one round with two winners settles
 #: "not refused", and every round met with one winner is what "refused" takes.
@@ -98,6 +103,7 @@ def probe_and_race(settings: config.Settings, shape: config.Shape, strategies: l
     from ckptbench.harness import stores
     from ckptbench.harness.spark import session
     from ckptbench.metrics import verdicts
+    from ckptbench.record import results
 
     recorder, said = results.Recorder(), {}
     with stores.started_store(settings) as (store, bucket):
@@ -135,6 +141,8 @@ def probe_and_race(settings: config.Settings, shape: config.Shape, strategies: l
 def combined(record: results.Results, said: dict, rows: dict[str, list[dict]]) -> results.Results:
     """The levers experiment's record with ``rows`` (the probe's checks, the race's rounds, the
     crash check's cycles and series) as its tables and ``said`` as ``environment["recommend"]``."""
+    from ckptbench.record import results, schema
+
     tables = {**record.tables, **{name: schema.frame(name, found) for name, found in rows.items() if found}}
     return results.Results({**record.environment, "recommend": said}, tables)
 
@@ -149,7 +157,7 @@ def recommend(settings: config.Settings, shape: config.Shape, strategies: list[s
     (recorded), ``batches`` per configuration over ``repeats`` queries (``plan_of``),
     ``crash_cycles`` 0 skips the crash check. Returns the combined record;
     ``environment["recommend"]["seconds"]`` holds each stage's duration."""
-    from ckptbench.experiments import levers
+    from ckptbench.experiments import crash_check, levers
 
     began = time.monotonic()
     recorder, said = probe_and_race(settings, shape, strategies)
