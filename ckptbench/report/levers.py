@@ -16,8 +16,9 @@ from __future__ import annotations
 from ckptbench import config, decide
 from ckptbench.metrics import cost
 from ckptbench.record import results
+from ckptbench.report.provenance import counted_by, measured_said
 from ckptbench.report.table import Table, cell
-from ckptbench.report.tables import TRIGGER_S, Box, Section, counted_by, measured_said
+from ckptbench.report.tables import TRIGGER_S, Box, Section
 
 TITLE = "configurations side by side"
 HEADER = ["configuration", "commits p50 (ms)", "batch p50 (ms)",

@@ -27,7 +27,7 @@ from pathlib import Path
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import disk, results
-from ckptbench.report import levers, plots, tables
+from ckptbench.report import levers, plots, provenance, tables
 from ckptbench.report.table import ENV, Table, cell
 from ckptbench.report.tables import Box, Figure, Section, crash_tables, scale_tables
 from infra.faults import PROFILES
@@ -37,7 +37,7 @@ def _where(record: results.Results) -> str:
     env = record.environment
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
     return (f"{env['describe']}; {_endpoint(env)}; size {env['size']}, commit {env['commit'][:8] or 'unknown'}, "
-            f"{env['created']}; {versions}{tables.foreign_said(env)}")
+            f"{env['created']}; {versions}{provenance.foreign_said(env)}")
 
 
 
@@ -158,7 +158,7 @@ def _streaming(name: str, record: results.Results, figures: Path, decisions: dic
     largest, interval = plan["keys"][-1], plan["compact_interval"]
     section = Section(f"{name}: streaming queries", [
         f"Measured on {_where(record)}.",
-        f"{tables.measured_said(plan)}; state keys "
+        f"{provenance.measured_said(plan)}; state keys "
         f"{plan['keys'][0]:,} unless said; the store's own 1 KiB PUT p50 is "
         f"{metrics.floor_percentile(record, 'PUT', 50):.1f} ms (timed by {_timed_by(record, 'floor')}, same run), "
         f"{cell(metrics.put_floor_ms(record), '.1f')} ms as Spark's own S3 client makes it in the driver JVM "
@@ -199,7 +199,7 @@ def _streaming(name: str, record: results.Results, figures: Path, decisions: dic
         "stands for), but for the JVM clock's column: it times each checkpoint file from its create to its close, "
         "sub-millisecond (a batch's own files, summed; state files are written side by side by the batch's tasks, "
         "so their sum is time spent, not waited; n/a: not timed, off local mode or before schema 11); "
-        f"requests are counted by {tables.counted_by(record)}, a mean "
+        f"requests are counted by {provenance.counted_by(record)}, a mean "
         "over the measured batches of each batch's own, told by the checkpoint file each touches, not by when it "
         "came, so neither maintenance's schedule nor the batches' windows move it. Those no batch made (the state "
         "store's maintenance, on its own schedule: a snapshot, a LIST of each partition's directory; requests "

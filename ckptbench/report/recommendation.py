@@ -27,7 +27,7 @@ import pandas as pd
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import results
-from ckptbench.report import page, tables
+from ckptbench.report import page, provenance, tables
 from ckptbench.report.table import ENV, Table, cell
 
 #: The page's file name, beside the record in the command's output directory.
@@ -177,16 +177,17 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
         "Every configuration measured", ["configuration", "commit p50 / p95 (ms)", "batch p50 (ms)",
                                          "requests per batch: strategy + others", f"$ per month ({cost.LABEL})",
                                          "a second writer", "verdict"], rows,
-        f"Commit: walCommit + commitOffsets; batch: triggerExecution; both p50 over {tables.measured_said(env['plan'])}"
+        "Commit: walCommit + commitOffsets; batch: triggerExecution; both p50 over "
+        f"{provenance.measured_said(env['plan'])}"
         ". The verdicts compare medians over every measured batch, each "
         "with its 95% bootstrap interval, and call a difference only where the interval of the difference excludes "
         "zero and it is large enough (the rule: ckptbench.decide). Requests are billable ones counted by "
-        f"{tables.counted_by(record)}; \"others\" are those Spark's settings and the sink make (data files, RocksDB's "
-        f"uploads, checksum files), the mean of the strategies in that configuration. {cost.caption()}.")
+        f"{provenance.counted_by(record)}; \"others\" are those Spark's settings and the sink make (data files, "
+        f"RocksDB's uploads, checksum files), the mean of the strategies in that configuration. {cost.caption()}.")
     notes = [said.get("race_note") or "", said.get("crash_note") or ""]
     return Summary(
         title=f"{shape['name']} on {said['store']}: a batch every {said['trigger']}",
-        measured_on=f"{env['describe']}; Spark {env['versions'].get('spark', '?')}{tables.foreign_said(env)}",
+        measured_on=f"{env['describe']}; Spark {env['versions'].get('spark', '?')}{provenance.foreign_said(env)}",
         decision=decision, runner_up=second, comparison=comparison(decision), options=options,
         submit=submit, deploy_command=command, lost=_lost(decision, second),
         not_measured=_not_measured(record, shape["name"], first), candidates=candidates,

@@ -17,6 +17,7 @@ from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.metrics.capabilities import can_run
 from ckptbench.record import results
+from ckptbench.report import provenance
 from ckptbench.report.table import Table, cell
 
 TRIGGER_S = 10.0  # the trigger interval money per month is shown at
@@ -235,7 +236,7 @@ def scale_tables(record: results.Results) -> list[Table]:
                "maintenance listings per partition and round", "maintenance snapshots and deletes per "
                "partition and batch"],
               point_rows,
-              "; ".join(axes_said[axis] for axis in ran) + f". Requests by {counted_by(record)}, a mean per "
+              "; ".join(axes_said[axis] for axis in ran) + f". Requests by {provenance.counted_by(record)}, a mean per "
               "batch of a batch's own: those the state store's maintenance made (every "
               f"{env['maintenance_interval']} here; Spark's default is 60 s) are left out, whenever they came, and "
               "shown in the last two columns over the whole query: its listings per state partition and round, "
@@ -451,26 +452,6 @@ def measure_table(records: list[results.Results]) -> str:
     return Table("", MEASURE_HEADER, rows).markdown()
 
 
-def counted_by(record: results.Results) -> str:
-    """Who counted the record's requests: the metering proxy (and every record before ``where``), or
-    Spark's JVMs alone where no proxy could front the store."""
-    where = record.environment.get("where")
-    return "Spark's JVMs (no proxy fronts an https store)" if where and "proxy" not in where["counted_by"] \
-        else "the metering proxy"
-
-
-def foreign_said(environment: dict) -> str:
-    """The strategies from outside a record measured, each named fully (class; each jar's file name,
-    SHA-256 prefix, size and version), as a clause to append to where it was measured; "" for none."""
-    said = []
-    for name, found in (environment.get("foreign_strategies") or {}).items():
-        jars = ", ".join(f"{Path(j['path']).name} sha256 {j['sha256'][:12]}, {j['size']:,} bytes"
-                         + (f", version {j['implementation_version']}" if j["implementation_version"] else "")
-                         for j in found["jars"])
-        said.append(f"{name} = {found['class']} ({jars})")
-    return f"; strategies from outside: {'; '.join(said)}" if said else ""
-
-
 def contract_table(found: dict[str, list[tuple[str, bool, str]]]) -> str:
     """``contract``'s checks per strategy as Markdown: strategy, check, PASS or FAIL, what it saw."""
     return Table("", ["strategy", "check", "result", "what was seen"],
@@ -489,13 +470,3 @@ def counting_table(figures: list[dict]) -> Table:
         [f["strategy"], f"{f['counted']} / {f['not_counted']}", f"{f['p50_counted']:.1f} / {f['p50_not']:.1f}",
          f"{f['overhead_ms']:+.2f}", f"{f['overhead_pct']:+.1f}% ({f['low_pct']:+.1f}% to {f['high_pct']:+.1f}%)",
          f"{f['bound_pct']:.2f}%"] for f in figures])
-
-
-def measured_said(plan: dict) -> str:
-    """How a record's ``plan`` measured each configuration: its measured batches, and the queries
-    (``config.Plan.repeats``, one in a record from before repeats) they were split over."""
-    repeats = plan.get("repeats", 1)
-    if repeats == 1:
-        return f"{plan['batches']} measured batches after {plan['warmup']} warm-up per query"
-    return (f"{plan['batches']} measured batches per configuration over {repeats} queries in mirrored rounds, "
-            f"{config.per_query(plan['batches'], repeats)} each after {plan['warmup']} warm-up")
