@@ -23,6 +23,7 @@ Each check reports every offender in one message, and is shown catching a plante
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -373,3 +374,23 @@ def test_the_check_sees_a_long_cli_module(tmp_path, monkeypatch):
     assert long_modules() == [f"ckptbench/cli/long.py: {MOST_CLI_LINES + 1} lines, over {MOST_CLI_LINES}",
                               f"ckptbench/cli/sub/deep.py: {MOST_CLI_LINES + 1} lines, over {MOST_CLI_LINES}",
                               f"infra/x.py: {MOST_LINES + 1} lines, over {MOST_LINES}"]
+
+
+#: What a command's parser must not need: each costs tenths of a second of CPU to import, paid by
+#: every CLI process (help, bad input) before it parses its arguments.
+HEAVY = ("pandas", "pyarrow", "pyspark", "scipy", "matplotlib")
+
+
+def heavy_imports(module: str) -> list[str]:
+    """The ``HEAVY`` packages importing ``module`` imports, in a fresh interpreter."""
+    probe = f"import sys, {module}; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_the_cli_parses_without_the_heavy_packages():
+    assert heavy_imports("ckptbench.cli.app") == []
+
+
+def test_the_check_sees_a_heavy_import():
+    assert "pandas" in heavy_imports("ckptbench.record.results")
