@@ -91,6 +91,7 @@ class Candidate:
     second_writer_source: str = ""  # "measured", "promised" (not measured) or "" (neither)
     second_writer: str = "not measured"  # what the report shows
     out: str | None = None  # why it cannot be recommended
+    untested: bool = False  # out only for want of a crash test here (rule 1's last clause): still measured
     note: str = ""  # why it was not chosen, when it could have been
     refused: bool = False  # Spark refused the configuration (``out`` holds its reason)
     crash_cycles: int = 0  # the crash lab's cycles of it in this very configuration on the store (0: none)
@@ -384,6 +385,7 @@ def _untested_out(candidates: list[Candidate]) -> None:
     tested = sum(1 for c in candidates if c.out is None and c.crash_cycles)
     for c in candidates:
         if tested and c.out is None and not c.crash_cycles:
+            c.untested = True
             c.out = (f"not crash-tested in this configuration on this store, unlike {tested} other"
                      f"{'s' if tested > 1 else ''}: nothing untested is recommended")
 

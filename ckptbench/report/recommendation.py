@@ -84,10 +84,11 @@ def _times(chosen: float, base: float, fewer: str, more: str) -> str:
 def comparison(decision: decide.Decision) -> Table:
     """The recommended configuration against Spark's default on the same store, a row per figure:
     the figure, the recommended's, the default's, the difference; no rows where there is no default
-    to compare with, or it is the one recommended."""
+    to compare with, or it is the one recommended. A default out only for want of a crash test here
+    (``Candidate.untested``) is compared with all the same: it is what the user runs today."""
     c, b = decision.chosen, decision.baseline
     header = ["figure", "recommended", f"Spark's default ({b.label if b else '-'})", "difference"]
-    if c is None or b is None or b.out is not None or b is c:
+    if c is None or b is None or (b.out is not None and not b.untested) or b is c:
         return Table("", header, [])
     dollars = c.dollars_per_month - b.dollars_per_month
     return Table("", header, [
