@@ -7,13 +7,16 @@ change in a batch's own requests and shows the timing-driven ones apart.
 
 from __future__ import annotations
 
+import pickle
+
+import pandas as pd
 import pytest
 
 import ckpt_impls
 from ckptbench import metrics
 from ckptbench.metrics import drift
 from ckptbench.record import attribution, results
-from helpers import T0, asv_result, progress
+from helpers import T0, asv_result, fixed_streaming_record, progress
 from infra.s3ops import Event, area_of
 
 #: Measured batches 1-4, batch b from T0 + b to T0 + b + 0.5 s.
@@ -192,3 +195,15 @@ def test_drift_lists_a_change_in_a_batchs_own_requests_and_shows_maintenance_apa
     text = drift.compare(a, broken)
     assert "a batch's own requests: 2 values, 1 changed (the same commit on one store sends the same):" in text, text
     assert f"  {own}['b']: 10 -> 11" in text.splitlines(), text
+
+
+def test_a_pickled_record_keeps_its_attribution_and_nothing_else_cached():
+    """asv hands each benchmark an unpickled setup_cache record: the attribution it carries is not
+    worked out again; the other cached tables are left out of the pickle."""
+    record = fixed_streaming_record()
+    before = record.causes()
+    record.rows_of("batches", 0)
+    copy = pickle.loads(pickle.dumps(record))
+    assert "_causes" in vars(copy) and "_by_run" not in vars(copy)
+    pd.testing.assert_frame_equal(copy.causes(), before)
+    assert "_causes" not in vars(pickle.loads(pickle.dumps(fixed_streaming_record())))
