@@ -52,38 +52,56 @@ class Recorder:
 
 @contextlib.contextmanager
 def shown(path: Path):
-    """While the block runs, show what each ``Recorder`` writes to ``path`` as a bar on stderr."""
+    """While the block runs, show what each ``Recorder`` writes to ``path`` as a bar on stderr.
+    Yields ``say(line)``: the line on stdout, on a line of its own, after the bar shown so far is
+    closed (a ``print`` in the block would land on the bar's unfinished line)."""
     stop = threading.Event()
+    lock = threading.Lock()  # held by whoever reads the file or draws
+    state = {"bar": None, "offset": 0, "pending": b""}
+
+    def drain() -> None:
+        """Draw what the file holds beyond what was drawn."""
+        try:
+            with open(path, "rb") as f:
+                f.seek(state["offset"])
+                chunk = f.read()
+        except FileNotFoundError:
+            chunk = b""
+        state["offset"] += len(chunk)
+        *lines, state["pending"] = (state["pending"] + chunk).split(b"\n")
+        for line in lines:
+            now = json.loads(line)
+            shown_bar = state["bar"]
+            if shown_bar is None or shown_bar.desc != now["desc"]:
+                close()
+                shown_bar = state["bar"] = bar(total=now["total"], unit=now["unit"], desc=now["desc"])
+            shown_bar.set_postfix_str(now["label"], refresh=False)
+            shown_bar.update(now["done"] - shown_bar.n)
+
+    def close() -> None:
+        if state["bar"] is not None:
+            state["bar"].close()
+            state["bar"] = None
+
+    def say(line: str) -> None:
+        with lock:
+            drain()
+            close()
+            print(line, flush=True)
 
     def follow() -> None:
-        shown_bar, offset, pending = None, 0, b""
         while True:
             finished = stop.wait(0.5)
-            try:
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    chunk = f.read()
-            except FileNotFoundError:
-                chunk = b""
-            offset += len(chunk)
-            *lines, pending = (pending + chunk).split(b"\n")
-            for line in lines:
-                state = json.loads(line)
-                if shown_bar is None or shown_bar.desc != state["desc"]:
-                    if shown_bar is not None:
-                        shown_bar.close()
-                    shown_bar = bar(total=state["total"], unit=state["unit"], desc=state["desc"])
-                shown_bar.set_postfix_str(state["label"], refresh=False)
-                shown_bar.update(state["done"] - shown_bar.n)
-            if finished:
-                break
-        if shown_bar is not None:
-            shown_bar.close()
+            with lock:
+                drain()
+                if finished:
+                    close()
+                    return
 
     thread = threading.Thread(target=follow, daemon=True)
     thread.start()
     try:
-        yield
+        yield say
     finally:
         stop.set()
         thread.join()
@@ -93,12 +111,12 @@ def shown(path: Path):
 def shown_for(env):
     """While the block runs, ``Recorder``s of processes started with ``env`` (``os.environ``: this
     one and its children) write to a file of the block's own, ``shown`` as a bar; ``env`` loses
-    the setting after it."""
+    the setting after it. Yields ``shown``'s ``say``."""
     with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp:
         path = Path(tmp, "progress")
         env[ENV] = str(path)
         try:
-            with shown(path):
-                yield
+            with shown(path) as say:
+                yield say
         finally:
             env.pop(ENV, None)

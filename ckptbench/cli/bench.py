@@ -132,9 +132,9 @@ def _crash_check(settings: config.Settings, proxied: bool, began: dt.datetime) -
     print(f"crash check of the {'configuration' if plan.crash_check_leaders == 1 else 'configurations'} each job's "
           f"decision leads with ({plan.crash_check_leaders} a round), where the crash lab has not run them: "
           f"{plan.crash_check_cycles} cycle{'s' if plan.crash_check_cycles != 1 else ''} each", flush=True)
-    with progress.shown_for(os.environ):
+    with progress.shown_for(os.environ) as say:
         record = crash_check.check_jobs(settings, tuple(shapes), job_leaders(kinds, plan.crash_check_leaders),
-                                        plan.crash_check_cycles)
+                                        plan.crash_check_cycles, say=say)
     return record.environment["error"]
 
 
