@@ -20,7 +20,10 @@ from pathlib import Path
 import browser  # tests/browser.py
 import pytest
 
+import ckpt_impls
+from benchmarks.scale import ScaleByOperators, ScaleByPartitions, ScaleMemory, ScaleSlopes
 from ckptbench import config, metrics
+from ckptbench.experiments import scale
 from ckptbench.record import disk
 from ckptbench.report import page as report
 from helpers import ended_beside, skip_unless_ci
@@ -140,6 +143,48 @@ def test_the_report_holds_the_decision_and_every_lab(bench):
     assert {p.name for p in (results / "report" / "plots").glob("*.png")} >= {
         "copy.png", "embedded-compaction.png", "embedded-state.png", "embedded-manifest-compaction.png",
         "embedded-latency.png", "embedded-requests.png"}
+
+
+def test_the_scale_axes_through_spark(bench):
+    """Every strategy along every axis of the smallest scale run: each partition's state store writes
+    a file a batch, so there is at least one state request per partition a batch; a second stateful
+    operator writes more; the managers' objects are found in the heap; ``cost --partitions``
+    projects from the record."""
+    results, _ = bench
+    where = disk.directory(results / "raw", "embedded", "scale")
+    record = disk.read(where)
+    axes = scale.AXES["smallest"]
+    assert sorted(record.strategies()) == sorted(ckpt_impls.STRATEGIES)
+    assert record.environment["finished"] and record.runs.error.isna().all(), record.runs.error.dropna().tolist()
+    for strategy in record.strategies():
+        # At least one request per partition a batch, and more partitions more requests. (Not a
+        # fitted slope >= 1: manifest sends exactly one PUT per state file, so requests that come
+        # only in some batches at some size, such as its view reloads, tip a two-point slope.)
+        points = metrics.scale_values(record, "partitions", strategy, "requests_state")
+        assert all(requests >= partitions for partitions, requests in points), (strategy, points)
+        assert points[-1][1] > points[0][1], (strategy, points)
+        if strategy == "conditional":  # one request per state file, maintenance's left out request by request
+            assert all(requests == partitions for partitions, requests in points), points
+            # A LIST per listing, over all its runs: a point of a few batches may end before a round.
+            assert metrics.maintenance_rates(record, strategy)[0] >= 1
+        (_, one), (_, two) = metrics.scale_values(record, "operators", strategy, "requests_state")
+        assert two > one, strategy
+        memory = metrics.memory_readings(record, strategy)
+        assert len(memory) == axes.windows and (memory.heap_mib > 0).all()
+        if strategy != "rename":  # Spark's own manager; the JVM-wide count may hold earlier queries' managers
+            assert (memory.manager_objects > 0).all(), (strategy, memory)
+        for cls, at in ((ScaleByPartitions, axes.partitions[-1]), (ScaleByOperators, axes.operators[-1])):
+            assert cls().track_requests_state(record, strategy, at) > 0
+        assert ScaleSlopes().track_requests_per_partition(record, strategy) > 0  # a fit: see above
+        assert ScaleMemory().track_driver_heap_peak(record, strategy) > 0
+
+    done = subprocess.run([sys.executable, "-m", "ckptbench", "cost", "--partitions", "200", "--strategy",
+                           "conditional,rename", "--record", str(where)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "PROJECTION" in done.stdout and "| embedded | rename |" in done.stdout
+    assert "(extrapolated)" in done.stdout  # 200 partitions, beyond the axis measured
+    assert "Not in these figures: the state store's maintenance" in done.stdout
 
 
 def test_the_report_and_asvs_pages_open_offline_in_a_browser(bench, tmp_path):

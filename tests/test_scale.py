@@ -1,27 +1,19 @@
 """The scale axes (``ckptbench.experiments.scale``): the fits and projections on fixed inputs whose right answers
-are known, then the experiment itself on the embedded store through real Spark, its record read by
-the report, the asv classes and ``cost --partitions``."""
+are known. The experiment itself through real Spark is checked on the smallest bench's record
+(``tests/test_benchmarks.py``), which runs it."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-import ckpt_impls
-from benchmarks.scale import ScaleByOperators, ScaleByPartitions, ScaleMemory, ScaleSlopes
-from ckptbench import config, metrics
+from ckptbench import metrics
 from ckptbench.experiments import scale
 from ckptbench.metrics import cost
-from ckptbench.record import disk, results
-from ckptbench.report import page, tables
+from ckptbench.record import results
+from ckptbench.report import tables
 from helpers import T0, event, progress
-from infra.embedded import EmbeddedStore
 
-ROOT = Path(__file__).resolve().parent.parent
 PLAN = {"partitions": [2, 20, 200], "operators": [1, 2], "operators_partitions": 20, "warmup": 0, "batches": 2,
         "long_batches": 6, "retain": 2, "windows": 3}
 
@@ -205,76 +197,3 @@ def test_a_fit_needs_two_points(record):
     one = results.Results(record.environment, {**record.tables, "scale": record.scale.iloc[:1]})
     with pytest.raises(KeyError, match="1 point"):
         metrics.scale_fit(one, "partitions", "conditional", "requests")
-
-
-AXES = scale.Axes(partitions=(2, 8), operators=(1, 2), operators_partitions=8, warmup=1, batches=2,
-                  long_batches=9, retain=3, windows=3)
-
-
-def scale_experiment(workdir: Path) -> subprocess.Popen:
-    """The scale experiment along ``AXES`` on the embedded store, its record under ``workdir/raw``
-    in two parts (``--part 1/2``, ``2/2``: two strategies each, one after the other), in JVMs of
-    their own beside the suite (conftest ``beside_the_suite``): the experiment stops its
-    SparkSession when done, which in this process would be the suite's shared one (every later
-    test using the `spark` fixture failed so)."""
-    part = ("import sys; from pathlib import Path; from ckptbench import config; "
-            "from ckptbench.experiments import scale; "
-            "scale.scale(config.Settings('embedded', 'smallest', None, Path(sys.argv[1])), None, "
-            f"scale.{AXES!r}, part=(int(sys.argv[2]), 2))")
-    # A process per part, as `scale --part` runs: a second session in one Python process would get
-    # the first one's S3A filesystem for the bucket (Hadoop caches it per JVM), bound to a store gone.
-    parts = (f"import subprocess, sys; [subprocess.run([sys.executable, '-c', {part!r}, sys.argv[1], str(k)], "
-             "check=True) for k in (1, 2)]")
-    with (workdir / "err.txt").open("w") as err:
-        return subprocess.Popen([sys.executable, "-c", parts, str(workdir / "raw")], stdout=subprocess.DEVNULL,
-                                stderr=err, cwd=ROOT, start_new_session=True)
-
-
-@pytest.mark.skipif(EmbeddedStore.unavailable_reason() is not None, reason=str(EmbeddedStore.unavailable_reason()))
-@pytest.mark.slow
-@pytest.mark.beside_the_suite.with_args(scale_experiment)
-def test_scale_axes_on_spark(beside):
-    """Every strategy along every axis through real Spark: each partition's state store writes a
-    file a batch, so there is at least one state request per partition a batch; a second stateful operator
-    writes more; the managers' objects are found in the heap."""
-    proc, workdir = beside
-    proc.wait(timeout=1800)
-    assert proc.returncode == 0, (workdir / "err.txt").read_text()[-3000:]
-    settings = config.Settings("embedded", "smallest", None, workdir / "raw")
-    where = disk.directory(settings.raw, "embedded", "scale")
-    assert [p.name for p in disk.parts_of(where)] == ["part-1-of-2", "part-2-of-2"]
-    record = disk.read(where)  # the parts merged
-    assert sorted(record.strategies()) == sorted(ckpt_impls.STRATEGIES)
-    assert [p["finished"] for p in record.environment["parts"]] == [True, True]
-    assert record.runs.error.isna().all(), record.runs.error.dropna().tolist()
-    for strategy in record.strategies():
-        # At least one request per partition a batch, and more partitions more requests. (Not a
-        # fitted slope >= 1: manifest sends exactly one PUT per state file, so requests that come
-        # only in some batches at some size, such as its view reloads, tip a two-point slope.)
-        points = metrics.scale_values(record, "partitions", strategy, "requests_state")
-        assert all(requests >= partitions for partitions, requests in points), (strategy, points)
-        assert points[-1][1] > points[0][1], (strategy, points)
-        if strategy == "conditional":  # one request per state file, maintenance's left out request by request
-            assert all(requests == partitions for partitions, requests in points), points
-            # A LIST per listing, over all its runs: a point of a few batches may end before a round.
-            assert metrics.maintenance_rates(record, strategy)[0] >= 1
-        (_, one), (_, two) = metrics.scale_values(record, "operators", strategy, "requests_state")
-        assert two > one, strategy
-        memory = metrics.memory_readings(record, strategy)
-        assert len(memory) == AXES.windows and (memory.heap_mib > 0).all()
-        if strategy != "rename":  # Spark's own manager; the JVM-wide count may hold earlier queries' managers
-            assert (memory.manager_objects > 0).all(), (strategy, memory)
-        for cls, at in ((ScaleByPartitions, 8), (ScaleByOperators, 2)):
-            assert cls().track_requests_state(record, strategy, at) > 0
-        assert ScaleSlopes().track_requests_per_partition(record, strategy) > 0  # a fit: see above
-        assert ScaleMemory().track_driver_heap_peak(record, strategy) > 0
-
-    written = page.write(workdir)
-    assert "how cost grows with scale" in written[0].read_text()
-    done = subprocess.run([sys.executable, "-m", "ckptbench", "cost", "--partitions", "200", "--strategy",
-                           "conditional,rename", "--record", str(disk.directory(settings.raw, "embedded", "scale"))],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "PROJECTION" in done.stdout and "| embedded | rename |" in done.stdout
-    assert "(extrapolated)" in done.stdout
-    assert "Not in these figures: the state store's maintenance" in done.stdout
