@@ -3,13 +3,13 @@
 A scratch repository holds two commits: the code under test (this tree as it is, committed), then
 the same with one LIST request more per checkpoint file in ``conditional``'s Java manager. The
 command builds and measures both in asv's virtualenv (each commit its own managers' jar) on the
-embedded store at the smallest size, on the strategies' own requests per batch, on the workloads
-without a state store. conditional's must grow (by a request per file it writes), which shows
-commit X ran commit X's jar; asv must call conditional's worse and no other strategy's, the command must end
-with exit status 1, and the published pages must list the regression.
+embedded store at the smallest size, on walCommit's requests as Spark's JVM counts them (the
+counting experiment: ``rename`` and ``conditional``). conditional's must grow by exactly the LIST,
+which shows commit X ran commit X's jar; asv must call conditional's worse and rename's not, the
+command must end with exit status 1, and the published pages must list the regression.
 
-The run takes minutes (Spark's streaming experiment once per commit, the environment made on the
-first run in a checkout), so it starts with the session and runs beside the suite
+The run takes minutes (the counting experiment once per commit, the environment made on the first
+run in a checkout), so it starts with the session and runs beside the suite
 (conftest.py ``beside_the_suite``). The environment lives in this checkout's ``.asv/env``, shared
 with `bench --continuous` runs here, so later runs reuse it. The options' bad input needs no Spark.
 """
@@ -29,6 +29,7 @@ import pytest
 
 from ckpt_impls import jars
 from ckptbench.cli import continuous
+from ckptbench.experiments import counting
 from helpers import ended_beside
 from infra.embedded import EmbeddedStore
 
@@ -38,16 +39,13 @@ PLANTED = ROOT / "ckpt_impls/java/ckptbench/checkpoint/ConditionalPutCheckpointF
 PUT = "        store.put(key, bytes, !overwriteIfPossible);\n        known.created(key);\n"
 PUT_AND_LIST = ("        store.put(key, bytes, !overwriteIfPossible);\n        store.listPage(key, false, 1, null);\n"
                 "        known.created(key);\n")
-BENCHMARK = "requests.StrategyShare.track_strategy_requests_per_batch"
-#: The planted strategy and two untouched ones, on the workloads without a state store. ``rename``'s
-#: counts, and every strategy's on the stateful workloads, move from run to run of one commit
-#: (requests are assigned to batches by time; the state store's maintenance rounds land on different
-#: batches), and so do counts per checkpoint file, whose denominator is the floor run's file count:
-#: by more than asv's factor at this size, so they would be flagged by chance.
-STRATEGIES = ("direct", "conditional", "manifest")
-WORKLOADS = ("file_sink", "file_source")
-SELECTED = rf"{re.escape(BENCHMARK)}\('({'|'.join(STRATEGIES)})', '({'|'.join(WORKLOADS)})'\)"
-#: Against a hang only: 7-9 minutes on 2 cores with nothing else running, the environment made first.
+BENCHMARK = "jvm_counting.JvmCountingOverhead.track_wal_commit_requests"
+#: The counting experiment's strategies, both: walCommit's requests as the JVM counts them, an exact
+#: count per batch (offsets/N's own requests, nothing the state store's maintenance adds), and the
+#: shortest experiment whose figures name a strategy's manager.
+STRATEGIES = counting.STRATEGIES
+SELECTED = rf"{re.escape(BENCHMARK)}"
+#: Against a hang only: well above the run's own time on 2 cores beside the suite.
 TIMEOUT_S = 1800
 GIT = ["git", "-c", "user.name=ckptbench test", "-c", "user.email=test@ckptbench.invalid"]
 
@@ -93,13 +91,12 @@ def continuous_run(workdir: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def _results(results: Path, commit: str) -> dict[tuple[str, str], float]:
-    """(strategy, workload) -> the benchmark's value at ``commit``, from asv's result file."""
+def _results(results: Path, commit: str) -> dict[str, float]:
+    """strategy -> the benchmark's value at ``commit``, from asv's result file."""
     [path] = [p for p in (results / "asv").glob(f"*/{commit[:8]}-*.json")]
     recorded = json.loads(path.read_text())
     value, params = (recorded["results"][BENCHMARK][recorded["result_columns"].index(c)] for c in ("result", "params"))
-    combos = [(s.strip("'"), w.strip("'")) for s in params[0] for w in params[1]]
-    return dict(zip(combos, value, strict=True))
+    return dict(zip((s.strip("'") for s in params[0]), value, strict=True))
 
 
 @pytest.mark.slow
@@ -116,20 +113,19 @@ def test_a_planted_request_is_a_regression_and_nothing_else(request):
     base, head = (subprocess.run(["git", "rev-parse", name], cwd=repo, check=True, capture_output=True,
                                  text=True).stdout.strip() for name in ("HEAD~1", "HEAD"))
     before, after = _results(results, base), _results(results, head)
-    # asv keeps a combination -b left out as NaN (not run).
     measured = {key for key, value in before.items() if value is not None and not math.isnan(value)}
     assert measured == {key for key, value in after.items() if value is not None and not math.isnan(value)}
-    assert measured == {(s, w) for s in STRATEGIES for w in WORKLOADS}, measured
-    for strategy, workload in measured:
-        if strategy == "conditional":  # each commit ran its own jar: a LIST more per file at HEAD
-            assert after[strategy, workload] - before[strategy, workload] >= 1, (workload, before, after)
+    assert measured == set(STRATEGIES), measured
+    # Each commit ran its own jar: at HEAD, conditional's offsets file costs its PUT and the LIST.
+    assert after["conditional"] - before["conditional"] == pytest.approx(1), (before, after)
+    assert after["rename"] == pytest.approx(before["rename"]), (before, after)
 
-    # asv's table: worse (+) is conditional's, every line of it; no other strategy is flagged.
-    flagged = re.findall(r"^\|\s*\+\s*\|.*?" + re.escape(BENCHMARK) + r"\('(\w+)', '(\w+)'\)", output, re.M)
-    assert flagged and {s for s, _ in flagged} == {"conditional"}, output[-3000:]
+    # asv's table: worse (+) is conditional's; no other strategy is flagged.
+    flagged = re.findall(r"^\|\s*\+\s*\|.*?" + re.escape(BENCHMARK) + r"\('(\w+)'\)", output, re.M)
+    assert flagged == ["conditional"], output[-3000:]
     # The published history: asv's regressions page lists the same, and only those.
     regressions = json.loads((results / "html" / "regressions.json").read_text())["regressions"]
-    assert {re.search(r"\('(\w+)',", name).group(1) for name, *_ in regressions} == {"conditional"}, regressions
+    assert {re.search(r"\('(\w+)'", name).group(1) for name, *_ in regressions} == {"conditional"}, regressions
     assert (results / "html" / "index.html").is_file()
 
 
