@@ -44,7 +44,7 @@ BENCHMARK = "jvm_counting.JvmCountingOverhead.track_wal_commit_requests"
 #: count per batch (offsets/N's own requests, nothing the state store's maintenance adds), and the
 #: shortest experiment whose figures name a strategy's manager.
 STRATEGIES = counting.STRATEGIES
-SELECTED = rf"{re.escape(BENCHMARK)}"
+SELECTED = re.escape(BENCHMARK)
 #: Against a hang only: well above the run's own time on 2 cores beside the suite.
 TIMEOUT_S = 1800
 GIT = ["git", "-c", "user.name=ckptbench test", "-c", "user.email=test@ckptbench.invalid"]
