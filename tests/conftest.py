@@ -42,6 +42,7 @@ from helpers import (
     bucket_of,
     child_beside,
     cluster_cross_check_run,
+    jvm_archive_options,
     refuse_unmarked_ceph,
 )
 from infra.metered import MeteredStore
@@ -210,6 +211,8 @@ def pytest_collection_finish(session):
     if session.config.option.collectonly:
         return
     items = session.items
+    if any(item.get_closest_marker("spark") or item.get_closest_marker("beside") for item in items):
+        use_jvm_archive()
     beside = [item for item in items if item.get_closest_marker("beside_the_suite")]
     # A child that runs a test file of this suite (the marker's ``runs``) takes that file's tests
     # out of this process: they would otherwise run twice.
@@ -233,6 +236,15 @@ def pytest_collection_finish(session):
                 lower_priority(proc.pid)
             started[start] = (proc, workdir)
     items[:] = [item for item in items if item not in beside] + beside
+
+
+def use_jvm_archive() -> None:
+    """Start every driver JVM from here on, this suite's and its children's, from the class data
+    archive of this venv's class path (``jvm_archive_options``), in place of one a parent suite on
+    another class path (the Spark 3.5 part's) passed down."""
+    kept = [o for o in os.environ.get("SPARK_SUBMIT_OPTS", "").split()
+            if not o.startswith(("-XX:SharedArchiveFile=", "-Xlog:cds"))]
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join([*kept, jvm_archive_options()])
 
 
 def lower_priority(leader: int) -> None:

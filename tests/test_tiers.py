@@ -5,6 +5,7 @@ tests run by a pytest of their own with this suite's conftest."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,9 @@ def test_ceph_started_or_used_without_the_ceph_marker_fails_the_test(tmp_path):
     assert "2 failed" in done.stdout, done.stdout
     for test in ("test_starts_it", "test_gets_it"):
         assert f"test_planted.py::{test} starts Ceph without the ceph marker" in done.stdout, done.stdout
+
+
+def test_the_suites_driver_jvm_maps_the_class_archive(spark):
+    archive = re.search(r"-XX:SharedArchiveFile=(\S+)", os.environ["SPARK_SUBMIT_OPTS"]).group(1)
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    assert archive in Path(f"/proc/{pid}/maps").read_text()
