@@ -8,10 +8,12 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -255,7 +257,7 @@ def crash_lab(spark, store, keep: bool = False):
             yield lab, recorder
 
 
-# -- the CLI as a real process ------------------------------------------------------------------
+# -- the CLI, as a real process or by its main here --------------------------------------------------------------
 
 def ckptbench(*args: str, env: dict | None = None, unset=(), timeout: float = 60) -> subprocess.CompletedProcess:
     """``python -m ckptbench ARGS`` as a real process with this environment, ``env`` added and
@@ -267,6 +269,35 @@ def ckptbench(*args: str, env: dict | None = None, unset=(), timeout: float = 60
     after = set(RESULTS.glob("*")) if RESULTS.exists() else set()
     assert after == before, "the command wrote results"
     return done
+
+
+def ckptbench_here(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``ckptbench ARGS`` run by the command line's own ``main`` in this process, ``env`` added to
+    the environment meanwhile, as ``ckptbench`` runs it as a process: for input a command refuses
+    before it starts anything, where a process per case would spend its time importing. The
+    strategies it registers, its SIGTERM handler and the environment are put back after; an
+    argparse refusal (``SystemExit``) is its exit status. Each test file keeps a case of its kind
+    as a real process (``ckptbench``): that a process exits with what ``main`` returns."""
+    from ckptbench.cli import app
+
+    before = set(RESULTS.glob("*")) if RESULTS.exists() else set()
+    environ, strategies, handler = dict(os.environ), dict(ckpt_impls.STRATEGIES), signal.getsignal(signal.SIGTERM)
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.update(env or {})
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = app.main(list(args))
+        except SystemExit as e:
+            code = e.code
+        finally:
+            signal.signal(signal.SIGTERM, handler)
+            ckpt_impls.STRATEGIES.clear()
+            ckpt_impls.STRATEGIES.update(strategies)
+            os.environ.clear()
+            os.environ.update(environ)
+    after = set(RESULTS.glob("*")) if RESULTS.exists() else set()
+    assert after == before, "the command wrote results"
+    return subprocess.CompletedProcess(["ckptbench", *args], code, out.getvalue(), err.getvalue())
 
 
 def one_error_line(done: subprocess.CompletedProcess) -> str:

@@ -1,7 +1,8 @@
 """Bad input gets one clear line on stderr, exit status 2, no hang and no results written.
 
 The CLI runs as a real process against real servers; credentials reach it through its
-environment, never its command line.
+environment, never its command line. Input refused before anything starts is checked case by case
+through the command line's ``main`` in this process (``ckptbench_here``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import subprocess
 
 import pytest
 
-from helpers import ROOT, bucket_of, ckptbench, one_error_line, skip_unless_ci
+from helpers import ROOT, bucket_of, ckptbench, ckptbench_here, one_error_line, skip_unless_ci
 
 
 def test_unknown_strategy_lists_the_valid_ones():
@@ -20,17 +21,17 @@ def test_unknown_strategy_lists_the_valid_ones():
 
 
 def test_unknown_store_lists_the_valid_ones():
-    line = one_error_line(ckptbench("measure", "--stores", "hdfs"))
+    line = one_error_line(ckptbench_here("measure", "--stores", "hdfs"))
     assert "'hdfs'" in line and "embedded, ceph" in line
 
 
 def test_an_unknown_crash_plan_lists_the_plans():
-    line = one_error_line(ckptbench("crashlab", "--size", "huge"))
+    line = one_error_line(ckptbench_here("crashlab", "--size", "huge"))
     assert "'huge'" in line and "smallest, quick, full" in line
 
 
 def test_malformed_option_is_one_line():
-    line = one_error_line(ckptbench("measure", "--batches", "many"))
+    line = one_error_line(ckptbench_here("measure", "--batches", "many"))
     assert "--batches" in line
 
 
@@ -95,7 +96,7 @@ def test_cost_at_scale_needs_scale_records(tmp_path):
     (("counting", "--strategies", "rename,bogus"), "'bogus'"),
 ])
 def test_scale_cost_and_counting_options_say_what_is_wrong(args, says):
-    assert says in one_error_line(ckptbench(*args))
+    assert says in one_error_line(ckptbench_here(*args))
 
 
 @pytest.mark.parametrize("command", ["bench", "scale", "counting", "faultlab", "crashlab", "contract", "probe",
@@ -103,7 +104,7 @@ def test_scale_cost_and_counting_options_say_what_is_wrong(args, says):
 def test_every_command_on_one_store_reads_ckpt_store(command):
     """``$CKPT_STORE`` names the store when ``--store`` does not, for every command that runs on one:
     an unknown one is refused in one line before anything starts."""
-    line = one_error_line(ckptbench(command, env={"CKPT_STORE": "nonsense"}))
+    line = one_error_line(ckptbench_here(command, env={"CKPT_STORE": "nonsense"}))
     assert "unknown store 'nonsense'; valid stores: embedded, ceph" in line
 
 
@@ -129,7 +130,7 @@ RECOMMEND = {"--store": "embedded", "--workload": "stateless", "--partitions": "
 ])
 def test_recommend_says_what_is_wrong(tmp_path, changed, says):
     args = [word for option, value in {**RECOMMEND, **changed}.items() for word in (option, value)]
-    line = one_error_line(ckptbench("recommend", *args, "--out", str(tmp_path / "out")))
+    line = one_error_line(ckptbench_here("recommend", *args, "--out", str(tmp_path / "out")))
     assert says in line
     assert not (tmp_path / "out").exists()
 
@@ -137,7 +138,7 @@ def test_recommend_says_what_is_wrong(tmp_path, changed, says):
 def test_recommend_names_a_file_as_out(tmp_path):
     (tmp_path / "out").write_text("mine")
     args = [word for item in RECOMMEND.items() for word in item]
-    line = one_error_line(ckptbench("recommend", *args, "--out", str(tmp_path / "out")))
+    line = one_error_line(ckptbench_here("recommend", *args, "--out", str(tmp_path / "out")))
     assert "is a file: name a directory" in line
 
 

@@ -11,18 +11,15 @@ asv suite and ``python -m ckptbench crashlab`` run many.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 
 import pandas as pd
 import pytest
 
 from ckptbench import metrics
-from ckptbench.cli.common import ROOT
 from ckptbench.experiments import crashlab
 from ckptbench.record import disk, results, schema
-from helpers import CheckpointFiles, bucket_of, crash_lab
+from helpers import CheckpointFiles, bucket_of, ckptbench_here, crash_lab, one_error_line
 from infra.metered import MeteredStore
 from infra.net import command_lines, proc_stat
 
@@ -289,8 +286,4 @@ def test_metrics_over_a_fixed_record(tmp_path):
     (["--workloads", "stateless", "--points", "during-state-upload"], "no crash point of during-state-upload"),
 ])
 def test_bad_input_is_one_line(args, says):
-    done = subprocess.run([sys.executable, "-m", "ckptbench", "crashlab", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ckptbench: error: ") and says in lines[0], done.stderr
+    assert says in one_error_line(ckptbench_here("crashlab", *args))

@@ -22,7 +22,7 @@ import pytest
 import ckpt_impls
 from ckpt_impls import jars, manifest_format
 from ckptbench import deploy
-from helpers import ckptbench, one_error_line
+from helpers import ckptbench, ckptbench_here, one_error_line
 from infra import SparkCluster
 
 JAVA = Path(ckpt_impls.__file__).parent / "java" / "ckptbench" / "checkpoint"
@@ -203,12 +203,12 @@ def test_unknown_strategy():
 
 
 def test_unknown_store():
-    line = one_error_line(ckptbench("deploy", "conditional", "--store", "hdfs", "--bucket", "b"))
+    line = one_error_line(ckptbench_here("deploy", "conditional", "--store", "hdfs", "--bucket", "b"))
     assert "'hdfs'" in line and "embedded, ceph" in line
 
 
 def test_no_bucket():
-    line = one_error_line(ckptbench("deploy", "conditional", "--store", "s3"))
+    line = one_error_line(ckptbench_here("deploy", "conditional", "--store", "s3"))
     assert "--bucket" in line
 
 

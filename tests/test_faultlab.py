@@ -13,7 +13,7 @@ from ckptbench.experiments import faultlab
 from ckptbench.harness import querylab
 from ckptbench.record import disk, results, schema
 from ckptbench.report import page, tables
-from helpers import T0, ckptbench, one_error_line, progress
+from helpers import T0, ckptbench, ckptbench_here, one_error_line, progress
 from infra.faults import Injection
 from infra.s3ops import Event
 
@@ -168,7 +168,7 @@ def test_outage_times_and_table_on_a_fixed_record(tmp_path):
     ("faultlab", "--profiles", "none,bogus"),
 ])
 def test_an_unknown_profile_is_one_line_naming_the_valid_ones(args):
-    line = one_error_line(ckptbench(*args))
+    line = one_error_line(ckptbench_here(*args))
     assert "unknown fault profile 'bogus'; valid fault profiles: none, latency-fixed" in line
 
 

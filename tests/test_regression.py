@@ -30,7 +30,7 @@ import pytest
 from ckpt_impls import jars
 from ckptbench.cli import continuous
 from ckptbench.experiments import counting
-from helpers import ended_beside
+from helpers import ckptbench_here, ended_beside, one_error_line
 from infra.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,11 +132,8 @@ def test_a_planted_request_is_a_regression_and_nothing_else(request):
 def _bad(*args: str, tmp_path: Path) -> str:
     """``bench ARGS`` ends with one line on stderr, exit status 2, and writes nothing."""
     out = tmp_path / "results"
-    done = subprocess.run([sys.executable, "-m", "ckptbench", "bench", "--store", "embedded", "--results", str(out),
-                           *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2, done.stderr
-    [line] = done.stderr.strip().splitlines()
-    assert line.startswith("ckptbench: error: ")
+    done = ckptbench_here("bench", "--store", "embedded", "--results", str(out), *args)
+    line = one_error_line(done)
     assert not out.exists() and done.stdout == ""
     return line
 
