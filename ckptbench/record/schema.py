@@ -17,6 +17,7 @@ field here: the recorder, the writer, the reader and the page follow.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 
@@ -450,5 +451,11 @@ def conform(name: str, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def frame(name: str, rows: list[dict]) -> pd.DataFrame:
-    """Table ``name`` of ``rows`` (dicts by column), conformed to its schema (``conform``)."""
-    return conform(name, pd.DataFrame(rows))
+    """Table ``name`` of ``rows`` (dicts by column), conformed to its schema (``conform``). An empty
+    one is a copy of one conformed once: a record has many empty tables, each read many times."""
+    return conform(name, pd.DataFrame(rows)) if rows else _empty(name).copy()
+
+
+@functools.cache
+def _empty(name: str) -> pd.DataFrame:
+    return conform(name, pd.DataFrame())
