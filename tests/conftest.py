@@ -241,11 +241,12 @@ def pytest_collection_finish(session):
 
 def use_jvm_archive() -> None:
     """Start every driver JVM from here on, this suite's and its children's, from the class data
-    archive of this venv's class path (``jvm_archive_options``), in place of one a parent suite on
-    another class path (the Spark 3.5 part's) passed down."""
-    kept = [o for o in os.environ.get("SPARK_SUBMIT_OPTS", "").split()
-            if not o.startswith(("-XX:SharedArchiveFile=", "-Xlog:cds"))]
-    os.environ["SPARK_SUBMIT_OPTS"] = " ".join([*kept, jvm_archive_options()])
+    archive of this venv's class path (``jvm_archive_options``). A suite beside another keeps the
+    one it was handed: made niced, its own would take the Spark 3.5 part many minutes, and on
+    another class path a JVM loads from its jars as before."""
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if "-XX:SharedArchiveFile=" not in opts:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {jvm_archive_options()}".strip()
 
 
 def lower_priority(leader: int, niceness: int) -> None:
