@@ -78,6 +78,7 @@ def test_every_strategy_on_the_cluster_has_executors_write_state_files(cluster_c
         assert sum(puts.values()) > 0, f"{strategy}: no executor PUT a state file: {checked['by_op']}"
         assert set(puts) <= executors, (strategy, puts, executors)
         assert set(checked["origins"]) - {"driver"} <= executors
+        assert set(checked["origins"]) - {"driver"}, f"{strategy}: no executor shipped a count: {checked['origins']}"
         assert checked["dropped"] == 0
 
 

@@ -27,11 +27,8 @@ decides one, the drained text's parsing, and one source per figure in the result
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 
@@ -43,7 +40,6 @@ from ckpt_impls import build, jars
 from ckptbench import config, metrics
 from ckptbench.harness import jvm_requests, querylab
 from ckptbench.record import disk, results
-from helpers import comparable_totals
 from infra.s3ops import Event, classify
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
@@ -315,31 +311,6 @@ def test_the_check_fails_when_the_jvm_stops_counting_mid_run(spark, metered):
     missed = set(differ.batch_id.dropna())
     assert WARMUP + BATCHES - 1 in missed  # the last batch: counting was off
     assert not missed & set(range(WARMUP + 1))  # the batches before the switch: still counted
-
-
-@pytest.mark.spark
-def test_executors_in_their_own_jvms_ship_their_counts_to_the_driver():
-    """``local-cluster``: a Spark master and an executor JVM of their own on this machine (the
-    proxy on the loopback still sees every request), so the executor's counts (the state store's
-    files, which tasks write) reach the driver only through the plugin. A child process, as one
-    Python process holds one SparkContext."""
-    root = str(config.ROOT)
-    child = subprocess.run(
-        [sys.executable, "-m", "ckptbench.experiments.jvm_crosscheck", "--store", "embedded",
-         "--master", "local-cluster[1,1,1024]", "--strategies", "conditional,rename"],
-        capture_output=True, text=True, timeout=900, cwd=root,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])})
-    assert child.returncode in (0, 1), child.stderr[-3000:]
-    out = json.loads(child.stdout)
-    for strategy, checked in out["strategies"].items():
-        assert "error" not in checked, checked
-        assert checked["disagreements"] == [], (strategy, checked["disagreements"])
-        # Equal but for attempts that never reached the proxy and the proxy's unanswered records no
-        # attempt pairs with.
-        jvm, proxy = comparable_totals(checked)
-        assert jvm == proxy and sum(proxy.values()) > 0, strategy
-        assert set(checked["origins"]) - {"driver"}, f"{strategy}: no executor shipped a count: {checked['origins']}"
-        assert checked["dropped"] == 0
 
 
 class _Store:
