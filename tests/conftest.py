@@ -51,8 +51,7 @@ from infra.net import live_processes
 if TEST_JVM_OPTS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):  # a suite beside this one inherits it
     os.environ["SPARK_SUBMIT_OPTS"] = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), TEST_JVM_OPTS]))
 
-#: nice(1) value of the processes beside the suite: 10 leaves them a tenth of a busy core's time. A
-#: marker's ``niceness`` sets another: the smallest bench's, the longest chain, runs at the suite's.
+#: nice(1) value of the processes beside the suite: 10 leaves them a tenth of a busy core's time.
 BESIDE_NICENESS = 10
 #: The fixtures that start a store (a real server: the moto server, Ceph RGW, a metering proxy).
 STORE_FIXTURES = ("suite_stores",)
@@ -234,7 +233,7 @@ def pytest_collection_finish(session):
             else:
                 proc = start(workdir)
             if proc is not None:  # a session leader (start_new_session)
-                lower_priority(proc.pid, marker.kwargs.get("niceness", BESIDE_NICENESS))
+                lower_priority(proc.pid)
             started[start] = (proc, workdir)
     items[:] = [item for item in items if item not in beside] + beside
 
@@ -249,18 +248,18 @@ def use_jvm_archive() -> None:
         os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {jvm_archive_options()}".strip()
 
 
-def lower_priority(leader: int, niceness: int) -> None:
-    """Nice the session that ``leader`` leads by ``niceness``: its process group, and its
+def lower_priority(leader: int) -> None:
+    """Nice the session that ``leader`` leads by ``BESIDE_NICENESS``: its process group, and its
     scheduling group where Linux has one per session (autogroup, /proc/PID/autogroup). There a
     nice value weighs only against processes of the same session, so niced children in sessions
     of their own would take as much CPU as the suite."""
-    os.setpriority(os.PRIO_PGRP, leader, niceness)
+    os.setpriority(os.PRIO_PGRP, leader, BESIDE_NICENESS)
     autogroup = Path(f"/proc/{leader}/autogroup")
     if not autogroup.exists():  # no autogroup scheduling: the nice value above is enough
         return
     for _ in range(20):
         try:
-            autogroup.write_text(str(niceness))
+            autogroup.write_text(str(BESIDE_NICENESS))
             return
         except BlockingIOError:  # without CAP_SYS_ADMIN, one such write per 0.1 s on the machine
             time.sleep(0.1)

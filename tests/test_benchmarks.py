@@ -45,9 +45,8 @@ def smallest_bench(workdir: Path) -> subprocess.Popen:
                             stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-# The run starts with the session and goes on beside the other tests (conftest.py), checked last;
-# the longest of the children, one experiment after another, so not niced below the suite.
-pytestmark = [pytest.mark.slow, pytest.mark.beside_the_suite.with_args(smallest_bench, niceness=0)]
+# The run starts with the session and goes on beside the other tests (conftest.py), checked last.
+pytestmark = [pytest.mark.slow, pytest.mark.beside_the_suite.with_args(smallest_bench)]
 
 
 def _values(result) -> list:
