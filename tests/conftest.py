@@ -241,8 +241,8 @@ def pytest_collection_finish(session):
 def use_jvm_archive() -> None:
     """Start every driver JVM from here on, this suite's and its children's, from the class data
     archive of this venv's class path (``jvm_archive_options``). A suite beside another keeps the
-    one it was handed: made niced, its own would take the Spark 3.5 part many minutes, and on
-    another class path a JVM loads from its jars as before."""
+    one it was handed: niced, it would make its own on a tenth of a busy core, and on another class
+    path a JVM loads from its jars as before."""
     opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
     if "-XX:SharedArchiveFile=" not in opts:
         os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {jvm_archive_options()}".strip()

@@ -37,8 +37,8 @@ from infra.s3ops import Event, area_of
 #: speed, and most of their JVMs live seconds: without C2 a driver starts and runs its first job on
 #: less CPU, and the suite is CPU-bound on 2 cores.
 TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
-#: The suite's class data archives (``jvm_archive``), one per class path, JDK and JIT setting.
-JVM_ARCHIVES = Path(__file__).resolve().parent.parent / "build" / "jvm-archives"
+#: The suite's class data archives (``jvm_archive_options``), one per class path, JDK and JIT setting.
+JVM_ARCHIVES = jars.BUILD / "jvm-archives"
 
 #: The stores ``SuiteStores`` starts where they can run, each on its first use.
 TEST_STORES = ("embedded", "ceph", "minio")
@@ -257,18 +257,24 @@ def crash_lab(spark, store, keep: bool = False):
             yield lab, recorder
 
 
-# -- the CLI, as a real process or by its main here --------------------------------------------------------------
+# -- the CLI, as a real process or by its main here ---------------------------------------------
 
 def ckptbench(*args: str, env: dict | None = None, unset=(), timeout: float = 60) -> subprocess.CompletedProcess:
     """``python -m ckptbench ARGS`` as a real process with this environment, ``env`` added and
     ``unset`` removed (keys reach it only there), asserting it wrote nothing under results/."""
-    before = set(RESULTS.glob("*")) if RESULTS.exists() else set()
     env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset}
-    done = subprocess.run([sys.executable, "-m", "ckptbench", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    with writes_no_results():
+        return subprocess.run([sys.executable, "-m", "ckptbench", *args], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+
+
+@contextlib.contextmanager
+def writes_no_results():
+    """Fail if what runs inside adds or removes anything under results/."""
+    before = set(RESULTS.glob("*")) if RESULTS.exists() else set()
+    yield
     after = set(RESULTS.glob("*")) if RESULTS.exists() else set()
     assert after == before, "the command wrote results"
-    return done
 
 
 def ckptbench_here(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -280,11 +286,10 @@ def ckptbench_here(*args: str, env: dict | None = None) -> subprocess.CompletedP
     as a real process (``ckptbench``): that a process exits with what ``main`` returns."""
     from ckptbench.cli import app
 
-    before = set(RESULTS.glob("*")) if RESULTS.exists() else set()
     environ, strategies, handler = dict(os.environ), dict(ckpt_impls.STRATEGIES), signal.getsignal(signal.SIGTERM)
     out, err = io.StringIO(), io.StringIO()
     os.environ.update(env or {})
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with writes_no_results(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = app.main(list(args))
         except SystemExit as e:
@@ -295,8 +300,6 @@ def ckptbench_here(*args: str, env: dict | None = None) -> subprocess.CompletedP
             ckpt_impls.STRATEGIES.update(strategies)
             os.environ.clear()
             os.environ.update(environ)
-    after = set(RESULTS.glob("*")) if RESULTS.exists() else set()
-    assert after == before, "the command wrote results"
     return subprocess.CompletedProcess(["ckptbench", *args], code, out.getvalue(), err.getvalue())
 
 
@@ -381,8 +384,8 @@ def jvm_archive_options() -> str:
     JDK 13+) of what a driver of ``harness.spark.session`` loads: made here once per class path,
     JDK and ``TEST_JVM_OPTS`` (a key of their paths, sizes and times), by a short streaming query
     through S3A on the embedded store, then reused. Tests check behaviour, never speed, and most of
-    their JVMs live seconds: loading Spark's, Hadoop's and the AWS SDK's classes from the archive
-    instead of the jars halves a driver's start, in CPU and wall time. A JVM on another class path
+    their JVMs live seconds, much of which goes to loading Spark's, Hadoop's and the AWS SDK's
+    classes from the jars; from the archive they are mapped instead. A JVM on another class path
     (a user's jar, Spark 3.5, a cluster's) cannot map the archive and loads from the jars as
     before; ``-Xlog:cds=off`` keeps it from saying so on stdout, where tests read a command's output."""
     spark = jars.spark_version()
