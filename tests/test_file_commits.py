@@ -15,8 +15,7 @@ import pytest
 
 from benchmarks.commit_latency import JvmTimed
 from ckptbench import metrics
-from ckptbench.harness.querylab import batch_of_file
-from ckptbench.record import results, schema
+from ckptbench.record import attribution, results, schema
 from ckptbench.report import page
 from helpers import ROOT, T0, file_commit_mismatches, fixed_streaming_record, progress
 
@@ -30,7 +29,7 @@ CKPT = "p/checkpoint"
     ("p/output/_spark_metadata/9.compact", 9),
     (f"{CKPT}/state/0/3/8.delta", 7),  # a state store's version V is committed by batch V - 1
     (f"{CKPT}/state/0/3/8.delta.crc", 7),
-    (f"{CKPT}/state/0/3/8.snapshot", 7),
+    (f"{CKPT}/state/0/3/8.snapshot", None),  # only maintenance writes one
     (f"{CKPT}/state/0/3/8.changelog", 7),
     (f"{CKPT}/state/0/3/8_0b1c2d3e-aaaa-bbbb-cccc-0123456789ab.zip", 7),  # checkpoint format v2
     (f"{CKPT}/metadata", None),
@@ -38,12 +37,13 @@ CKPT = "p/checkpoint"
     (f"{CKPT}/state/0/3/SSTs/000008-4e0c.sst", None),
 ])
 def test_a_files_name_gives_its_batch(key, batch):
-    assert batch_of_file(key) == batch
+    assert attribution.named_batch("PUT", key) == batch
 
 
 def commit(run: int, key: str, ms: float, outcome: str = "closed") -> dict:
-    return {"run": run, "batch_id": batch_of_file(key), "kind": key.split("/")[2] if "/state/" not in key else "state",
-            "key": key, "start": T0, "ms": ms, "outcome": outcome}
+    kind = key.split("/")[2] if "/state/" not in key else "state"
+    return {"run": run, "batch_id": attribution.named_batch("PUT", key), "kind": kind, "key": key, "start": T0,
+            "ms": ms, "outcome": outcome}
 
 
 @pytest.fixture

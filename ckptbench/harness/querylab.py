@@ -32,7 +32,7 @@ from ckptbench.config import (
 from ckptbench.config import preset as preset_settings
 from ckptbench.harness import jvm_requests, workloads
 from ckptbench.harness.spark import setting, settings_set
-from ckptbench.record import results
+from ckptbench.record import attribution, results
 from infra.metered import MeteredStore
 from infra.s3ops import Event, area_of
 
@@ -284,36 +284,17 @@ def maintenance_calls(spark, bucket: str, prefix: str) -> list[dict]:
 def file_commits(spark, bucket: str, prefix: str) -> list[dict]:
     """The checkpoint files committed under ``s3a://bucket/prefix`` through the manager
     ``ckpt_impls.MAINTENANCE_WATCH`` wrapped, since the last read, as rows of the ``file_commits``
-    table (without ``run``): ``batch_id`` (``batch_of_file``), ``kind``, ``key``, ``start``
+    table (without ``run``): ``batch_id`` (``attribution.named_batch``), ``kind``, ``key``, ``start``
     (epoch seconds), ``ms`` and ``outcome``. The JVM forgets them."""
     rows = []
     drained = ckpt_impls.jvm_class(spark, ckpt_impls.MAINTENANCE_WATCH).drainCommits(f"{bucket}/{prefix}")
     for line in drained.splitlines():
         start_us, nanos, outcome, name = line.split("\t", 3)
         key = name.split("/", 1)[1]
-        rows.append({"batch_id": batch_of_file(key), "kind": area_of(key), "key": key, "start": int(start_us) / 1e6,
-                     "ms": int(nanos) / 1e6, "outcome": outcome})
+        rows.append({"batch_id": attribution.named_batch("PUT", key), "kind": area_of(key), "key": key,
+                     "start": int(start_us) / 1e6, "ms": int(nanos) / 1e6, "outcome": outcome})
     return rows
 
-
-#: A batch log's file (``offsets/N``, ``commits/N``, ``_spark_metadata/N``, ``sources/0/N``, or the
-#: compacted ``N.compact``), and a state store's file of version V (``V.delta``, ``V.snapshot``,
-#: RocksDB's ``V.zip`` and ``V.changelog``, ``V_<id>.zip`` with checkpoint format v2; a ``.crc``
-#: beside any of them).
-_LOG_FILE = re.compile(r"^(\d+)(\.compact)?(\.crc)?$")
-_STATE_FILE = re.compile(r"^(\d+)(_[^./]+)?\.(delta|snapshot|zip|changelog)(\.crc)?$")
-
-
-def batch_of_file(key: str) -> int | None:
-    """The batch whose checkpoint file ``key`` is, by its name: N for a log's ``N`` (or
-    ``N.compact``); V - 1 for a state file of version V (a state store's version V is committed by
-    batch V - 1); None for any other file (``metadata``, a state schema)."""
-    name = key.rsplit("/", 1)[-1]
-    if area_of(key) == "state":
-        found = _STATE_FILE.match(name)
-        return int(found.group(1)) - 1 if found else None
-    found = _LOG_FILE.match(name)
-    return int(found.group(1)) if found else None
 
 
 def checkpoint_settings(spark, overrides: dict[str, str] | None = None) -> dict[str, str | None]:

@@ -320,9 +320,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         "commitOffsets, which stay the user-facing figures. Logged in local mode only (where the state stores "
         "write in the driver's JVM); a record before it, or of a cluster, has none.",
         _RUN,
-        column("batch_id", INT, "the batch the file's name says wrote it (``offsets/N``, ``commits/N``, "
-               "``_spark_metadata/N``: N; a state file of version V: V - 1); NA where the name says none",
-               nullable=True),
+        column("batch_id", INT, "the batch the file's name says wrote it (``record.attribution.named_batch``: "
+               "``offsets/N``, ``commits/N``, ``_spark_metadata/N``: N; a state file of version V: V - 1); NA "
+               "where the name says none, as for a snapshot, which only maintenance writes", nullable=True),
         column("kind", TEXT, "the checkpoint area of its key (``infra.s3ops.area_of``: offsets, commits, state, "
                "_spark_metadata, metadata, sources...)"),
         column("key", TEXT, "the file's key"),
