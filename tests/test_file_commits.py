@@ -49,8 +49,9 @@ def commit(run: int, key: str, ms: float, outcome: str = "closed") -> dict:
 @pytest.fixture
 def record() -> results.Results:
     """Run 0: a warm-up batch 0 and measured batches 1 to 3, each with its offsets, commits and a
-    state file; batch 2's state file cancelled and written again; a snapshot the maintenance wrote
-    (named for batch 1) and the checkpoint's metadata file (no batch), both left out. Run 1: a run
+    state file; batch 2's state file cancelled and written again; a RocksDB snapshot zip the
+    maintenance wrote (named for batch 1, as changelog checkpointing has it) and the checkpoint's
+    metadata file (no batch), both left out. Run 1: a run
     with no timing (a cluster's, or an older record's)."""
     recorder = results.Recorder()
     run = recorder.add_run("rename", "stateful", 1000, "p")
@@ -61,10 +62,10 @@ def record() -> results.Results:
         rows += [commit(run, f"{CKPT}/offsets/{b}", offsets), commit(run, f"{CKPT}/commits/{b}", commits),
                  commit(run, f"{CKPT}/state/0/0/{b + 1}.delta", state)]
     rows += [commit(run, f"{CKPT}/state/0/0/3.delta", 0.25, "cancelled"),
-             commit(run, f"{CKPT}/state/0/0/2.snapshot", 30.0)]
+             commit(run, f"{CKPT}/state/0/0/2.zip", 30.0)]
     recorder.add("file_commits", rows)
     recorder.add_maintenance(run, [{"start": T0, "end": T0 + 1, "method": "createAtomic", "thread": "m",
-                                    "key": f"{CKPT}/state/0/0/2.snapshot"}])
+                                    "key": f"{CKPT}/state/0/0/2.zip"}])
     recorder.add_run("direct", "stateful", 1000, "q")
     recorder.add_batches(1, "measured", [progress(b, 5.0) for b in (1, 2, 3)])
     return recorder.results({"plan": {"keys": [1000]}})

@@ -296,7 +296,6 @@ def file_commits(spark, bucket: str, prefix: str) -> list[dict]:
     return rows
 
 
-
 def checkpoint_settings(spark, overrides: dict[str, str] | None = None) -> dict[str, str | None]:
     """The values of ``CHECKPOINT_SETTINGS`` a query started in ``spark``'s session with
     ``overrides`` set would have (None: see ``setting``)."""
