@@ -31,9 +31,9 @@ TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
 
 # S3A 3.3.1 on pyspark 4.3's Hadoop 3.5: without these it fails on duration strings
 # ("60s") and on SDK v2 credential classes (measured: docs/findings/s3a-and-sdk.md). pyspark 3.5's
-# Hadoop 3.3.4 needs none of them (its defaults are 3.3.1's kind), but they are set there too,
-# so that both Spark versions run the one connector with the same settings; the only value that
-# differs from Hadoop 3.3.4's default is the connect timeout (30 s, Hadoop 3.4+'s, against 5 s).
+# Hadoop 3.3.4 and its hadoop-aws 3.3.4 need none of them (their defaults are 3.3.1's kind), but
+# they are set there too, so that both Spark versions run with the same settings; the only value
+# that differs from Hadoop 3.3.4's default is the connect timeout (30 s, Hadoop 3.4+'s, against 5 s).
 _S3A_ON_HADOOP_35 = {
     "fs.s3a.threads.keepalivetime": "60",
     "fs.s3a.connection.establish.timeout": "30000",

