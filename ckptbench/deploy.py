@@ -78,7 +78,16 @@ def plan(strategy: str, store, bucket: str) -> dict:
         submit += ["--conf", f"{key}={value}"]
     return {"strategy": strategy, "store": store.name, "endpoint": store.endpoint or "AWS S3", "bucket": bucket,
             "emulator": store.emulator, "jars": [{"path": p, "what": _jar_what(p)} for p in paths],
-            "conf": conf, "submit": [*submit, APP], "versions": jars.versions()}
+            "packages": _packages(paths), "conf": conf, "submit": [*submit, APP], "versions": jars.versions()}
+
+
+def _packages(paths: list[str]) -> list[str]:
+    """The Maven coordinates of the bundled S3A jars among ``paths`` (``jars.S3A``), which a user can
+    give spark-submit's ``--packages`` instead of their paths; none where the S3A jars are the user's."""
+    if os.environ.get(jars.USER_JARS_ENV, "").strip():
+        return []
+    names = {os.path.basename(p) for p in paths}
+    return [a.coordinates for a in jars.bundled() if a.file in names]
 
 
 def _command(argv: list[str]) -> str:
@@ -134,6 +143,9 @@ def text(data: dict) -> str:
         lines.append(f"# WARNING: {data['store']} is an emulator, for tests, not production")
     lines += ["", "## jars (paths on this machine; --jars ships them to the executors)"]
     lines += [f"{j['path']}  # {j['what']}" for j in data["jars"]]
+    if data["packages"]:
+        lines.append(f"# or, for the S3A jars, their Maven coordinates (from Maven Central): "
+                     f"--packages {','.join(data['packages'])}")
     lines += ["", "## settings"]
     width = max(map(len, data["conf"]))
     lines += [f"{k:<{width}}  {_what_conf(k, bucket, chosen)}".rstrip() for k in data["conf"]]

@@ -98,6 +98,9 @@ def test_the_printed_settings_are_the_labs_own_without_keys(bucket, strategy, mo
     assert jar_list.split(",") == expected_jars
     assert conf == expected
     assert printed_session_conf(done.stdout) == {"spark.jars": jar_list, **conf}
+    packages = {a.file: a.coordinates for a in jars.bundled()}
+    named = [packages[os.path.basename(p)] for p in expected_jars if os.path.basename(p) in packages]
+    assert re.findall(r"--packages (\S+)$", done.stdout, re.M) == ([",".join(named)] if named else [])
     assert conf.get(ckpt_impls.MANAGER_CLASS_CONF) == chosen.manager_class
     assert conf[f"spark.hadoop.fs.s3a.bucket.{name}.endpoint"] == store.endpoint
     assert conf[f"spark.hadoop.fs.s3a.bucket.{name}.aws.credentials.provider"] == \
@@ -105,6 +108,18 @@ def test_the_printed_settings_are_the_labs_own_without_keys(bucket, strategy, mo
     assert not [k for k in conf if k.endswith((".access.key", ".secret.key", ".session.token"))]
     assert store.credentials.secret_key not in done.stdout + done.stderr
     assert store.credentials.access_key not in done.stdout + done.stderr
+
+
+def test_the_s3a_jars_by_coordinates_only_where_they_are_the_bundled_ones(bucket):
+    store, name = bucket
+    bundled = ",".join(str(jars.BUNDLED_DIR / a.file) for a in jars.bundled())
+    printed = {}
+    for user_jars in ("", bundled):
+        done = ckptbench("deploy", "conditional", "--store", "embedded", "--bucket", name,
+                         env={**env_for(store), jars.USER_JARS_ENV: user_jars})
+        assert done.returncode == 0, done.stderr
+        printed[user_jars] = re.findall(r"--packages (\S+)$", done.stdout, re.M)
+    assert printed == {"": [",".join(a.coordinates for a in jars.bundled())], bundled: []}
 
 
 def test_ceph_gets_its_signer():
