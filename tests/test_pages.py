@@ -321,6 +321,12 @@ def sample_report(tmp_path_factory) -> Path:
     return out / "report" / "index.html"
 
 
+def test_the_decision_rules_read_as_text_with_names_as_code(sample_report):
+    rules = sample_report.read_text().split('id="rule"', 1)[1]
+    assert "``" not in rules
+    assert "<code>TIE</code>" in rules and "<code>ckpt_impls.STRATEGIES</code>" in rules
+
+
 def test_the_committed_sample_report_is_what_report_makes_of_its_record(sample_report):
     """docs/sample-report/report is regenerated with `python -m ckptbench report --results docs/sample-report`."""
     committed = (SAMPLE / "report" / "index.html").read_text()

@@ -22,15 +22,26 @@ table, not cells: they are printed as they are.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import jinja2
+import markupsafe
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: The environment every page of the report package is rendered in: autoescape on, and a name
 #: a template misspells fails instead of rendering empty.
 ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                          undefined=jinja2.StrictUndefined)
+
+
+def literals(text: str) -> markupsafe.Markup:
+    """``text`` escaped, with its reStructuredText literals (a name between double backticks) as
+    ``<code>``: a docstring the pages show (the decision's rules) reads as text, not as markup."""
+    return markupsafe.Markup(re.sub(r"``(.+?)``", r"<code>\1</code>", str(markupsafe.escape(text))))
+
+
+ENV.filters["literals"] = literals
 
 
 @dataclasses.dataclass
