@@ -175,6 +175,46 @@ def test_rocksdb_uploads_go_with_their_zip():
         assert sorted(results.Run(bare, run).maintenance_requests.op) == ["HEAD", "PUT", "PUT"]
 
 
+def commit(start: float, ms: float, key: str) -> dict:
+    """A file's commit as the maintenance watch times it (a row of ``file_commits``)."""
+    return {"batch_id": attribution.named_batch("PUT", key), "kind": area_of(key), "key": key, "start": T0 + start,
+            "ms": ms, "outcome": "closed"}
+
+
+@pytest.mark.parametrize("batch_meanwhile", [False, True], ids=["snapshot-alone", "batch-committing-too"])
+def test_a_snapshots_requests_on_its_directory_are_maintenances_where_no_batch_wrote_there(batch_meanwhile):
+    """S3A's write of a snapshot sends requests on the partition's directory itself (its probe, its
+    marker cleanup) that name no file, as a batch's write there does. They fall in batch 2's window.
+    Where the files' commits show no batch file of that directory being committed during the
+    snapshot's call, they are maintenance's, and batch 2's own requests are those of a run without
+    the snapshot; where a batch's delta was being committed there meanwhile, they stay the batch's."""
+    part = "p/state/0/0"
+    recorder = results.Recorder()
+    run = recorder.add_run("rename", "stateful", 10, "p")
+    recorder.add_batches(run, "measured", MEASURED)
+    own = [request(b + 0.1, "PUT", f"{part}/{b + 1}.delta") for b in (1, 2, 3, 4)]
+    snapshot = [request(2.3, "HEAD", part), request(2.31, "LIST", part + "/"),
+                request(2.32, "PUT", f"{part}/.2.snapshot.1b2c.tmp"), request(2.33, "BULK_DELETE", part + "/"),
+                request(2.34, "COPY", f"{part}/2.snapshot")]
+    recorder.add_requests(run, own + snapshot, MEASURED)
+    recorder.add_maintenance(run, [call(2.299, 2.36, f"{part}/2.snapshot", "createAtomic")])
+    commits = [commit(b + 0.099, 2.0, f"{part}/{b + 1}.delta") for b in (1, 2, 3, 4)]
+    commits.append(commit(2.299, 61.0, f"{part}/2.snapshot"))
+    if batch_meanwhile:
+        commits.append(commit(2.25, 100.0, f"{part}/9.delta"))
+    recorder.add("file_commits", [{"run": run, **row} for row in commits])
+    made = results.Run(recorder.results({"plan": {"keys": [10]}}), run)
+    on_directory = ["BULK_DELETE", "HEAD", "LIST"]
+    if batch_meanwhile:
+        assert made.requests.groupby("batch_id").size().to_dict() == {1: 1, 2: 4, 3: 1, 4: 1}
+        assert sorted(made.maintenance_requests.op) == ["COPY", "PUT"]
+    else:
+        assert made.requests.groupby("batch_id").size().to_dict() == {1: 1, 2: 1, 3: 1, 4: 1}
+        assert sorted(made.maintenance_requests.op) == sorted(["COPY", "PUT", *on_directory])
+        assert set(made.maintenance_requests[made.maintenance_requests.op.isin(on_directory)].call) == {
+            "createAtomic"}
+
+
 def test_drift_lists_a_change_in_a_batchs_own_requests_and_shows_maintenance_apart(tmp_path):
     """Two runs of one commit: a batch's own request counts equal, maintenance's moved. Then a
     broken case: one own count changed (a request a batch sent, or one told to the wrong batch),

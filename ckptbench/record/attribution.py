@@ -6,7 +6,9 @@ and however a request's start fell against the batches' windows.
 The rules, in order (``attribute``):
 
 1. **Maintenance** made it where a logged call of the state store's maintenance did
-   (``maintenance_methods``: by key, within the call's span), or where its file is one only
+   (``maintenance_methods``: by key, within the call's span; a write's or delete's requests on its
+   directory itself too, where no batch's file in that directory was being committed meanwhile,
+   as the ``file_commits`` table says), or where its file is one only
    maintenance writes (``MAINTENANCE_FILES``: an HDFS-backed store's ``N.snapshot``; a RocksDB
    ``V.zip`` in a partition the run wrote changelogs to, where a zip is a snapshot), or it deletes
    a state file that is not a temp file (old versions past retention; ``MaintenanceWatch`` says
@@ -33,7 +35,9 @@ The rules, in order (``attribute``):
 
 Limits: on a cluster (or before schema 6) no maintenance call was logged, and only rule 1's file
 names tell maintenance apart. Rule 3 is by time: a request that names no batch and fell in another
-batch's window counts there. RocksDB's SST reads (a store loaded from the checkpoint) stay with
+batch's window counts there; so does a maintenance write's request on its directory itself while a
+batch's file there was being committed too (both send the same), or where no commit was logged
+(before schema 11). RocksDB's SST reads (a store loaded from the checkpoint) stay with
 their window: only uploads go with a zip.
 """
 
@@ -73,6 +77,11 @@ _STATE_FILE = re.compile(r"^(?P<n>\d+)(_[^./]*)?\.(delta|changelog|zip)$")
 _LOG_AREAS = ("offsets", "commits", "_spark_metadata")
 #: The operations that write a file.
 WRITES = ("PUT", "COPY", "MPU_INIT", "MPU_PART", "MPU_COMPLETE", "MPU_ABORT")
+#: What S3A sends on a file's directory itself around a write or a delete of the file: its probes
+#: of the parent (HEAD, LIST) and the bulk DELETE of the directory markers above a new object.
+DIRECTORY_OPS = ("HEAD", "LIST", "BULK_DELETE")
+#: The maintenance calls whose requests on their file's directory itself are theirs (``maintenance_methods``).
+_FILE_CHANGES = ("createAtomic", "delete")
 
 
 def file_name(key: str) -> str:
@@ -134,19 +143,22 @@ def _on_listed(key: str, directory: str) -> bool:
                                                     and not key[len(directory) + 1:].startswith("."))
 
 
-def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.Series:
+def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame, commits: pd.DataFrame | None = None) -> pd.Series:
     """For each of ``requests``, the method of the one of ``calls`` (rows of the ``maintenance``
     table) that made it, None where none did (a batch's own): it started within the call's span
     (widened by ``WINDOW_SLACK_S``) on the call's object. A ``list`` call's object is the directory
     it listed: a read (``LISTING_OPS``) of it or in it. Another call's is the file it names, under
     any name the request gives it (``.<name>.<uuid>.tmp`` on the way to a rename, S3A's probe of
-    ``<name>/``), or its directory's manifest, where ``manifest`` writes and deletes a file.
+    ``<name>/``), or its directory's manifest, where ``manifest`` writes and deletes a file; a
+    write's or a delete's (``_FILE_CHANGES``) also its directory itself (``DIRECTORY_OPS``: S3A's
+    probe of the parent, its marker cleanup) where ``commits`` (rows of the ``file_commits`` table)
+    show that no file a batch names in that directory was being committed during the call.
 
     By key and time, since no request says which thread sent it: a task's own read in a directory
     during a listing of it (a few milliseconds) counts as maintenance's, and a request on a
-    partition's directory itself around a write (S3A's marker cleanup) stays the batch's, as a task
-    writing there at that moment sends the same. Attributes nothing where no call was logged (before
-    schema 6, or on a cluster)."""
+    directory itself during both a maintenance write and a batch's commit there stays the batch's,
+    as both send the same. Attributes nothing where no call was logged (before schema 6, or on a
+    cluster)."""
     made = pd.Series(None, index=requests.index, dtype=object)
     if calls.empty or requests.empty:
         return made
@@ -163,16 +175,32 @@ def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.Serie
             log = manifest_format.prefix(directory)
             hits = [i for i in range(first, last) if keys[i].startswith(log) or (
                 keys[i].startswith(directory + "/") and name in keys[i][len(directory) + 1:])]
+            if method in _FILE_CHANGES and _alone_in(directory, key, start, end, commits):
+                hits += [i for i in range(first, last)
+                         if ops[i] in DIRECTORY_OPS and keys[i] in (directory, directory + "/")]
         made.loc[ordered.index[hits]] = method
     return made
 
 
-def attribute(requests: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    """For each of one run's ``requests`` (rows of the ``requests`` table, one source's or several)
-    and its maintenance ``calls`` (rows of the ``maintenance`` table): ``cause`` (one of
-    ``CAUSES``), ``batch`` (the batch that made it; NA unless ``cause`` is ``batch``) and ``call``
-    (the logged maintenance method that made it, None where none did), by the module's rules."""
-    call = maintenance_methods(requests, calls)
+def _alone_in(directory: str, key: str, start: float, end: float, commits: pd.DataFrame | None) -> bool:
+    """Whether ``commits`` (rows of the ``file_commits`` table; None or empty: none were logged, so
+    nothing is known) show that no file a batch names in ``directory``, other than ``key``, was
+    being committed from ``start`` to ``end`` (widened by ``WINDOW_SLACK_S``)."""
+    if commits is None or commits.empty:
+        return False
+    mine = commits[commits.batch_id.notna() & (commits.key != key)
+                   & (commits.key.str.rpartition("/")[0] == directory)]
+    ends = mine.start + mine.ms / 1000
+    return not ((mine.start <= end + WINDOW_SLACK_S) & (ends >= start - WINDOW_SLACK_S)).any()
+
+
+def attribute(requests: pd.DataFrame, calls: pd.DataFrame, commits: pd.DataFrame | None = None) -> pd.DataFrame:
+    """For each of one run's ``requests`` (rows of the ``requests`` table, one source's or several),
+    its maintenance ``calls`` (rows of the ``maintenance`` table) and its files' ``commits`` (rows
+    of the ``file_commits`` table, where logged): ``cause`` (one of ``CAUSES``), ``batch`` (the
+    batch that made it; NA unless ``cause`` is ``batch``) and ``call`` (the logged maintenance
+    method that made it, None where none did), by the module's rules."""
+    call = maintenance_methods(requests, calls, commits)
     facts = _facts(requests)
     batch = _named_batches(requests, facts).fillna(requests.batch_id.astype("Int64"))
     logged = requests.op.isin(WRITES) & facts.file.str.endswith(".changelog")

@@ -171,7 +171,7 @@ class Results:
 
     @functools.cached_property
     def _causes(self) -> pd.DataFrame:
-        causes = [attribution.attribute(rows, self.rows_of("maintenance", run))
+        causes = [attribution.attribute(rows, self.rows_of("maintenance", run), self.rows_of("file_commits", run))
                   for run, rows in self.requests.groupby("run")]
         return pd.concat(causes) if causes else attribution.attribute(self.requests, self.maintenance)
 
