@@ -44,6 +44,7 @@ class Injection:
     bucket: str
     key: str
     fault: str
+    seconds: float = 0.0  # how long the proxy held the request for it: a ``Delay``'s; 0 for the others
 
 
 # -- actions ---------------------------------------------------------------------------------

@@ -156,7 +156,7 @@ class Session:
                     if fault is not None:
                         self._injected(ex, fault)
                 else:
-                    self._injected(ex, action.fault)
+                    self._injected(ex, action.fault, action.seconds)
                     time.sleep(action.seconds)
                 action = action.then
             if type(action) is Reset or (type(action) is KillGroup and not action.after_applied):
@@ -371,8 +371,8 @@ class Session:
         ex.recorded = True
         self.link.record(ex.event())
 
-    def _injected(self, ex: _Exchange, fault: str) -> None:
-        self.link.injected(Injection(ex.start, ex.op, ex.bucket, ex.key, fault))
+    def _injected(self, ex: _Exchange, fault: str, seconds: float = 0.0) -> None:
+        self.link.injected(Injection(ex.start, ex.op, ex.bucket, ex.key, fault, seconds))
 
     # -- the client side -------------------------------------------------------
 
