@@ -31,6 +31,8 @@ USER_JARS_ENV = "CKPT_S3A_JARS"
 MAVEN_SETTINGS = Path(__file__).resolve().parent / "maven-central.xml"
 #: The plugin that copies one artifact by its coordinates, pinned rather than Maven's default of the day.
 MAVEN_COPY = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy"
+#: Terminal colour codes, which Maven prints even in batch mode.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,12 +186,16 @@ def fetch_bundled() -> None:
     BUNDLED_DIR.mkdir(parents=True, exist_ok=True)
     for artifact in missing:
         print(f"fetching {artifact.coordinates} from Maven Central ...", flush=True)
-        done = subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "-s", str(MAVEN_SETTINGS), MAVEN_COPY,
-                               f"-Dartifact={artifact.coordinates}", f"-DoutputDirectory={BUNDLED_DIR}"])
+        done = subprocess.run(["mvn", "-q", "-B", "-s", str(MAVEN_SETTINGS), MAVEN_COPY,
+                               f"-Dartifact={artifact.coordinates}", f"-DoutputDirectory={BUNDLED_DIR}"],
+                              capture_output=True, text=True)
         jar = BUNDLED_DIR / artifact.file
         if done.returncode != 0 or not jar.is_file():
-            raise JarsMissing(f"mvn could not fetch {artifact.coordinates} (exit {done.returncode}, above): "
-                              f"check the network, or name your jars in {USER_JARS_ENV}")
+            said = [line.removeprefix("[ERROR]").strip() for line in _ANSI.sub("", done.stdout + done.stderr)
+                    .splitlines() if line.startswith("[ERROR]") and line.removeprefix("[ERROR]").strip()]
+            raise JarsMissing(f"mvn could not fetch {artifact.coordinates} (exit {done.returncode}"
+                              + (f": {said[0]}" if said else "") + f"): check the network, or name your jars in "
+                              f"{USER_JARS_ENV}")
         if _sha256(jar) != artifact.sha256:
             jar.unlink()
             raise JarsMissing(f"{artifact.coordinates} from Maven Central does not match its pinned sha256; "

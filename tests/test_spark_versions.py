@@ -82,6 +82,20 @@ def test_a_fetched_jar_whose_sha256_differs_is_refused_and_removed(monkeypatch, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.spark  # mvn is a JVM
+def test_a_jar_maven_cannot_fetch_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.delenv(jars.USER_JARS_ENV, raising=False)
+    monkeypatch.setattr(jars, "BUNDLED_DIR", tmp_path)
+    missing = jars.Artifact("org.apache.hadoop", "hadoop-aws", "0.0.0-no-such-version", "0" * 64)
+    monkeypatch.setitem(jars.S3A, jars.spark_version(), (missing,))
+    with pytest.raises(jars.JarsMissing) as refused:
+        jars.fetch_bundled()
+    said = str(refused.value)
+    assert re.fullmatch(rf"mvn could not fetch {re.escape(missing.coordinates)} \(exit 1: [^\n\x1b]+\): check the "
+                        r"network, or name your jars in CKPT_S3A_JARS", said), said
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_spark_line_with_no_pinned_s3a_is_one_line():
     with pytest.raises(jars.JarsMissing, match=r"^no S3A jars are pinned for Spark 9\.9 \(only 4\.3, 3\.5\): name "
                                                r"yours in CKPT_S3A_JARS$"):
