@@ -164,6 +164,7 @@ def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame, commits: pd
         return made
     ordered = requests.sort_values("start")
     starts, ops, keys = ordered.start.to_numpy(), ordered.op.to_numpy(), ordered.key.to_numpy()
+    committed = _batch_commits(commits)
     for start, end, method, key in zip(calls.start, calls.end, calls.method, calls.key, strict=True):
         first = starts.searchsorted(start - WINDOW_SLACK_S, side="left")
         last = starts.searchsorted(end + WINDOW_SLACK_S, side="right")
@@ -175,23 +176,35 @@ def maintenance_methods(requests: pd.DataFrame, calls: pd.DataFrame, commits: pd
             log = manifest_format.prefix(directory)
             hits = [i for i in range(first, last) if keys[i].startswith(log) or (
                 keys[i].startswith(directory + "/") and name in keys[i][len(directory) + 1:])]
-            if method in _FILE_CHANGES and _alone_in(directory, key, start, end, commits):
+            if method in _FILE_CHANGES and _alone_in(committed, directory, key, start, end):
                 hits += [i for i in range(first, last)
                          if ops[i] in DIRECTORY_OPS and keys[i] in (directory, directory + "/")]
         made.loc[ordered.index[hits]] = method
     return made
 
 
-def _alone_in(directory: str, key: str, start: float, end: float, commits: pd.DataFrame | None) -> bool:
-    """Whether ``commits`` (rows of the ``file_commits`` table; None or empty: none were logged, so
-    nothing is known) show that no file a batch names in ``directory``, other than ``key``, was
-    being committed from ``start`` to ``end`` (widened by ``WINDOW_SLACK_S``)."""
+def _batch_commits(commits: pd.DataFrame | None) -> dict[str, pd.DataFrame] | None:
+    """The commits (rows of the ``file_commits`` table) of files a batch names, by directory, each
+    with its ``end``; None where none were logged, so nothing is known."""
     if commits is None or commits.empty:
+        return None
+    named = commits[commits.batch_id.notna()]
+    named = named.assign(end=named.start + named.ms / 1000)
+    return dict(tuple(named.groupby(named.key.str.rpartition("/")[0])))
+
+
+def _alone_in(committed: dict[str, pd.DataFrame] | None, directory: str, key: str, start: float,
+              end: float) -> bool:
+    """Whether ``committed`` (``_batch_commits``) shows that no file a batch names in ``directory``,
+    other than ``key``, was being committed from ``start`` to ``end`` (widened by
+    ``WINDOW_SLACK_S``); False where nothing is known."""
+    if committed is None:
         return False
-    mine = commits[commits.batch_id.notna() & (commits.key != key)
-                   & (commits.key.str.rpartition("/")[0] == directory)]
-    ends = mine.start + mine.ms / 1000
-    return not ((mine.start <= end + WINDOW_SLACK_S) & (ends >= start - WINDOW_SLACK_S)).any()
+    mine = committed.get(directory)
+    if mine is None:
+        return True
+    mine = mine[mine.key != key]
+    return not ((mine.start <= end + WINDOW_SLACK_S) & (mine.end >= start - WINDOW_SLACK_S)).any()
 
 
 def attribute(requests: pd.DataFrame, calls: pd.DataFrame, commits: pd.DataFrame | None = None) -> pd.DataFrame:
