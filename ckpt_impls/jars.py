@@ -122,6 +122,11 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def users_own() -> bool:
+    """Whether the S3A jars are the user's own (``CKPT_S3A_JARS`` names some), not the bundled ones."""
+    return bool(os.environ.get(USER_JARS_ENV, "").strip())
+
+
 def s3a_jars() -> list[Path]:
     """The S3A connector jars to load: the user's (CKPT_S3A_JARS) or the bundled fallback."""
     named = os.environ.get(USER_JARS_ENV, "").strip()
@@ -176,7 +181,7 @@ def bundled(version: str | None = None) -> tuple[Artifact, ...]:
 
 def fetch_bundled() -> None:
     """Fetch the running Spark's S3A jars unless the user named their own or they are already here."""
-    if os.environ.get(USER_JARS_ENV, "").strip():
+    if users_own():
         s3a_jars()  # validates the user's paths
         return
     missing = [a for a in bundled() if not (BUNDLED_DIR / a.file).is_file()]  # verified when fetched

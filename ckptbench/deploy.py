@@ -84,7 +84,7 @@ def plan(strategy: str, store, bucket: str) -> dict:
 def _packages(paths: list[str]) -> list[str]:
     """The Maven coordinates of the bundled S3A jars among ``paths`` (``jars.S3A``), which a user can
     give spark-submit's ``--packages`` instead of their paths; none where the S3A jars are the user's."""
-    if os.environ.get(jars.USER_JARS_ENV, "").strip():
+    if jars.users_own():
         return []
     names = {os.path.basename(p) for p in paths}
     return [a.coordinates for a in jars.bundled() if a.file in names]
@@ -108,7 +108,7 @@ def _jar_what(path: str) -> str:
         strategy, jar = found
         return (f"{strategy.name}'s manager, from outside ({strategy.manager_class}; sha256 {jar.sha256[:12]}"
                 + (f", version {jar.implementation_version}" if jar.implementation_version else "") + ")")
-    source = f"yours, from {jars.USER_JARS_ENV}" if os.environ.get(jars.USER_JARS_ENV, "").strip() else "bundled"
+    source = f"yours, from {jars.USER_JARS_ENV}" if jars.users_own() else "bundled"
     name = os.path.basename(path)
     if name.startswith("hadoop-aws"):
         return f"the S3A connector ({source})"
