@@ -29,17 +29,25 @@ JAVA_OPTIONS_CONFS = ("spark.driver.extraJavaOptions", "spark.executor.extraJava
 #: Spark's rename temp files: ``.<name>.<uuid>.tmp`` beside the target.
 TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
 
-# S3A 3.3.1 on pyspark 4.3's Hadoop 3.5: without these it fails on duration strings
-# ("60s") and on SDK v2 credential classes (measured: docs/findings/s3a-and-sdk.md). pyspark 3.5's
-# Hadoop 3.3.4 and its hadoop-aws 3.3.4 need none of them (their defaults are 3.3.1's kind), but
-# they are set there too, so that both Spark versions run with the same settings; the only value
-# that differs from Hadoop 3.3.4's default is the connect timeout (30 s, Hadoop 3.4+'s, against 5 s).
-_S3A_ON_HADOOP_35 = {
-    "fs.s3a.threads.keepalivetime": "60",
-    "fs.s3a.connection.establish.timeout": "30000",
-    "fs.s3a.connection.timeout": "200000",
-    "fs.s3a.multipart.purge.age": "86400",
-    "fs.s3a.aws.credentials.provider": "com.amazonaws.auth.DefaultAWSCredentialsProviderChain",
+#: Settings S3A gets from us, by the AWS SDK generation its connector is built on (``jars.aws_sdk``).
+#: S3A 3.3 (SDK v1) parses these keys as plain numbers, and Hadoop 3.4+'s core-default.xml (a
+#: Spark 4 user's) gives them as duration strings ("60s") it fails on; so they are set, as the
+#: numbers S3A 3.4+ uses by default, on S3A 3.3 wherever it runs, and S3A 3.3 connects and waits
+#: as S3A 3.4+ does (its own connect timeout is 5 s, not 30 s). S3A 3.4+ (SDK v2) needs none.
+_S3A_SETTINGS = {
+    "v1": {
+        "fs.s3a.threads.keepalivetime": "60",
+        "fs.s3a.connection.establish.timeout": "30000",
+        "fs.s3a.connection.timeout": "200000",
+        "fs.s3a.multipart.purge.age": "86400",
+    },
+    "v2": {},
+}
+#: The AWS SDK's own credential chain (environment, profile, instance role) as each SDK
+#: generation names it: S3A 3.4+ translates only a few SDK v1 class names, not this one.
+_SDK_CHAIN = {
+    "v1": "com.amazonaws.auth.DefaultAWSCredentialsProviderChain",
+    "v2": "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
 }
 _KEYS_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
 
@@ -224,13 +232,12 @@ def describe() -> str:
 def store_conf(store, bucket: str) -> dict[str, str]:
     """Non-secret S3A settings that point ``s3a://bucket`` at ``store`` (Hadoop keys)."""
     prefix = f"fs.s3a.bucket.{bucket}."
-    conf = {prefix + "aws.credentials.provider":
-            _KEYS_PROVIDER if store.credentials else _S3A_ON_HADOOP_35["fs.s3a.aws.credentials.provider"]}
+    conf = {prefix + "aws.credentials.provider": _KEYS_PROVIDER if store.credentials else _SDK_CHAIN[jars.aws_sdk()]}
     if store.endpoint:
         conf[prefix + "endpoint"] = store.endpoint
         conf[prefix + "path.style.access"] = "true"
         conf[prefix + "connection.ssl.enabled"] = str(store.endpoint.startswith("https://")).lower()
-    conf.update({prefix + k: v for k, v in store.s3a_options().items()})
+    conf.update({prefix + k: v for k, v in store.s3a_options(jars.aws_sdk()).items()})
     return conf
 
 
@@ -243,7 +250,7 @@ def session_conf(strategy: str, store, bucket: str) -> dict[str, str]:
     conf = {"spark.jars": ",".join([*map(str, jars.spark_jars()), *foreign_jars()])}
     if chosen.manager_class:
         conf[MANAGER_CLASS_CONF] = chosen.manager_class
-    for key, value in {**_S3A_ON_HADOOP_35, **store_conf(store, bucket)}.items():
+    for key, value in {**_S3A_SETTINGS[jars.aws_sdk()], **store_conf(store, bucket)}.items():
         conf["spark.hadoop." + key] = value
     if getattr(store, "truststore", None) is not None:
         for key in JAVA_OPTIONS_CONFS:

@@ -1,12 +1,20 @@
 """Compile the JVM checkpoint managers (and the S3 request meter) against pyspark's own jars (and the
-S3A jars), with the resources of ``RESOURCES``.
+S3A jars), with the resources of the S3A jars' AWS SDK.
 
-One set of Java sources serves every Spark version; each venv builds the jar of its own pyspark,
-``build/ckpt-impls-spark<major.minor>.jar``. The sources import ``CheckpointFileManager`` from its
-package in Spark 4.1+ (``...streaming.checkpointing``); for an older Spark (3.5: ``...streaming``)
-the build compiles copies of the files that import it with that one import rewritten
-(``jars.checkpoint_package``), nothing else. javac then checks the classes against that Spark's own
-trait, so a difference beyond the package fails the build.
+One set of Java sources serves every Spark version; each venv builds the jar of its own pyspark
+and S3A, ``build/ckpt-impls-spark<major.minor>-sdk<1|2>.jar``. The sources import
+``CheckpointFileManager`` from its package in Spark 4.1+ (``...streaming.checkpointing``); for an
+older Spark (3.5: ``...streaming``) the build compiles copies of the files that import it with that
+one import rewritten (``jars.checkpoint_package``), nothing else. javac then checks the classes
+against that Spark's own trait, so a difference beyond the package fails the build.
+
+The few classes that call the AWS SDK (the strategies' S3 client, the request meter and its
+benchmarks) have one body per SDK generation, under ``sdk1/`` and ``sdk2/`` beside ``java/``: S3A
+3.3 is built on SDK v1, S3A 3.4+ on v2, and a jar must use the SDK its S3A brings. Each such
+directory has ``java/`` (the same class names in both) and ``resources/`` (the SDK's global
+handler list that registers the meter for every client: v1's
+``com/amazonaws/global/handlers/request.handler2s``, v2's
+``software/amazon/awssdk/global/handlers/execution.interceptors``).
 
 Rebuilds a jar only when a Java source, a resource or the classpath changes: the inputs' digest is
 stored beside the jar.
@@ -21,24 +29,34 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .jars import checkpoint_package, managers_jar, pyspark_jars_dir, s3a_jars
+from .jars import aws_sdk, checkpoint_package, managers_jar, pyspark_jars_dir, s3a_jars
 
-SOURCES = Path(__file__).resolve().parent / "java"
+HERE = Path(__file__).resolve().parent
+#: The sources every jar compiles, whatever its SDK.
+SOURCES = HERE / "java"
 #: The sources import Spark's CheckpointFileManager (and the classes inside it) from its 4.1+ package.
 _SOURCES_PACKAGE = checkpoint_package("4.1")
 _IMPORT = re.compile(rf"^import {re.escape(_SOURCES_PACKAGE)}\.(?=CheckpointFileManager\b)", re.MULTILINE)
-#: Files packaged as they are, at their path under here: the AWS SDK's global request handler
-#: list (``com/amazonaws/global/handlers/request.handler2s``) that registers the JVM's S3
-#: request meter for every SDK client.
-RESOURCES = Path(__file__).resolve().parent / "resources"
+
+
+def sdk_sources(sdk: str) -> Path:
+    """The sources of the classes that call AWS SDK ``sdk`` ("v1", "v2")."""
+    return HERE / f"sdk{sdk.removeprefix('v')}" / "java"
+
+
+def sdk_resources(sdk: str) -> Path:
+    """Files packaged as they are, at their path under here, for AWS SDK ``sdk``."""
+    return HERE / f"sdk{sdk.removeprefix('v')}" / "resources"
 
 
 def build() -> bool:
-    """Build the running pyspark's managers' jar if its inputs changed; True when it compiled."""
-    jar, package = managers_jar(), checkpoint_package()
-    sources = sorted(SOURCES.rglob("*.java"))
+    """Build the running pyspark's managers' jar for the loaded S3A's SDK if its inputs changed;
+    True when it compiled."""
+    sdk = aws_sdk()
+    jar, package, resources_root = managers_jar(sdk=sdk), checkpoint_package(), sdk_resources(sdk)
+    sources = sorted([*SOURCES.rglob("*.java"), *sdk_sources(sdk).rglob("*.java")])
     classpath = [f"{pyspark_jars_dir()}/*", *map(str, s3a_jars())]
-    resources = sorted(p for p in RESOURCES.rglob("*") if p.is_file())
+    resources = sorted(p for p in resources_root.rglob("*") if p.is_file())
     digest = _digest(sources + resources, classpath, package)
     stamp = jar.with_suffix(".sha256")
     if jar.is_file() and stamp.is_file() and stamp.read_text() == digest:
@@ -54,7 +72,7 @@ def build() -> bool:
             check=True,
         )
         for resource in resources:
-            target = classes / resource.relative_to(RESOURCES)
+            target = classes / resource.relative_to(resources_root)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(resource, target)
         subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True)
@@ -65,7 +83,7 @@ def build() -> bool:
 def _for_package(sources: list[Path], package: str, out: Path) -> list[Path]:
     """``sources``, those importing CheckpointFileManager copied under ``out`` with its import from
     ``package``; the others (and all of them where ``package`` is the sources' own) as they are.
-    A source outside ``SOURCES`` (a test's Java driver) is copied to ``out`` by its name."""
+    A source outside ``HERE`` (a test's Java driver) is copied to ``out`` by its name."""
     chosen = []
     for src in sources:
         text = src.read_text()
@@ -73,7 +91,7 @@ def _for_package(sources: list[Path], package: str, out: Path) -> list[Path]:
         if rewritten == text:
             chosen.append(src)
             continue
-        copy = out / (src.relative_to(SOURCES) if src.is_relative_to(SOURCES) else src.name)
+        copy = out / (src.relative_to(HERE) if src.is_relative_to(HERE) else src.name)
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_text(rewritten)
         chosen.append(copy)
@@ -86,6 +104,6 @@ def _digest(sources: list[Path], classpath: list[str], package: str) -> str:
     for entry in classpath:
         h.update(entry.encode())
     for src in sources:
-        h.update(str(src.relative_to(SOURCES.parent)).encode())
+        h.update(str(src.relative_to(HERE) if src.is_relative_to(HERE) else src.name).encode())
         h.update(src.read_bytes())
     return h.hexdigest()

@@ -12,6 +12,7 @@ against its sha256.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -19,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,15 +55,17 @@ class Artifact:
         return f"{self.name}-{self.version}.jar"
 
 
-#: The S3A connector (hadoop-aws and the AWS SDK it is built on) for each Spark line. Spark 3.5:
-#: the pair its users deploy, hadoop-aws of its Hadoop client (3.3.4) and the SDK bundle that
-#: declares. Spark 4.3: hadoop-aws 3.3.1 + SDK v1, since our managers and the in-JVM request meter
-#: are built on SDK v1, and hadoop-aws 3.5.0 (its Hadoop client's) brings SDK v2 only.
+#: The S3A connector (hadoop-aws and the AWS SDK it is built on) for each Spark line, as its users
+#: deploy it: hadoop-aws of the Spark's own Hadoop client and the SDK that declares. Spark 4.3:
+#: hadoop-aws 3.5.0 on AWS SDK v2 (its shaded bundle, and the analytics accelerator, which S3A's
+#: default auditor reads on every request); Spark 3.5: hadoop-aws 3.3.4 on SDK v1.
 S3A = {
-    "4.3": (Artifact("org.apache.hadoop", "hadoop-aws", "3.3.1",
-                     "6be50ad8a8b445d2802381b085b2a3ede5c29d353450a6a21f16b2fefa962b6e"),
-            Artifact("com.amazonaws", "aws-java-sdk-bundle", "1.11.901",
-                     "b87175b32a16544cc1b37cf40390eb375833e62bed67f8ce6cde4b7ad6429ead")),
+    "4.3": (Artifact("org.apache.hadoop", "hadoop-aws", "3.5.0",
+                     "66bd9eefb938b1a1657487324b63c13df2d8b17164a1dd24e0ef37b905bc5baa"),
+            Artifact("software.amazon.awssdk", "bundle", "2.35.4",
+                     "db4b55f24ad1b4e70f17eb1717a4de76a8dadc5a27d764be7c44ff67b2c1c677"),
+            Artifact("software.amazon.s3.analyticsaccelerator", "analyticsaccelerator-s3", "1.3.1",
+                     "4959a9747cbb479c73c3ffbcd479bee5b014f8b2880994585a8693fb9d24675e")),
     "3.5": (Artifact("org.apache.hadoop", "hadoop-aws", "3.3.4",
                      "53f9ae03c681a30a50aa17524bd9790ab596b28481858e54efd989a826ed3a4a"),
             Artifact("com.amazonaws", "aws-java-sdk-bundle", "1.12.262",
@@ -110,9 +114,10 @@ def checkpoint_package(version: str | None = None) -> str:
     return streaming_package("checkpointing", version)
 
 
-def managers_jar(version: str | None = None) -> Path:
-    """Our managers compiled for Spark ``version`` (default: the running one)."""
-    return BUILD / f"ckpt-impls-spark{version or spark_version()}.jar"
+def managers_jar(version: str | None = None, sdk: str | None = None) -> Path:
+    """Our managers compiled for Spark ``version`` and AWS SDK ``sdk`` ("v1", "v2"); by default
+    the running Spark's, on the SDK of the S3A jars that are loaded (``aws_sdk``)."""
+    return BUILD / f"ckpt-impls-spark{version or spark_version()}-sdk{(sdk or aws_sdk()).removeprefix('v')}.jar"
 
 
 def __getattr__(name: str):
@@ -140,6 +145,28 @@ def s3a_jars() -> list[Path]:
     if not all(p.is_file() for p in jars):
         raise JarsMissing(f"S3A jars are not in {BUNDLED_DIR}: run `make setup` (or set {USER_JARS_ENV})")
     return jars
+
+
+#: A class only the S3A connectors built on AWS SDK v2 (hadoop-aws 3.4+) have.
+_S3A_ON_SDK_V2 = "org/apache/hadoop/fs/s3a/S3AInternals.class"
+_S3A_FILESYSTEM = "org/apache/hadoop/fs/s3a/S3AFileSystem.class"
+
+
+def aws_sdk() -> str:
+    """The AWS SDK generation ("v1", "v2") the loaded S3A connector is built on, read from its
+    hadoop-aws jar (whatever the jars' names: a user's may be renamed) rather than from its version."""
+    return _sdk_of(tuple(s3a_jars()))
+
+
+@functools.cache
+def _sdk_of(connector: tuple[Path, ...]) -> str:
+    for jar in sorted(connector, key=lambda p: p.stat().st_size):  # hadoop-aws is small, an SDK bundle huge
+        with zipfile.ZipFile(jar) as z:
+            names = set(z.namelist())
+        if _S3A_FILESYSTEM in names:
+            return "v2" if _S3A_ON_SDK_V2 in names else "v1"
+    raise JarsMissing(f"no S3A connector (hadoop-aws, with {_S3A_FILESYSTEM}) among the S3A jars "
+                      f"{', '.join(map(str, connector))}: name it in {USER_JARS_ENV}")
 
 
 def spark_jars() -> list[Path]:

@@ -26,11 +26,11 @@ SPARK_HADOOP = "spark.hadoop."
 class Target(infra.ObjectStore):
     """A store that runs elsewhere, of a kind ckptbench knows (its S3A settings: Ceph RGW's signer,
     say) at an endpoint the user names. Nothing is started; credentials stay with the AWS SDKs'
-    default chains (boto3 for the bucket check, the SDK v1 chain in the JVM)."""
+    default chains (boto3 for the bucket check, the S3A SDK's in the JVM)."""
 
     def __init__(self, kind: type[infra.ObjectStore], endpoint: str) -> None:
         self.name, self.emulator, self.endpoint = kind.name, kind.emulator, endpoint
-        self._options = kind().s3a_options()
+        self._kind = kind
 
     def _start(self) -> None:
         pass
@@ -38,8 +38,8 @@ class Target(infra.ObjectStore):
     def _stop(self) -> None:
         pass
 
-    def s3a_options(self) -> dict[str, str]:
-        return dict(self._options)
+    def s3a_options(self, sdk: str) -> dict[str, str]:
+        return self._kind().s3a_options(sdk)
 
 
 def target(kind: str) -> Target:
@@ -159,7 +159,7 @@ def text(data: dict) -> str:
     lines += ["         .getOrCreate())", "",
               "## credentials",
               "None of the above holds a key. S3A (and the managers, which use S3A's own client) take them from",
-              "the AWS SDK v1 default chain on each node: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (and",
+              "the AWS SDK's default chain on each node: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (and",
               "AWS_SESSION_TOKEN) in the environment, the Java system properties aws.accessKeyId/aws.secretKey,",
               "the profile file (AWS_PROFILE), or the container/instance role. Never pass keys as --conf:",
               "spark-submit's command line is visible to every user of the machine (ps)."]

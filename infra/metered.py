@@ -40,8 +40,8 @@ class MeteredStore(ObjectStore):
             self.proxy.stop()
             self.proxy = None
 
-    def s3a_options(self) -> dict[str, str]:
-        return self.inner.s3a_options()
+    def s3a_options(self, sdk: str) -> dict[str, str]:
+        return self.inner.s3a_options(sdk)
 
     def describe(self) -> str:
         faults = "" if self.fault_profile == "none" else f", injecting fault profile {self.fault_profile} " \

@@ -50,7 +50,7 @@ class _UsersStore(ObjectStore):
 class AwsS3Store(_UsersStore):
     """Real AWS S3, with credentials from the standard AWS environment, profile or instance role.
 
-    The keys stay with the AWS SDKs' default chains (boto3 here, the SDK v1 chain in the JVM);
+    The keys stay with the AWS SDKs' default chains (boto3 here, the S3A SDK's in the JVM);
     this project never reads or forwards them. ``AWS_ENDPOINT_URL_S3`` (the SDKs' variable) sends
     the requests to another endpoint, path-style: how the tests run this store's code path
     against a local HTTPS store.

@@ -105,8 +105,9 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def _stop(self) -> None: ...
 
-    def s3a_options(self) -> dict[str, str]:
-        """Store-specific, non-secret S3A settings (per bucket) beyond endpoint and path style."""
+    def s3a_options(self, sdk: str) -> dict[str, str]:
+        """Store-specific, non-secret S3A settings (per bucket) beyond endpoint and path style, for
+        an S3A connector built on AWS SDK ``sdk`` ("v1": S3A 3.3; "v2": S3A 3.4+)."""
         return {}
 
     def client(self, **config):

@@ -212,9 +212,14 @@ def test_a_record_of_schema_1_reads_as_the_proxys(both_sources, tmp_path):
 # -- with Spark, on real servers ----------------------------------------------------------------
 
 def test_our_handler_is_global_in_the_sdk_beside_the_bundle(spark):
-    """The SDK finds our jar's handler list although its own bundle jar is on the classpath too."""
+    """The SDK of the S3A jars (v1's handler chain, v2's interceptor chain) finds our jar's list
+    although its own bundle jar is on the classpath too."""
     jvm = spark._jvm
-    handlers = jvm.com.amazonaws.handlers.HandlerChainFactory().getGlobalHandlers()
+    if jars.aws_sdk() == "v1":
+        handlers = jvm.com.amazonaws.handlers.HandlerChainFactory().getGlobalHandlers()
+    else:
+        handlers = jvm.software.amazon.awssdk.core.interceptor.ClasspathInterceptorChainFactory() \
+            .getGlobalInterceptors()
     assert [h.getClass().getName() for h in handlers] == ["ckptbench.metering.S3RequestMeter"]
     assert jvm_requests.of(spark).enabled
 
@@ -316,7 +321,7 @@ def test_the_check_fails_when_the_jvm_stops_counting_mid_run(spark, metered):
 class _Store:
     credentials, endpoint = None, "http://127.0.0.1:9"
 
-    def s3a_options(self) -> dict:
+    def s3a_options(self, sdk: str) -> dict:
         return {}
 
 

@@ -1,6 +1,6 @@
 """A create-if-absent PUT the store applied but whose response never reached the client.
 
-The AWS SDK (v1, as S3A 3.3.1 uses it) retries a PUT whose connection broke; the retry carries
+The AWS SDK (v1 under S3A 3.3, v2 under 3.4+) retries a PUT whose connection broke; the retry carries
 ``If-None-Match: *`` too and meets the object its own first attempt wrote, so the store answers
 412. ``conditional`` and ``manifest`` must take that 412 for their own write (the object holds
 their write id), not for another writer's, and two writers must still never both win.
@@ -181,8 +181,8 @@ class Relayed:
         self.inner, self.name, self.endpoint = inner, inner.name, relay.endpoint
         self.region, self.credentials = inner.region, inner.credentials
 
-    def s3a_options(self) -> dict[str, str]:
-        return self.inner.s3a_options()
+    def s3a_options(self, sdk: str) -> dict[str, str]:
+        return self.inner.s3a_options(sdk)
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -35,7 +37,7 @@ def test_the_sink_log_moved_with_it():
 def test_the_running_spark_decides_the_trait_and_the_jar():
     version, trait = jars.spark_version(), ckpt_impls.MANAGER_TRAIT
     assert trait == f"{jars.checkpoint_package(version)}.CheckpointFileManager"
-    assert jars.managers_jar().name == f"ckpt-impls-spark{version}.jar"
+    assert jars.managers_jar().name == f"ckpt-impls-spark{version}-sdk{jars.aws_sdk()[1:]}.jar"
     assert jars.versions()["spark"].startswith(version + ".")
 
 
@@ -57,12 +59,38 @@ def test_build_rewrites_only_the_import_of_checkpoint_file_manager(tmp_path):
             and b == a.replace(".streaming.checkpointing.", ".streaming.") for a, b in changed)
 
 
-def test_each_spark_line_runs_the_s3a_pinned_for_it():
-    versions, (connector, sdk) = jars.versions(), jars.bundled()
-    assert versions["hadoop_aws"] == connector.version
-    assert versions["aws_sdk"] == f"v1 {sdk.version}"
-    if jars.spark_version() == "3.5":  # the pair its users deploy: hadoop-aws of its own Hadoop client
-        assert (connector.version, sdk.version) == (versions["hadoop"], "1.12.262")
+def test_each_spark_line_runs_the_s3a_its_users_deploy():
+    """hadoop-aws of the Spark's own Hadoop client, on the SDK that declares (3.3: v1; 3.4+: v2)."""
+    versions, (connector, sdk, *_) = jars.versions(), jars.bundled()
+    assert connector.version == versions["hadoop"] == versions["hadoop_aws"]
+    generation = "v2" if sdk.group == "software.amazon.awssdk" else "v1"
+    assert generation == ("v2" if tuple(map(int, connector.version.split(".")[:2])) >= (3, 4) else "v1")
+    assert versions["aws_sdk"] == f"{generation} {sdk.version}"
+    assert jars.aws_sdk() == generation
+
+
+def test_the_sdk_is_read_from_the_connector_jar_not_its_name(monkeypatch, tmp_path):
+    connector, expected = next(p for p in jars.s3a_jars() if p.name.startswith("hadoop-aws-")), jars.aws_sdk()
+    renamed = tmp_path / "s3a.jar"
+    shutil.copyfile(connector, renamed)
+    monkeypatch.setenv(jars.USER_JARS_ENV, str(renamed))
+    assert jars.aws_sdk() == expected
+    with zipfile.ZipFile(tmp_path / "other.jar", "w") as other:
+        other.writestr("org/example/Nothing.class", b"")
+    monkeypatch.setenv(jars.USER_JARS_ENV, str(tmp_path / "other.jar"))
+    with pytest.raises(jars.JarsMissing, match=r"^no S3A connector \(hadoop-aws, with org/apache/hadoop/fs/s3a/"
+                                               r"S3AFileSystem\.class\) among the S3A jars .*other\.jar: name it in "
+                                               r"CKPT_S3A_JARS$"):
+        jars.aws_sdk()
+
+
+def test_both_sdks_have_the_same_classes():
+    """A class with a body per SDK generation exists in both, so either jar has every class."""
+    def classes(sdk: str) -> set:
+        return {p.relative_to(build.sdk_sources(sdk)) for p in build.sdk_sources(sdk).rglob("*.java")}
+
+    assert classes("v1") == classes("v2") and classes("v1")
+    assert not classes("v1") & {p.relative_to(build.SOURCES) for p in build.SOURCES.rglob("*.java")}
 
 
 @pytest.mark.spark  # mvn is a JVM

@@ -1,15 +1,17 @@
 """S3 requests counted inside Spark's JVMs, driver and executors, read from Python.
 
-``ckpt_impls.configure`` installs the plugin ``ckpt_impls.REQUESTS_PLUGIN``: an AWS SDK v1
-``RequestHandler2`` in every Spark JVM records one line per HTTP attempt (retries included), executors
+``ckpt_impls.configure`` installs the plugin ``ckpt_impls.REQUESTS_PLUGIN``: the S3A SDK's global
+hook (SDK v1: a ``RequestHandler2``; v2: an ``ExecutionInterceptor``) in every Spark JVM records one
+line per HTTP attempt (retries included), executors
 ship theirs to the driver, and ``JvmRequests`` drains the driver's collection through py4j into the
 same ``Event`` rows the metering proxy makes (the area from the key by the proxy's own ``area_of``),
 so ``results.Recorder.add_requests`` files both alike, each under its ``source`` ("proxy", "jvm").
 
 What the JVM side sees that the proxy cannot: executors on other machines, HTTPS endpoints, stores
-with no proxy in front. What it cannot see: requests made outside the AWS SDK v1 (boto3 from
-Python, an SDK v2 client). Its clock is the client's: an event's ``start`` is when the SDK began the
-attempt, its duration runs to the attempt's end (the proxy's is store-side), and ``bytes_out`` is the
+with no proxy in front. What it cannot see: requests made outside that SDK (boto3 from
+Python, a client of the other SDK generation). Its clock is the client's: an event's ``start`` is
+when the SDK began the attempt, its duration runs to the attempt's end (the proxy's is
+store-side; each SDK's meter says where its attempts begin and end), and ``bytes_out`` is the
 response's declared length (-1: not known, such as an error's body).
 """
 

@@ -39,6 +39,8 @@ import threading
 import time
 import uuid
 
+from ckpt_impls import jars
+
 #: Spark settings of every driver: small (two JVMs share 2 cores in the two-writer run), no UI.
 CONF = {
     "spark.driver.memory": "1g",
@@ -57,7 +59,8 @@ class StoreSpec:
     options: dict
     credentials: object | None
 
-    def s3a_options(self) -> dict[str, str]:
+    def s3a_options(self, sdk: str) -> dict[str, str]:
+        """The options the parent's store gave for the S3A of this venv, the child's too."""
         return dict(self.options)
 
     @classmethod
@@ -65,7 +68,7 @@ class StoreSpec:
         """The JSON form of ``store`` (keys included: it goes to a child's stdin only)."""
         creds = store.credentials
         return {"name": store.name, "endpoint": store.endpoint, "region": store.region,
-                "options": store.s3a_options(),
+                "options": store.s3a_options(jars.aws_sdk()),
                 "access_key": creds.access_key if creds else None, "secret_key": creds.secret_key if creds else None}
 
     @classmethod

@@ -1,5 +1,7 @@
 package ckptbench.metering;
 
+import java.io.ByteArrayOutputStream;
+import java.nio.charset.StandardCharsets;
 import java.util.Collection;
 import java.util.Set;
 
@@ -85,6 +87,45 @@ public final class S3Ops {
       default:
         return OTHER;
     }
+  }
+
+  /** {@code s} as a number, or {@code otherwise} when it is none (a header's value). */
+  static long parseLong(String s, long otherwise) {
+    try {
+      return Long.parseLong(s.trim());
+    } catch (NumberFormatException e) {
+      return otherwise;
+    }
+  }
+
+  /** RFC 3986 percent-decoding as UTF-8 ({@code +} stays a plus), like Python's {@code unquote}. */
+  static String percentDecode(String s) {
+    if (s == null) {
+      return "";
+    }
+    if (s.indexOf('%') < 0) {
+      return s;
+    }
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream(s.length());
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == '%' && i + 2 < s.length() && hex(s.charAt(i + 1)) >= 0 && hex(s.charAt(i + 2)) >= 0) {
+        bytes.write(hex(s.charAt(i + 1)) * 16 + hex(s.charAt(i + 2)));
+        i += 2;
+      } else {
+        byte[] raw = String.valueOf(c).getBytes(StandardCharsets.UTF_8);
+        if (Character.isHighSurrogate(c) && i + 1 < s.length()) {
+          raw = s.substring(i, i + 2).getBytes(StandardCharsets.UTF_8);
+          i++;
+        }
+        bytes.write(raw, 0, raw.length);
+      }
+    }
+    return new String(bytes.toByteArray(), StandardCharsets.UTF_8);
+  }
+
+  private static int hex(char c) {
+    return Character.digit(c, 16);
   }
 
   /**

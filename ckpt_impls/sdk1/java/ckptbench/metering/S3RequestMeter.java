@@ -1,11 +1,9 @@
 package ckptbench.metering;
 
-import java.io.ByteArrayOutputStream;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.MethodType;
 import java.net.URI;
-import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
 
@@ -117,7 +115,7 @@ public final class S3RequestMeter extends RequestHandler2 {
     long startMicros = endMicros - durationMicros;
     String method = request.getHttpMethod().name();
 
-    String path = percentDecode(request.getResourcePath());
+    String path = S3Ops.percentDecode(request.getResourcePath());
     if (path.startsWith("/")) {
       path = path.substring(1);
     }
@@ -156,7 +154,7 @@ public final class S3RequestMeter extends RequestHandler2 {
     if (sent == null) {
       sent = headers.get("Content-Length");
     }
-    long bytesIn = sent == null ? 0 : parseLong(sent, 0);
+    long bytesIn = sent == null ? 0 : S3Ops.parseLong(sent, 0);
 
     int status;
     long bytesOut;
@@ -167,7 +165,7 @@ public final class S3RequestMeter extends RequestHandler2 {
       status = response.getHttpResponse().getStatusCode();
       List<String> lengths = response.getHttpResponse().getHeaderValues("Content-Length");
       String length = lengths == null || lengths.isEmpty() ? null : lengths.get(0);
-      bytesOut = method.equals("HEAD") || status == 204 ? 0 : length == null ? -1 : parseLong(length, -1);
+      bytesOut = method.equals("HEAD") || status == 204 ? 0 : length == null ? -1 : S3Ops.parseLong(length, -1);
     } else {
       // A service error's status; else that of a response head that came before the attempt
       // failed (an interrupt while reading the body); else 0: no response.
@@ -191,43 +189,5 @@ public final class S3RequestMeter extends RequestHandler2 {
     } catch (Throwable e) {
       return null;
     }
-  }
-
-  static long parseLong(String s, long otherwise) {
-    try {
-      return Long.parseLong(s.trim());
-    } catch (NumberFormatException e) {
-      return otherwise;
-    }
-  }
-
-  /** RFC 3986 percent-decoding as UTF-8 ({@code +} stays a plus), like Python's {@code unquote}. */
-  static String percentDecode(String s) {
-    if (s == null) {
-      return "";
-    }
-    if (s.indexOf('%') < 0) {
-      return s;
-    }
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream(s.length());
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      if (c == '%' && i + 2 < s.length() && hex(s.charAt(i + 1)) >= 0 && hex(s.charAt(i + 2)) >= 0) {
-        bytes.write(hex(s.charAt(i + 1)) * 16 + hex(s.charAt(i + 2)));
-        i += 2;
-      } else {
-        byte[] raw = String.valueOf(c).getBytes(StandardCharsets.UTF_8);
-        if (Character.isHighSurrogate(c) && i + 1 < s.length()) {
-          raw = s.substring(i, i + 2).getBytes(StandardCharsets.UTF_8);
-          i++;
-        }
-        bytes.write(raw, 0, raw.length);
-      }
-    }
-    return new String(bytes.toByteArray(), StandardCharsets.UTF_8);
-  }
-
-  private static int hex(char c) {
-    return Character.digit(c, 16);
   }
 }
