@@ -38,12 +38,13 @@ EVENTUAL_WINDOW = 5.0
 #: e.g. ``bench/<run>/checkpoint/offsets``) meet it.
 THROTTLE_WRITES, THROTTLE_READS, THROTTLE_DEPTH = 10.0, 16.0, 4
 #: The ``outage-*`` windows, in seconds, chosen against S3A's retry budget for an operation its
-#: invoker retries (hadoop-aws 3.3.1 with the Hadoop defaults pyspark 4.3 ships: the SDK's 5 attempts
-#: (``fs.s3a.attempts.maximum``, full-jitter back-off from 100 ms, at most ~3 s) inside each of S3A's
-#: 8 (``fs.s3a.retry.limit`` 7, ``fs.s3a.retry.interval`` 500 ms doubling, jitter x0.5-1.5): about
-#: 32 s to 2 min in all). 5 s outlasts the SDK's retries alone, which is all a strategy's own SDK
-#: calls get; 30 s lies inside S3A's whole budget; 150 s lies beyond it. On pyspark 3.5 (Hadoop 3.3.4:
-#: 20 SDK attempts, back-off capped at 20 s) every S3A budget is far longer. What a query does is
+#: invoker retries (hadoop-aws 3.5.0, pyspark 4.3's: AWS SDK v2's 5 retries, adaptive mode
+#: (``fs.s3a.attempts.maximum``, back-off from 100 ms, at most ~3 s in all) inside each of S3A's 8
+#: attempts (``fs.s3a.retry.limit`` 7, ``fs.s3a.retry.interval`` 500 ms doubling, jitter x0.5-1.5):
+#: about 32 s to 2 min in all). 5 s outlasts the SDK's retries alone, which is all a strategy's own
+#: SDK calls get; 30 s lies inside S3A's whole budget; 150 s lies beyond it. On pyspark 3.5
+#: (hadoop-aws 3.3.4 on Hadoop 3.3.4's defaults: 20 SDK attempts, back-off capped at 20 s) every S3A
+#: budget is far longer. What a query does is
 #: measured by the fault lab, not promised here.
 OUTAGE_SECONDS = (5.0, 30.0, 150.0)
 #: ``gateway-restart``: the pause between SIGKILL and the gateway's new start (its start-up comes on top).
