@@ -79,7 +79,7 @@ def progress(batch: int, wal: float, trigger: float = 500.0, state_ms: float | N
 FIXED_ENV = {"schema_version": schema.SCHEMA_VERSION, "store": "ceph", "emulator": False,
              "describe": "ceph (fixed numbers for a test)", "size": "smallest", "commit": "0" * 40, "host": "test",
              "created": "2026-11-23T00:00:00+00:00",
-             "versions": {"spark": "4.3.0", "hadoop": "3.5.0", "hadoop_aws": "3.3.1", "aws_sdk": "v1 1.11.901"}}
+             "versions": {"spark": "4.3.0", "hadoop": "3.5.0", "hadoop_aws": "3.5.0", "aws_sdk": "v2 2.35.4"}}
 #: The walCommit of each strategy's runs in the fixed records (batch N adds N ms).
 FIXED_WAL_MS = {"rename": 40.0, "direct": 30.0, "conditional": 20.0, "manifest": 10.0}
 

@@ -46,7 +46,8 @@ def fixed(puts: dict[str, int] | None = None) -> results.Results:
             "endpoint": "http://127.0.0.1:1", "fresh": True, "strategies": ["rename", "conditional"],
             "skipped": {"direct": "the store cannot run it (the probe): multipart_abort: no"}, "deploy": None}
     env = {"schema_version": schema.SCHEMA_VERSION, "experiment": "recommend", "store": "ceph",
-           "describe": "ceph at http://127.0.0.1:1 (real store)", "versions": {"spark": "4.3.0"},
+           "describe": "ceph at http://127.0.0.1:1 (real store)",
+           "versions": {"spark": "4.3.0", "hadoop_aws": "3.5.0", "aws_sdk": "v2 2.35.4"},
            "plan": {"keys": [SHAPE.keys], "batches": 3, "warmup": 0},
            "not_measured": {SHAPE.name: {"async-progress": "Spark refused it"}}, "recommend": said}
     return recorder.results(env)
@@ -64,6 +65,7 @@ def test_the_comparison_is_worked_out_from_the_record(tmp_path):
     text = recommendation.text(record, decision)
     lines = text.splitlines()
     assert "  run: conditional" in lines and "  Spark's levers: none (Spark's defaults)" in lines
+    assert lines[1].endswith("; Spark 4.3.0, hadoop-aws 3.5.0 on AWS SDK v2 2.35.4)")  # what ran the checkpoints
     # rename: commit 120 + 60 ms, 25 PUTs a batch; conditional 12 + 6 ms, 2 PUTs. A PUT costs $0.005 per
     # 1,000, and a batch every 10 s is 259,200 batches in 30 days: $32.40 and $2.59 a month.
     assert comparison_lines(lines) == [

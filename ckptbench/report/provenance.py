@@ -30,6 +30,16 @@ def foreign_said(environment: dict) -> str:
     return f"; strategies from outside: {'; '.join(said)}" if said else ""
 
 
+def runtime_said(environment: dict) -> str:
+    """What ran the checkpoints: Spark and the S3A connector with the AWS SDK it is built on
+    ("Spark 4.3.0, hadoop-aws 3.5.0 on AWS SDK v2 2.35.4"), from the record's ``versions``."""
+    versions = environment.get("versions") or {}
+    said = f"Spark {versions.get('spark', '?')}"
+    if versions.get("hadoop_aws"):
+        said += f", hadoop-aws {versions['hadoop_aws']} on AWS SDK {versions.get('aws_sdk', '?')}"
+    return said
+
+
 def measured_said(plan: dict) -> str:
     """How a record's ``plan`` measured each configuration: its measured batches, and the queries
     (``config.Plan.repeats``, one in a record from before repeats) they were split over."""
