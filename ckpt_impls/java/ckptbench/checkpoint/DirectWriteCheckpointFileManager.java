@@ -53,22 +53,33 @@ import org.slf4j.LoggerFactory;
  * </ul>
  * {@code ckptbench.direct.cancel.abort=false} forces the close-and-delete path even for
  * abortable streams (for stores whose abort is unreliable, and to test that path).
+ *
+ * <p>A subclass may change how a file is opened for writing ({@link #openForWrite}) and what a
+ * failed {@code close} throws ({@link #closeFailed}); listing, existence checks, reads, deletes
+ * and cancel stay these.
  */
 public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
 
   private static final Logger LOG = LoggerFactory.getLogger(DirectWriteCheckpointFileManager.class);
 
   private final Path root;
-  private final FileSystem fs;
+  /** The checkpoint's filesystem, as {@code path.getFileSystem(conf)} returns it. */
+  protected final FileSystem fs;
   private final boolean abortOnCancel;
   private final Backoff deleteRetry;
 
   private final KnownListings known;
 
   public DirectWriteCheckpointFileManager(Path path, Configuration conf) throws IOException {
+    this(path, conf, conf.getBoolean("ckptbench.direct.cancel.abort", true));
+  }
+
+  /** {@code abortOnCancel}: whether {@code cancel} aborts an abortable stream (else closes, then deletes). */
+  protected DirectWriteCheckpointFileManager(Path path, Configuration conf, boolean abortOnCancel)
+      throws IOException {
     this.root = path;
     this.fs = path.getFileSystem(conf);
-    this.abortOnCancel = conf.getBoolean("ckptbench.direct.cancel.abort", true);
+    this.abortOnCancel = abortOnCancel;
     this.deleteRetry = Backoff.fromConf(conf, "ckptbench.direct.cancel.delete");
     this.known = new KnownListings(fs.getUri().toString());
   }
@@ -79,11 +90,24 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
     return p.startsWith("/") ? p.substring(1) : p;
   }
 
+  /** The stream that writes {@code path}'s final object: here S3A's {@code create}. */
+  protected FSDataOutputStream openForWrite(Path path, boolean overwriteIfPossible) throws IOException {
+    return fs.create(path, overwriteIfPossible);
+  }
+
+  /**
+   * What a failed {@code close} of a write to {@code path} throws: here {@code failure} itself. A
+   * {@code FileAlreadyExistsException} returned records the path as existing.
+   */
+  protected IOException closeFailed(Path path, IOException failure) {
+    return failure;
+  }
+
   @Override
   public CancellableFSDataOutputStream createAtomic(Path path, boolean overwriteIfPossible) {
     String key = key(path);
     try {
-      return new DirectOutputStream(path, key, fs.create(path, overwriteIfPossible));
+      return new DirectOutputStream(path, key, openForWrite(path, overwriteIfPossible));
     } catch (FileAlreadyExistsException e) {
       known.created(key);
       throw Unchecked.io(e);
@@ -205,7 +229,15 @@ public class DirectWriteCheckpointFileManager implements CheckpointFileManager {
       try {
         target.close();
         known.created(key);
-      } catch (IOException | RuntimeException e) {
+      } catch (IOException e) {
+        IOException failure = closeFailed(path, e);
+        if (failure instanceof FileAlreadyExistsException) {
+          known.created(key);
+        } else {
+          known.unsure(key);
+        }
+        throw failure;
+      } catch (RuntimeException e) {
         known.unsure(key);
         throw e;
       }
