@@ -129,6 +129,8 @@ class Strategy:
     options: tuple[Option, ...] = ()
     #: A strategy from outside (``ckpt_impls.foreign``): the jars its manager comes in; () for ours.
     jars: tuple[foreign.Jar, ...] = ()
+    #: The oldest S3A connector (hadoop-aws version) its manager runs on; None: any this repository loads.
+    min_hadoop_aws: str | None = None
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -155,6 +157,18 @@ STRATEGIES: dict[str, Strategy] = {
                  exclusive_create=True,
                  requires=(*_CONDITIONAL_NEEDS,
                            Need("list_after_write", "exists and list are LISTs of the checkpoint's prefix"))),
+        Strategy("s3a-conditional", "ckptbench.checkpoint.S3AConditionalCreateCheckpointFileManager",
+                 "write the final key through S3A's own conditional create (If-None-Match: *, hadoop-aws 3.4.2+)",
+                 exclusive_create=True, min_hadoop_aws="3.4.2",
+                 requires=(
+                     Need("conditional_put", "create-only writes are refused by the store itself (S3A sends the "
+                                             "header; the manager does not check that the store honours it)"),
+                     Need("exclusive_create", "two writers of one file: the store must let exactly one win"),
+                     Need("multipart_abort", "cancel aborts the upload of a file written in parts"),
+                     Need("read_after_write", "S3A's existence check is a HEAD, also of a key just written"),
+                     Need("list_after_write", "S3A's existence check is a HEAD plus a LIST; a lagging LIST hides "
+                                              "a file"),
+                     Need("delete", "S3A deletes directory trees through single and bulk DELETEs"))),
         Strategy("manifest", "ckptbench.checkpoint.ManifestCheckpointFileManager",
                  "stage under a unique key; publish as the next record of a compacted per-directory manifest",
                  exclusive_create=True, keys_mirror_paths=False,
@@ -209,6 +223,21 @@ def foreign_jar(path: str):
 def foreign_jars() -> list[str]:
     """The jars of every foreign strategy registered, for a session's ``spark.jars``."""
     return [j.path for s in STRATEGIES.values() for j in s.jars]
+
+
+def unavailable(name: str) -> str | None:
+    """Why strategy ``name`` cannot run on the loaded S3A connector (its hadoop-aws is older than the
+    strategy needs), in one line; None when it can or the connector's version is unknown (a
+    renamed jar: the manager itself then refuses at construction if it must)."""
+    need = get(name).min_hadoop_aws
+    have = jars.versions()["hadoop_aws"] if need else "unknown"
+    if have == "unknown" or _release(have) >= _release(need):
+        return None
+    return f"strategy {name!r} needs hadoop-aws {need}+, and the loaded S3A is hadoop-aws {have}: use Spark 4.3's"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
 
 
 class UnknownStrategy(ValueError):

@@ -1,9 +1,9 @@
 """``python -m ckptbench probe``: what a store can do for each strategy, checked against real servers.
 
 An honest store (the embedded moto server, Ceph RGW) can run every strategy; a store that ignores
-``If-None-Match: *`` (the metering proxy drops the header) cannot run ``conditional`` or
-``manifest``, and the probe says why. The probe writes only under its own run prefix and removes
-it; bad input is one line, exit status 2, nothing written.
+``If-None-Match: *`` (the metering proxy drops the header) cannot run ``conditional``,
+``s3a-conditional`` or ``manifest``, and the probe says why. The probe writes only under its own
+run prefix and removes it; bad input is one line, exit status 2, nothing written.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def test_a_store_that_ignores_if_none_match_cannot_run_the_conditional_strategie
     assert set(failed) == set(BROKEN[store.name]), failed
     for name, expected in BROKEN[store.name].items():
         assert expected in failed[name], failed[name]
-    for name in ("conditional", "manifest"):
+    for name in ("conditional", "s3a-conditional", "manifest"):
         assert not strategies[name]["can_run"]
         assert any(r.startswith("conditional_put: ") and "If-None-Match" in r for r in strategies[name]["reasons"])
     assert strategies["rename"]["can_run"] and strategies["direct"]["can_run"]

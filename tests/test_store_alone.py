@@ -57,7 +57,8 @@ def test_copy_is_projected_only_in_its_own_part_and_the_probe_is_recorded(proxie
         assert list(failed) == ["exclusive_create"] and "both writers won" in failed["exclusive_create"], failed
         needs = {name for name, s in ckpt_impls.STRATEGIES.items()
                  if "exclusive_create" in {n.capability for n in s.requires}}
-        assert {name for name, why in page.runnable(record).items() if why} == needs == {"conditional", "manifest"}
+        assert {name for name, why in page.runnable(record).items() if why} == needs \
+            == {"conditional", "s3a-conditional", "manifest"}
     else:
         assert not failed, record.capabilities
         assert page.runnable(record) == dict.fromkeys(ckpt_impls.STRATEGIES)
