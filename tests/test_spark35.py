@@ -16,7 +16,7 @@ import pytest
 from helpers import ROOT, assert_beside_pytest_passed, beside_pytest, child_beside, skip_unless_ci
 
 PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
-TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py",
+TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py", "tests/test_s3a_conditional.py",
          "tests/test_streaming.py::test_stateful_query_resumes_with_its_state",
          "tests/test_manifest.py::test_writers_in_two_jvms_never_take_the_same_record_number",
          "tests/test_state_stores.py",
