@@ -116,7 +116,9 @@ class Driver:
     def __init__(self, classpath: str, spark, directory: str, name_prefix: str, count: int,
                  conf: dict[str, str]) -> None:
         s3a = spark._jsc.hadoopConfiguration().getValByRegex(r"^fs\.s3a\..*")
-        lines = [f"{k}={s3a[k]}" for k in s3a.keySet()] + [f"{k}={v}" for k, v in conf.items()]
+        # One line per setting: a value Hadoop's defaults spread over lines (S3A 3.4+'s list of
+        # credential providers) is a comma-separated list, which Hadoop trims item by item.
+        lines = [f"{k}={' '.join(str(s3a[k]).split())}" for k in s3a.keySet()] + [f"{k}={v}" for k, v in conf.items()]
         # A file, so the JVM's logging never blocks it; open for the driver's whole life.
         self._stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115
         self.proc = subprocess.Popen(
