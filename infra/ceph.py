@@ -22,7 +22,7 @@ from pathlib import Path
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .net import ending_with_us, free_port, proc_stat, stop_process, wait_for_port
-from .store import Credentials, ObjectStore, StoreUnavailable
+from .store import SYNC_LOCAL_UPLOADS, Credentials, ObjectStore, StoreUnavailable
 from .tls import self_signed, truststore
 
 OBJECTSTORES = ("memstore", "bluestore")
@@ -239,7 +239,9 @@ class CephStore(ObjectStore):
         # XAmzContentSHA256Mismatch; v2: 400). SDK v1's SigV2 signer works for every size; S3A
         # 3.4+ has no SigV2, and its unsigned-payload SigV4 signer (headers signed, the body's
         # hash not) works. S3A's plain SigV4 signer sends no x-amz-content-sha256: RGW answers 403.
-        return {"signing-algorithm": "S3SignerType" if sdk == "v1" else "AWS4UnsignedPayloadSignerType"}
+        if sdk == "v1":
+            return {"signing-algorithm": "S3SignerType"}
+        return {"signing-algorithm": "AWS4UnsignedPayloadSignerType", **SYNC_LOCAL_UPLOADS}
 
     def describe(self) -> str:
         tls = ", HTTPS with a self-signed certificate" if self.tls else ""

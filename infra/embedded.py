@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from .net import SERVER_START_S, ending_with_us, free_port, stop_process, wait_for_port
-from .store import Credentials, ObjectStore, StoreUnavailable
+from .store import SYNC_LOCAL_UPLOADS, Credentials, ObjectStore, StoreUnavailable
 
 
 class EmbeddedStore(ObjectStore):
@@ -37,6 +37,9 @@ class EmbeddedStore(ObjectStore):
         if _moto_server() is None:
             return "embedded: moto_server is not installed; run the README's set-up (make test)"
         return None
+
+    def s3a_options(self, sdk: str) -> dict[str, str]:
+        return {} if sdk == "v1" else dict(SYNC_LOCAL_UPLOADS)
 
     def _start(self) -> None:
         exe = _moto_server()
