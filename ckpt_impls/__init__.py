@@ -1,8 +1,9 @@
 """Checkpoint strategies Spark really uses, and the one call that wires one into a SparkSession.
 
-Each strategy except ``rename`` is a JVM ``CheckpointFileManager`` (``ckpt_impls/java``),
-chosen through ``spark.sql.streaming.checkpointFileManagerClass``; its guarantees are in
-its class's doc comment.
+Each strategy except ``rename`` is a JVM ``CheckpointFileManager`` chosen through
+``spark.sql.streaming.checkpointFileManagerClass``: ours (``ckpt_impls/java``), whose guarantees are
+in its class's doc comment, or Spark's own from a Spark module pyspark does not ship (``abortable``,
+``Strategy.module``), described where it is registered.
 
 Credentials never go into the builder: PySpark passes builder confs to the JVM on its
 command line, where ``ps`` shows them. ``set_credentials`` puts them into the running
@@ -131,6 +132,14 @@ class Strategy:
     jars: tuple[foreign.Jar, ...] = ()
     #: The oldest S3A connector (hadoop-aws version) its manager runs on; None: any this repository loads.
     min_hadoop_aws: str | None = None
+    #: Spark's own manager in a Spark module pyspark does not ship: the module (a key of
+    #: ``jars.SPARK_MODULES``, pinned per Spark line and fetched at set-up); None for the others.
+    module: str | None = None
+
+    @property
+    def ours(self) -> bool:
+        """Its manager is in our managers' jar (``jars.managers_jar``)."""
+        return self.manager_class is not None and not self.jars and self.module is None
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -184,6 +193,17 @@ STRATEGIES: dict[str, Strategy] = {
                      Option("ckptbench.manifest.root", "",
                             "a directory (s3a://bucket/prefix) taken to exist with its ancestors: no manifest is "
                             "written above it; empty: the bucket root"))),
+        # Spark's own (spark-hadoop-cloud): create() refuses an existing file, but close() checks for
+        # one and then uploads, two requests, and catches every error of its own (that check's
+        # FileAlreadyExistsException, a failed upload) and only logs it: a close that wrote
+        # nothing returns as if it had. It refuses, at construction, a filesystem without abortable
+        # output streams (the path capability fs.capability.outputstream.abortable).
+        Strategy("abortable", "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager",
+                 "Spark's own (spark-hadoop-cloud): write the final key through S3A; cancel aborts the upload; "
+                 "close() only logs its errors",
+                 requires=(Need("multipart_abort", "cancel aborts the upload of a file written in parts"),
+                           *_S3A_NEEDS),
+                 module="spark-hadoop-cloud"),
     )
 }
 
@@ -238,6 +258,16 @@ def unavailable(name: str) -> str | None:
 
 def _release(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
+
+
+def needed_jars(strategy: str, paths: list[str]) -> list[str]:
+    """Those of a session's jars ``paths`` that ``strategy`` runs on: the S3A jars, and the jar its
+    manager is in (ours, its Spark module's or its own from outside), none of another strategy's."""
+    chosen, ours = get(strategy), str(jars.managers_jar())
+    own = {ours} if chosen.ours else {*(j.path for j in chosen.jars),
+                                      *([str(jars.module_jar(chosen.module))] if chosen.module else [])}
+    managers = {ours, *foreign_jars(), *(str(jars.module_jar(m)) for m in jars.SPARK_MODULES)}
+    return [p for p in paths if p in own or p not in managers]
 
 
 class UnknownStrategy(ValueError):

@@ -1,4 +1,5 @@
-"""The jars a SparkSession needs to checkpoint on S3: the S3A connector and our managers.
+"""The jars a SparkSession needs to checkpoint on S3: the S3A connector, our managers and the
+Spark modules that hold Spark's own managers.
 
 The managers are built once per Spark version (``build/ckpt-impls-spark<major.minor>.jar``, see
 ``ckpt_impls.build``); the running pyspark picks its own.
@@ -6,7 +7,8 @@ The managers are built once per Spark version (``build/ckpt-impls-spark<major.mi
 pyspark ships no object-store filesystem. Users on a real cluster name their own hadoop-aws + AWS
 SDK jars in ``CKPT_S3A_JARS`` (comma-separated paths); otherwise the set-up fetches the pair pinned
 for the running Spark (``S3A``) from Maven Central with ``mvn`` into ``build/jars``, each checked
-against its sha256.
+against its sha256. The Spark modules (``SPARK_MODULES``) are fetched the same way, whoever's S3A
+jars run.
 """
 
 from __future__ import annotations
@@ -70,6 +72,20 @@ S3A = {
                      "53f9ae03c681a30a50aa17524bd9790ab596b28481858e54efd989a826ed3a4a"),
             Artifact("com.amazonaws", "aws-java-sdk-bundle", "1.12.262",
                      "873fe7cf495126619997bec21c44de5d992544aea7e632fdc77adb1a0915bae5")),
+}
+
+
+#: Spark's modules that pyspark does not ship, each pinned per Spark line: a strategy names one as
+#: ``ckpt_impls.Strategy.module``. Maven Central has no spark-hadoop-cloud of 4.3 or 3.5.9: each line
+#: takes its newest, whose classes link against that line's pyspark (the package of
+#: CheckpointFileManager moved in 4.1, so 4.1+ serves 4.3 and 3.5.x serves 3.5).
+SPARK_MODULES = {
+    "spark-hadoop-cloud": {
+        "4.3": Artifact("org.apache.spark", "spark-hadoop-cloud_2.13", "4.1.2",
+                        "672d7d872f434cb7fe1c90f7edcd19b1e8c67a335a578288426fbd4db5096915"),
+        "3.5": Artifact("org.apache.spark", "spark-hadoop-cloud_2.12", "3.5.8",
+                        "9c9be6d3e185c2c9f53e66f8781f0fa32944882ced2c5c08945a78eb2f989ced"),
+    },
 }
 
 
@@ -169,12 +185,31 @@ def _sdk_of(connector: tuple[Path, ...]) -> str:
                       f"{', '.join(map(str, connector))}: name it in {USER_JARS_ENV}")
 
 
+def module(name: str, version: str | None = None) -> Artifact:
+    """The jar of Spark's module ``name`` (a key of ``SPARK_MODULES``) pinned for Spark ``version``
+    (default: the running one)."""
+    line = version or spark_version()
+    if line not in SPARK_MODULES[name]:
+        raise JarsMissing(f"no {name} jar is pinned for Spark {line} (only {', '.join(SPARK_MODULES[name])})")
+    return SPARK_MODULES[name][line]
+
+
+def module_jar(name: str) -> Path:
+    """Where the running Spark's jar of module ``name`` is, once the set-up fetched it."""
+    return BUNDLED_DIR / module(name).file
+
+
 def spark_jars() -> list[Path]:
     """Everything the checkpoint strategies need on Spark's classpath."""
     jar = managers_jar()
+    setup = "`make setup` (Spark 4.3) or `make setup-spark35` (Spark 3.5)"
     if not jar.is_file():
-        raise JarsMissing(f"{jar} is not built: run `make setup` (Spark 4.3) or `make setup-spark35` (Spark 3.5)")
-    return [jar, *s3a_jars()]
+        raise JarsMissing(f"{jar} is not built: run {setup}")
+    modules = [module_jar(name) for name in SPARK_MODULES]
+    missing = [str(p) for p in modules if not p.is_file()]
+    if missing:
+        raise JarsMissing(f"{', '.join(missing)} is not fetched: run {setup}")
+    return [jar, *s3a_jars(), *modules]
 
 
 def _version(jars: list[Path], name: str) -> str:
@@ -188,13 +223,15 @@ def _version(jars: list[Path], name: str) -> str:
 
 def versions() -> dict[str, str]:
     """What runs the checkpoints, read from the jars that are loaded: Spark, the Scala and Hadoop
-    client it bundles, the S3A connector (hadoop-aws) and the AWS SDK it is built on."""
+    client it bundles, the S3A connector (hadoop-aws), the AWS SDK it is built on, and each Spark
+    module of ``SPARK_MODULES`` (``spark_hadoop_cloud``)."""
     bundled, connector = sorted(pyspark_jars_dir().glob("*.jar")), s3a_jars()
     sdk_v1, sdk_v2 = _version(connector, "aws-java-sdk-bundle"), _version(connector, "bundle")
+    modules = {name.replace("-", "_"): _version([module_jar(name)], module(name).name) for name in SPARK_MODULES}
     return {"spark": pyspark_version(), "scala": _version(bundled, "scala-library"),
             "hadoop": _version(bundled, "hadoop-client-api"),
             "hadoop_aws": _version(connector, "hadoop-aws"),
-            "aws_sdk": f"v1 {sdk_v1}" if sdk_v1 != "unknown" else f"v2 {sdk_v2}"}
+            "aws_sdk": f"v1 {sdk_v1}" if sdk_v1 != "unknown" else f"v2 {sdk_v2}", **modules}
 
 
 def bundled(version: str | None = None) -> tuple[Artifact, ...]:
@@ -207,14 +244,18 @@ def bundled(version: str | None = None) -> tuple[Artifact, ...]:
 
 
 def fetch_bundled() -> None:
-    """Fetch the running Spark's S3A jars unless the user named their own or they are already here."""
+    """Fetch the running Spark's pinned jars that are not here yet: its S3A jars, unless the user
+    named their own, and its Spark modules (``SPARK_MODULES``)."""
+    modules = [module(name) for name in SPARK_MODULES]
     if users_own():
         s3a_jars()  # validates the user's paths
-        return
-    missing = [a for a in bundled() if not (BUNDLED_DIR / a.file).is_file()]  # verified when fetched
+        wanted = modules
+    else:
+        wanted = [*bundled(), *modules]
+    missing = [a for a in wanted if not (BUNDLED_DIR / a.file).is_file()]  # verified when fetched
     if missing and shutil.which("mvn") is None:
-        raise JarsMissing(f"mvn not found, and the S3A jars are not in {BUNDLED_DIR}: install Maven "
-                          f"(Debian: apt-get install maven) or name your jars in {USER_JARS_ENV}")
+        raise JarsMissing(f"mvn not found, and {', '.join(a.file for a in missing)} not in {BUNDLED_DIR}: "
+                          f"install Maven (Debian: apt-get install maven)")
     BUNDLED_DIR.mkdir(parents=True, exist_ok=True)
     for artifact in missing:
         print(f"fetching {artifact.coordinates} from Maven Central ...", flush=True)
@@ -226,8 +267,8 @@ def fetch_bundled() -> None:
             said = [line.removeprefix("[ERROR]").strip() for line in _ANSI.sub("", done.stdout + done.stderr)
                     .splitlines() if line.startswith("[ERROR]") and line.removeprefix("[ERROR]").strip()]
             raise JarsMissing(f"mvn could not fetch {artifact.coordinates} (exit {done.returncode}"
-                              + (f": {said[0]}" if said else "") + f"): check the network, or name your jars in "
-                              f"{USER_JARS_ENV}")
+                              + (f": {said[0]}" if said else "") + "): check the network"
+                              + ("" if artifact in modules else f", or name your jars in {USER_JARS_ENV}"))
         if _sha256(jar) != artifact.sha256:
             jar.unlink()
             raise JarsMissing(f"{artifact.coordinates} from Maven Central does not match its pinned sha256; "

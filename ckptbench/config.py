@@ -76,7 +76,7 @@ COPY_SIZES = (KiB, 64 * KiB, MiB, 8 * MiB, 32 * MiB, 128 * MiB)
 KEYS = (1_000, 30_000, 300_000)  # state files of ~35 KiB, ~1 MiB, ~10 MiB (two per batch)
 # Few batches at 300k keys: Ceph RGW frees a deleted object's tail (beyond 4 MiB) only after its
 # garbage collection delay, hours later, and the lab's in-memory OSD holds 1 GiB, of which
-# 4 strategies x 10 batches x 2 state files of ~10 MiB already take half.
+# 5 strategies x 10 batches x 2 state files of ~10 MiB already take five eighths.
 PLANS = {
     "smallest": Plan(1, 1, 3, 2, (100, 1_000), ((1, 2),), 10, (KiB, MiB, 4 * MiB), 3, 40, client_floor_warmup=20,
                      repeats=2, crash_check_leaders=1, crash_check_cycles=1),

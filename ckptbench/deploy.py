@@ -66,11 +66,7 @@ def plan(strategy: str, store, bucket: str) -> dict:
     the application last)."""
     chosen = ckpt_impls.get(strategy)
     conf = ckpt_impls.session_conf(strategy, store, bucket)
-    paths = conf.pop("spark.jars").split(",")
-    if chosen.manager_class is None or chosen.jars:  # Spark's own manager, or one from outside: ours is not used
-        paths = [p for p in paths if p != str(jars.MANAGERS_JAR)]
-    mine = {j.path for j in chosen.jars}
-    paths = [p for p in paths if p in mine or not ckpt_impls.foreign_jar(p)]  # no other outside strategy's
+    paths = ckpt_impls.needed_jars(strategy, conf.pop("spark.jars").split(","))
     for option in chosen.options:
         conf[SPARK_HADOOP + option.name] = option.default
     submit = ["spark-submit", "--jars", ",".join(paths)]
@@ -83,7 +79,9 @@ def plan(strategy: str, store, bucket: str) -> dict:
 
 def _packages(paths: list[str]) -> list[str]:
     """The Maven coordinates of the bundled S3A jars among ``paths`` (``jars.S3A``), which a user can
-    give spark-submit's ``--packages`` instead of their paths; none where the S3A jars are the user's."""
+    give spark-submit's ``--packages`` instead of their paths; none where the S3A jars are the user's.
+    A Spark module's jar (``jars.SPARK_MODULES``) is named by its path only: ``--packages`` resolves
+    transitively, and spark-hadoop-cloud's POM brings a hadoop-aws of its own over the pinned one."""
     if jars.users_own():
         return []
     names = {os.path.basename(p) for p in paths}
@@ -104,6 +102,8 @@ def _command(argv: list[str]) -> str:
 def _jar_what(path: str) -> str:
     if path == str(jars.MANAGERS_JAR):
         return "ckptbench's checkpoint managers (built from ckpt_impls/java)"
+    if module := next((m for m in jars.SPARK_MODULES if path == str(jars.module_jar(m))), None):
+        return f"Spark's {module} module, which holds the manager ({jars.module(module).coordinates}, bundled)"
     if found := ckpt_impls.foreign_jar(path):
         strategy, jar = found
         return (f"{strategy.name}'s manager, from outside ({strategy.manager_class}; sha256 {jar.sha256[:12]}"
@@ -136,7 +136,9 @@ def text(data: dict) -> str:
     lines = [f"# strategy {chosen.name}: {chosen.description}",
              f"# store: {data['store']} at {data['endpoint']}, checkpoints under s3a://{bucket}/...",
              f"# built for Spark {v['spark']} (Hadoop {v['hadoop']} client), hadoop-aws {v['hadoop_aws']}, "
-             f"AWS SDK {v['aws_sdk']}; run it on the same versions",
+             f"AWS SDK {v['aws_sdk']}"
+             + (f", {chosen.module} {v[chosen.module.replace('-', '_')]}" if chosen.module else "")
+             + "; run it on the same versions",
              f"# check the store first: {'' if data['store'] == 's3' else ENDPOINT_ENV + '=' + data['endpoint'] + ' '}"
              f"python -m ckptbench probe --store {'s3' if data['store'] == 's3' else 'endpoint'} --bucket {bucket}"]
     if data["emulator"]:

@@ -92,10 +92,13 @@ def test_the_printed_settings_are_the_labs_own_without_keys(bucket, strategy, mo
     chosen = ckpt_impls.get(strategy)
     expected = ckpt_impls.session_conf(strategy, deploy.target("embedded"), name) | {
         "spark.hadoop." + o.name: o.default for o in chosen.options}
-    expected_jars = expected.pop("spark.jars").split(",")
-    if chosen.manager_class is None:
-        expected_jars.remove(str(jars.MANAGERS_JAR))
+    others = {*([] if chosen.ours else [str(jars.MANAGERS_JAR)]),
+              *(str(jars.module_jar(m)) for m in jars.SPARK_MODULES if m != chosen.module)}
+    expected_jars = [p for p in expected.pop("spark.jars").split(",") if p not in others]
     assert jar_list.split(",") == expected_jars
+    if chosen.module:  # Spark's own manager: its module's jar, pinned, and its version in the header
+        assert str(jars.module_jar(chosen.module)) in expected_jars
+        assert f", {chosen.module} {jars.module(chosen.module).version}; run it" in done.stdout
     assert conf == expected
     assert printed_session_conf(done.stdout) == {"spark.jars": jar_list, **conf}
     packages = {a.file: a.coordinates for a in jars.bundled()}
@@ -147,7 +150,7 @@ def java_options(manager_class: str) -> dict[str, str]:
     return {name: value.strip('"').rstrip("L").replace("_", "") for name, value in found.items()}
 
 
-@pytest.mark.parametrize("strategy", [s.name for s in ckpt_impls.STRATEGIES.values() if s.manager_class])
+@pytest.mark.parametrize("strategy", [s.name for s in ckpt_impls.STRATEGIES.values() if s.ours])
 def test_declared_options_are_what_the_manager_reads(strategy):
     chosen = ckpt_impls.get(strategy)
     read = {k: v for k, v in java_options(chosen.manager_class).items() if k not in TEST_ONLY}
@@ -155,7 +158,7 @@ def test_declared_options_are_what_the_manager_reads(strategy):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("strategy", ["conditional", "manifest"])
+@pytest.mark.parametrize("strategy", ["conditional", "manifest", "abortable"])
 def test_spark_submit_with_the_printed_flags_checkpoints_through_the_strategy(bucket, strategy, tmp_path):
     store, name = bucket
     done = ckptbench("deploy", strategy, "--store", "embedded", "--bucket", name, env=env_for(store))
@@ -175,6 +178,8 @@ def test_spark_submit_with_the_printed_flags_checkpoints_through_the_strategy(bu
     if strategy == "conditional":  # each file is one conditional PUT, tagged with its writer
         for key in ("ck/offsets/0", "ck/commits/0", "ck/metadata"):
             assert "ckptbench-write-id" in s3.head_object(Bucket=name, Key=key)["Metadata"], key
+    elif strategy == "abortable":  # Spark's own, from its module's jar: files at their own keys
+        assert {"ck/offsets/0", "ck/commits/0", "ck/metadata"} <= set(objects), objects
     else:  # files are entries of per-directory manifests, not objects at their paths
         assert "ck/offsets/0" not in objects and "ck/commits/0" not in objects
         records = sorted(k for k in objects if k.startswith(manifest_format.prefix("ck/offsets") + "r/"))

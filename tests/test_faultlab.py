@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+import ckpt_impls
 from ckptbench import config, metrics
 from ckptbench.experiments import faultlab
 from ckptbench.harness import querylab
@@ -201,10 +202,10 @@ def test_runs_under_profiles_are_recorded(spark, metered_stores, lab_store):
     recorder = results.Recorder()
     for workload in plan.workloads:
         for profile in plan.profiles:
-            for strategy in ("rename", "direct", "conditional", "manifest"):
+            for strategy in ckpt_impls.STRATEGIES:
                 faultlab.run_one(lab, recorder, strategy, workload, profile, 0, plan)
     record = recorder.results({"plan": {"keys": [100]}})
-    for strategy in ("rename", "direct", "conditional", "manifest"):
+    for strategy in ckpt_impls.STRATEGIES:
         clean = metrics.fault_runs(record, strategy, "none")
         assert list(clean.outcome) == ["completed"] and list(clean.batches_done) == [4]
         assert metrics.injected_per_run(record, strategy, "none") == 0

@@ -93,12 +93,36 @@ def test_both_sdks_have_the_same_classes():
     assert not classes("v1") & {p.relative_to(build.SOURCES) for p in build.SOURCES.rglob("*.java")}
 
 
+def test_each_spark_line_runs_the_spark_modules_pinned_for_it():
+    versions, cloud = jars.versions(), jars.module("spark-hadoop-cloud")
+    assert versions["spark_hadoop_cloud"] == cloud.version
+    scala = ".".join(versions["scala"].split(".")[:2])
+    assert cloud.name == f"spark-hadoop-cloud_{scala}"  # built for the Scala that pyspark runs
+    assert jars.module_jar("spark-hadoop-cloud") in jars.spark_jars()
+
+
+def test_a_spark_module_not_fetched_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv(jars.USER_JARS_ENV, ",".join(map(str, jars.s3a_jars())))  # the S3A jars stay where they are
+    monkeypatch.setattr(jars, "BUNDLED_DIR", tmp_path)
+    missing = tmp_path / jars.module("spark-hadoop-cloud").file
+    with pytest.raises(jars.JarsMissing, match=rf"^{re.escape(str(missing))} is not fetched: run `make setup` "
+                                               r"\(Spark 4\.3\) or `make setup-spark35` \(Spark 3\.5\)$"):
+        jars.spark_jars()
+
+
+def test_a_spark_line_with_no_pinned_module_is_one_line():
+    with pytest.raises(jars.JarsMissing, match=r"^no spark-hadoop-cloud jar is pinned for Spark 9\.9 "
+                                               r"\(only 4\.3, 3\.5\)$"):
+        jars.module("spark-hadoop-cloud", "9.9")
+
+
 @pytest.mark.spark  # mvn is a JVM
 def test_a_fetched_jar_whose_sha256_differs_is_refused_and_removed(monkeypatch, tmp_path, capsys):
     monkeypatch.delenv(jars.USER_JARS_ENV, raising=False)
     monkeypatch.setattr(jars, "BUNDLED_DIR", tmp_path)
     pinned = jars.bundled()[0]  # in Maven's local repository since `make setup`: no download here
     monkeypatch.setitem(jars.S3A, jars.spark_version(), (pinned,))
+    monkeypatch.setattr(jars, "SPARK_MODULES", {})  # fetched the same way: one artifact shows it
     jars.fetch_bundled()
     assert jars.s3a_jars() == [tmp_path / pinned.file]
     (tmp_path / pinned.file).unlink()
@@ -111,16 +135,22 @@ def test_a_fetched_jar_whose_sha256_differs_is_refused_and_removed(monkeypatch, 
 
 
 @pytest.mark.spark  # mvn is a JVM
-def test_a_jar_maven_cannot_fetch_is_one_line(monkeypatch, tmp_path):
+@pytest.mark.parametrize("kind", ["s3a", "module"])
+def test_a_jar_maven_cannot_fetch_is_one_line(monkeypatch, tmp_path, kind):
+    """Naming one's own S3A jars is offered for an S3A jar only: a Spark module is fetched either way."""
     monkeypatch.delenv(jars.USER_JARS_ENV, raising=False)
     monkeypatch.setattr(jars, "BUNDLED_DIR", tmp_path)
-    missing = jars.Artifact("org.apache.hadoop", "hadoop-aws", "0.0.0-no-such-version", "0" * 64)
-    monkeypatch.setitem(jars.S3A, jars.spark_version(), (missing,))
+    missing = jars.Artifact("org.apache.hadoop" if kind == "s3a" else "org.apache.spark",
+                            "hadoop-aws" if kind == "s3a" else "spark-hadoop-cloud_2.13", "0.0.0-no-such-version",
+                            "0" * 64)
+    monkeypatch.setitem(jars.S3A, jars.spark_version(), (missing,) if kind == "s3a" else ())
+    monkeypatch.setattr(jars, "SPARK_MODULES", {} if kind == "s3a" else {"m": {jars.spark_version(): missing}})
     with pytest.raises(jars.JarsMissing) as refused:
         jars.fetch_bundled()
     said = str(refused.value)
+    hint = ", or name your jars in CKPT_S3A_JARS" if kind == "s3a" else ""
     assert re.fullmatch(rf"mvn could not fetch {re.escape(missing.coordinates)} \(exit 1: [^\n\x1b]+\): check the "
-                        r"network, or name your jars in CKPT_S3A_JARS", said), said
+                        rf"network{hint}", said), said
     assert list(tmp_path.iterdir()) == []
 
 
