@@ -17,6 +17,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
+from ckpt_impls import jars
 from helpers import CheckpointFiles, bucket_of
 from infra.faults import Fault, Rendezvous
 from infra.metered import MeteredStore
@@ -63,6 +64,10 @@ def test_direct_cancel_fails_loudly_when_the_delete_never_succeeds(spark, fresh_
 
 def test_conditional_refuses_a_store_that_ignores_if_none_match(spark, fresh_metered):
     store, bucket = fresh_metered
+    if store.inner.name != "embedded" and jars.aws_sdk() == "v2":
+        # SDK v2's SigV4 signs If-None-Match: dropped on the way, the store refuses the signature
+        # (403) rather than ignoring the header; moto checks no signature, so it stands in.
+        pytest.skip("a store that checks signatures cannot be made to ignore a signed header")
     store.proxy.inject(Fault("PUT", drop_header="If-None-Match"))
     with pytest.raises(Py4JJavaError) as raised:
         CheckpointFiles(spark, "conditional", store, "ck", bucket)
