@@ -1,11 +1,12 @@
 """The jars a SparkSession needs to checkpoint on S3: the S3A connector, our managers and the
 Spark modules that hold Spark's own managers.
 
-The managers are built once per Spark version (``build/ckpt-impls-spark<major.minor>.jar``, see
-``ckpt_impls.build``); the running pyspark picks its own.
+The managers are built once per Spark version and AWS SDK generation
+(``build/ckpt-impls-spark<major.minor>-sdk<1|2>.jar``, see ``ckpt_impls.build``); the running pyspark
+and the loaded S3A pick their own.
 
 pyspark ships no object-store filesystem. Users on a real cluster name their own hadoop-aws + AWS
-SDK jars in ``CKPT_S3A_JARS`` (comma-separated paths); otherwise the set-up fetches the pair pinned
+SDK jars in ``CKPT_S3A_JARS`` (comma-separated paths); otherwise the set-up fetches the set pinned
 for the running Spark (``S3A``) from Maven Central with ``mvn`` into ``build/jars``, each checked
 against its sha256. The Spark modules (``SPARK_MODULES``) are fetched the same way, whoever's S3A
 jars run.
