@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,17 @@ def refuse_unmarked_ceph() -> None:
 # -- fixed inputs for the results model: progress reports and requests at known times ----------
 
 T0 = 1_800_000_000.0  # epoch seconds of batch 0's start
+
+
+@contextlib.contextmanager
+def fresh_bucket_behind_proxy(spark, store, label: str):
+    """``store`` behind a fresh metering proxy, on a bucket of its own (``ckptbench-<store>-<label>-...``)
+    that the session can reach: yields the metered store and the bucket."""
+    bucket = f"ckptbench-{store.name}-{label}-{uuid.uuid4().hex[:6]}"
+    store.create_bucket(bucket)
+    with MeteredStore(store) as m:
+        ckpt_impls.attach(spark, m, bucket)
+        yield m, bucket
 
 
 def progress(batch: int, wal: float, trigger: float = 500.0, state_ms: float | None = None) -> dict:

@@ -16,9 +16,8 @@ import uuid
 import pytest
 from py4j.protocol import Py4JJavaError
 
-import ckpt_impls
 from ckpt_impls import jars
-from helpers import CheckpointFiles, bucket_of
+from helpers import CheckpointFiles, bucket_of, fresh_bucket_behind_proxy
 from infra.faults import Fault, Rendezvous
 from infra.metered import MeteredStore
 
@@ -26,10 +25,7 @@ from infra.metered import MeteredStore
 @pytest.fixture
 def fresh_metered(spark, store):
     """``store`` behind a fresh metering proxy, on a bucket of its own that the session can reach."""
-    bucket = f"ckptbench-{store.name}-faults-{uuid.uuid4().hex[:6]}"
-    store.create_bucket(bucket)
-    with MeteredStore(store) as m:
-        ckpt_impls.attach(spark, m, bucket)
+    with fresh_bucket_behind_proxy(spark, store, "faults") as (m, bucket):
         yield m, bucket
 
 

@@ -9,16 +9,13 @@ overwrite the file. A manager that checked and wrote instead (S3A's plain ``crea
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 from ckptbench.experiments.contract import java_class
-from helpers import CheckpointFiles
+from helpers import CheckpointFiles, fresh_bucket_behind_proxy
 from infra.faults import Fault
-from infra.metered import MeteredStore
 
 STRATEGY = "s3a-conditional"
 
@@ -28,11 +25,7 @@ def behind_proxy(spark, suite_stores):
     """The embedded store (moto server) behind a fresh metering proxy, on a bucket of its own."""
     if ckpt_impls.unavailable(STRATEGY):
         pytest.skip(ckpt_impls.unavailable(STRATEGY))
-    store = suite_stores.get("embedded")
-    bucket = f"ckptbench-s3ac-{uuid.uuid4().hex[:6]}"
-    store.create_bucket(bucket)
-    with MeteredStore(store) as m:
-        ckpt_impls.attach(spark, m, bucket)
+    with fresh_bucket_behind_proxy(spark, suite_stores.get("embedded"), "s3ac") as (m, bucket):
         yield m, bucket
 
 
