@@ -31,7 +31,7 @@ from ckptbench.config import (
 )
 from ckptbench.config import preset as preset_settings
 from ckptbench.harness import jvm_requests, workloads
-from ckptbench.harness.spark import setting, settings_set
+from ckptbench.harness.spark import executors, setting, settings_set
 from ckptbench.record import attribution, results
 from infra.metered import MeteredStore
 from infra.s3ops import Event, area_of
@@ -74,13 +74,23 @@ class QueryLab:
         self.proxy = getattr(store, "proxy", None)
         self.inner = getattr(store, "inner", store)  # the store itself, for the harness's own calls
         self.jvm = jvm_requests.of(spark)
-        #: Where it runs, for the results' environment: master, executors (``lab`` sets it).
-        self.where = {"spark_master": spark.sparkContext.master}
+        #: Where it runs beyond the master: the cluster and the executors waited for (``lab`` sets it).
+        self.placement: dict = {}
         self.cluster: infra.SparkCluster | None = None  # the cluster ``lab`` started for it
         #: State store maintenance runs where the executors do; its calls are logged in this JVM only.
         self.watches_maintenance = spark.sparkContext.master.startswith("local[")
         #: The files' commits drained from the JVM (``pull``) and not yet recorded with their run.
         self.commits: list[dict] = []
+
+    @property
+    def where(self) -> dict:
+        """Where it runs, for the results' environment: the master, and what ``placement`` holds, its
+        ``executor_hosts`` every executor the application has had so far (an executor lost under load
+        is replaced by one with a new id, and the requests it made name that id)."""
+        where = {"spark_master": self.spark.sparkContext.master, **self.placement}
+        if "executor_hosts" in where:
+            where["executor_hosts"] = {**where["executor_hosts"], **executors(self.spark, dead_too=True)}
+        return where
 
     def pull(self) -> None:
         """Move what the driver's JVM logged so far (requests, files' commits under the store's
@@ -324,6 +334,6 @@ def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict 
         hosts = await_executors(spark, cluster.workers if cluster else least_executors(master))
         bench = QueryLab(spark, store, bucket, plan)
         bench.cluster = cluster
-        bench.where = {"spark_master": master, "cluster": cluster.describe() if cluster else None,
-                       "executors": len(hosts), "executor_hosts": hosts}
+        bench.placement = {"cluster": cluster.describe() if cluster else None,
+                           "executors": len(hosts), "executor_hosts": hosts}
         yield bench

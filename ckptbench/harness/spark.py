@@ -74,10 +74,10 @@ def settings_set(spark, settings: dict[str, str]):
                 spark.conf.set(key, value)
 
 
-def executors(spark) -> dict[str, str]:
-    """The application's executors apart from the driver: ``{executor id: host:port}`` ({} in
-    local mode, where tasks run in the driver's JVM)."""
-    listed = spark.sparkContext._jsc.sc().statusStore().executorList(True)
+def executors(spark, dead_too: bool = False) -> dict[str, str]:
+    """The application's live executors (``dead_too``: and those it has lost) apart from the driver:
+    ``{executor id: host:port}`` ({} in local mode, where tasks run in the driver's JVM)."""
+    listed = spark.sparkContext._jsc.sc().statusStore().executorList(not dead_too)
     found = (listed.apply(i) for i in range(listed.size()))
     return {e.id(): e.hostPort() for e in found if e.id() != "driver"}
 
