@@ -34,7 +34,7 @@ from ckptbench.experiments import streaming as streaming_experiment
 
 SETTINGS = config.Settings.from_env()
 PLAN = SETTINGS.plan
-STRATEGIES = list(ckpt_impls.STRATEGIES)
+STRATEGIES = SETTINGS.measured_strategies
 WORKLOADS = list(config.workloads_for(PLAN, jars.spark_version()))  # those this Spark has
 CRASH_PLAN = crashlab.PLANS[SETTINGS.size]
 TWO_WRITER_STRATEGIES = sorted({s for s, *_ in CRASH_PLAN.two_writer_runs(STRATEGIES)}, key=STRATEGIES.index)

@@ -256,6 +256,12 @@ def unavailable(name: str) -> str | None:
     return f"strategy {name!r} needs hadoop-aws {need}+, and the loaded S3A is hadoop-aws {have}: use Spark 4.3's"
 
 
+def runnable(names=None) -> list[str]:
+    """``names`` (default: every strategy in ``STRATEGIES``), in their order, less those the loaded
+    S3A connector cannot run (``unavailable``)."""
+    return [name for name in (STRATEGIES if names is None else names) if not unavailable(name)]
+
+
 def _release(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
 

@@ -10,6 +10,7 @@ import itertools
 import os
 from pathlib import Path
 
+import ckpt_impls
 import infra
 from infra.faults import PROFILES
 
@@ -321,7 +322,8 @@ def check_master(master: str, what: str = "--master") -> str:
 class Settings:
     """What a run measures where: the store, its bucket (None: a fresh one on a local store), the
     run size, the directory raw results are written to, and the fault profile the metering proxy
-    injects (``infra.faults.PROFILES``) with its seed."""
+    injects (``infra.faults.PROFILES``) with its seed, the Spark master, and the strategies measured
+    (``strategies``: empty for every one the loaded S3A can run; ``measured_strategies``)."""
 
     store: str
     size: str
@@ -330,10 +332,12 @@ class Settings:
     fault_profile: str = "none"
     fault_seed: int = 0
     master: str = DEFAULT_MASTER  # a Spark master URL, or CLUSTER
+    strategies: tuple[str, ...] = ()
 
     #: The environment variables ``from_env`` reads (``python -m ckptbench bench`` sets them).
     ENV = {"store": "CKPT_STORE", "size": "CKPT_BENCH_SIZE", "bucket": "CKPT_BUCKET", "raw": "CKPT_BENCH_RAW",
-           "fault_profile": "CKPT_FAULT_PROFILE", "fault_seed": "CKPT_FAULT_SEED", "master": "CKPT_SPARK_MASTER"}
+           "fault_profile": "CKPT_FAULT_PROFILE", "fault_seed": "CKPT_FAULT_SEED", "master": "CKPT_SPARK_MASTER",
+           "strategies": "CKPT_STRATEGIES"}
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -347,10 +351,15 @@ class Settings:
         if not seed.isdigit():
             raise ValueError(f"{cls.ENV['fault_seed']} must be a whole number, not {seed!r}")
         master = check_master(os.environ.get(cls.ENV["master"]) or DEFAULT_MASTER, cls.ENV["master"])
+        strategies = tuple(filter(None, (os.environ.get(cls.ENV["strategies"]) or "").split(",")))
+        unknown = [name for name in strategies if name not in ckpt_impls.STRATEGIES]
+        if unknown:
+            raise ValueError(f"{cls.ENV['strategies']} names no strategy {', '.join(unknown)}: valid strategies: "
+                             f"{', '.join(ckpt_impls.STRATEGIES)}")
         return cls(store=os.environ.get(cls.ENV["store"]) or default_store(), size=size,
                    bucket=os.environ.get(cls.ENV["bucket"]) or None,
                    raw=Path(os.environ.get(cls.ENV["raw"]) or ROOT / "results" / "raw"),
-                   fault_profile=fault_profile, fault_seed=int(seed), master=master)
+                   fault_profile=fault_profile, fault_seed=int(seed), master=master, strategies=strategies)
 
     def env(self) -> dict[str, str]:
         out = {self.ENV["store"]: self.store, self.ENV["size"]: self.size, self.ENV["raw"]: str(self.raw),
@@ -358,7 +367,15 @@ class Settings:
                self.ENV["master"]: self.master}
         if self.bucket:
             out[self.ENV["bucket"]] = self.bucket
+        if self.strategies:
+            out[self.ENV["strategies"]] = ",".join(self.strategies)
         return out
+
+    @property
+    def measured_strategies(self) -> list[str]:
+        """The strategies a run measures: ``strategies``, else every one the loaded S3A connector can
+        run (``ckpt_impls.runnable``)."""
+        return list(self.strategies) or ckpt_impls.runnable()
 
     @property
     def plan(self) -> Plan:

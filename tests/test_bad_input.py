@@ -20,6 +20,11 @@ def test_unknown_strategy_lists_the_valid_ones():
     assert "'bogus'" in line and "rename, direct, conditional" in line
 
 
+def test_bench_refuses_an_unknown_strategy_in_one_line():
+    line = one_error_line(ckptbench_here("bench", "--strategies", "conditional,bogus"))
+    assert "'bogus'" in line and "rename, direct, conditional" in line
+
+
 def test_unknown_store_lists_the_valid_ones():
     line = one_error_line(ckptbench_here("measure", "--stores", "hdfs"))
     assert "'hdfs'" in line and "embedded, ceph" in line

@@ -14,7 +14,7 @@ from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 from ckptbench.experiments.contract import java_class
-from helpers import CheckpointFiles, fresh_bucket_behind_proxy
+from helpers import CheckpointFiles, ckptbench_here, fresh_bucket_behind_proxy, one_error_line
 from infra.faults import Fault
 
 STRATEGY = "s3a-conditional"
@@ -65,3 +65,14 @@ def test_an_s3a_without_conditional_create_is_refused_in_one_line(spark, suite_s
     assert "UnsupportedFileSystemException" in line and "use strategy 'conditional'" in line, line
     expected = "fs.s3a.create.conditional.enabled=false" if not too_old else "hadoop-aws 3.4.2+"
     assert expected in line, line
+
+
+def test_bench_leaves_it_out_where_the_loaded_s3a_is_too_old_and_refuses_it_named():
+    """In the Spark 3.5 venv (``tests/test_spark35.py``): ``bench`` measures every strategy but this
+    one, and refuses ``--strategies`` naming it, in one line, before anything starts."""
+    reason = ckpt_impls.unavailable(STRATEGY)
+    if reason is None:
+        pytest.skip("the loaded S3A has conditional create")
+    assert ckpt_impls.runnable() == [s for s in ckpt_impls.STRATEGIES if s != STRATEGY]
+    line = one_error_line(ckptbench_here("bench", "--strategies", f"rename,{STRATEGY}"))
+    assert line == f"ckptbench: error: {reason}", line

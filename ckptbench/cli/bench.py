@@ -25,6 +25,7 @@ from ckptbench.cli.common import (
     SPARK_VENVS,
     STORE_HELP,
     UsageError,
+    chosen_strategies,
     fault_options,
     parse_master,
     parse_names,
@@ -48,6 +49,9 @@ def register(sub) -> None:
     b.add_argument("--size", choices=list(PLANS), default=os.environ.get(Settings.ENV["size"]) or "quick",
                    help="quick (default), full, or smallest (every benchmark once, tiny; for CI)")
     b.add_argument("--bucket", help=BUCKET_HELP)
+    b.add_argument("--strategies", metavar="A,B", help="measure only these strategies (comma-separated), and "
+                   "Spark's default, which every verdict is against (default: every one the loaded S3A can run); "
+                   "asv keeps a history of each strategy measured")
     b.add_argument("--bench", "-b", help="only benchmarks matching this regular expression (asv run --bench)")
     b.add_argument("--continuous", nargs=2, metavar=("BASE", "HEAD"),
                    help="asv continuous: build and measure both commits (each in asv's virtualenv, not this tree), "
@@ -145,6 +149,7 @@ def cmd_bench(args) -> None:
 
     store = store_of(args)
     parse_names(args.size, config.PLANS, "size")
+    strategies = chosen_strategies(args.strategies) if args.strategies else ()
     fault_profile = parse_proxy_profile(args.fault_profile)
     master = parse_master(args.master)
     commits = continuous.checked(args)  # --continuous, --commits
@@ -167,7 +172,8 @@ def cmd_bench(args) -> None:
     results = Path(args.results).resolve() if args.results else results_root()
     # asv keys results by machine: one per store and Spark version keeps each a series of its own.
     machine = f"{socket.gethostname()}-{store}-spark{jars.spark_version()}"
-    settings = config.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed, master)
+    settings = config.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed, master,
+                               strategies)
     if fault_profile != "none":
         print(f"fault profile: {fault_profile} (seed {args.fault_seed}), injected by the metering proxy")
     if commits:  # asv builds and measures other commits (ckptbench.cli.continuous)

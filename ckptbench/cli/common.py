@@ -10,9 +10,10 @@ import os
 import sys
 from pathlib import Path
 
+import ckpt_impls
 import infra
 from ckpt_impls import jars
-from ckptbench.config import CLUSTER, DEFAULT_MASTER, ROOT, Settings, check_master, default_store
+from ckptbench.config import CLUSTER, DEFAULT_MASTER, ROOT, SPARK_DEFAULT, Settings, check_master, default_store
 
 #: The results directory on the default Spark version; ``results_root`` is the one a command uses.
 RESULTS = ROOT / "results"
@@ -68,6 +69,18 @@ def parse_names(text: str, valid, kind: str) -> list[str]:
         plural = kind.removesuffix("y") + "ies" if kind.endswith("y") else kind + "s"
         raise UsageError(f"unknown {kind} '{','.join(unknown) or text}'; valid {plural}: {', '.join(valid)}")
     return names
+
+
+def chosen_strategies(text: str | None) -> tuple[str, ...]:
+    """The strategies a command measures: those ``text`` names (comma-separated, checked by
+    ``parse_names``; one the loaded S3A cannot run is a UsageError saying why), else every one it
+    can run (``ckpt_impls.runnable``); Spark's default first, always, as every verdict is against it."""
+    names = parse_names(text, ckpt_impls.STRATEGIES, "strategy") if text else ckpt_impls.runnable()
+    refused = next(filter(None, map(ckpt_impls.unavailable, names)), None)
+    if refused:
+        raise UsageError(refused)
+    default = SPARK_DEFAULT[0]
+    return (default, *dict.fromkeys(s for s in names if s != default))
 
 
 def known_store(name: str) -> str:

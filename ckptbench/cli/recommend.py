@@ -20,11 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import ckpt_impls
 import infra
 from ckpt_impls import jars
 from ckptbench import config, progress
-from ckptbench.cli.common import UsageError, known_store, parse_names, results_root
+from ckptbench.cli.common import UsageError, chosen_strategies, known_store, results_root
 from ckptbench.experiments import recommend as experiment
 
 if TYPE_CHECKING:  # imported where used: the decision and the record bring pandas to every command's start
@@ -93,10 +92,7 @@ def _checked(args) -> tuple[config.Shape, list[str], Path]:
     reason = infra.store_class(args.store).unavailable_reason()
     if reason:
         raise infra.StoreUnavailable(reason)
-    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy") if args.strategies \
-        else list(ckpt_impls.STRATEGIES)
-    default = config.SPARK_DEFAULT[0]
-    strategies = [default, *(s for s in strategies if s != default)]
+    strategies = list(chosen_strategies(args.strategies))
     out = Path(args.out) if args.out else results_root() / "recommend" / f"{args.store}-{shape.name}"
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: name a directory (it is made if missing)")

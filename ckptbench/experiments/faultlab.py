@@ -210,7 +210,7 @@ def faultlab(settings: config.Settings, plan: FaultPlan | None = None,
     """Every strategy x workload x fault profile x seed of ``plan`` (default: the settings' size),
     on the settings' store. Written to ``settings.raw`` as experiment ``config.FAULTLAB`` and returned."""
     plan = plan or PLANS[settings.size]
-    strategies = strategies or list(ckpt_impls.STRATEGIES)
+    strategies = strategies or settings.measured_strategies
     settings = dataclasses.replace(settings, fault_profile="none")  # each run sets its own
     recorder = results.Recorder()
     with stores.started_store(settings, needs_proxy="the fault lab") as (store, bucket), \

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import ckpt_impls
 from ckptbench import metrics, progress
 from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT, Plan, Settings, Shape, interleaved, presets_for
 from ckptbench.harness.querylab import checkpoint_settings, lab
@@ -92,7 +91,7 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
     per shape and stage, after an untimed query per shape has warmed the JVM; written to
     ``settings.raw`` as ``experiment`` and returned."""
     plan = plan or settings.plan
-    strategies = strategies or list(ckpt_impls.STRATEGIES)
+    strategies = strategies or settings.measured_strategies
     first = SPARK_DEFAULT[0] if SPARK_DEFAULT[0] in strategies else strategies[0]
     strategies = [first, *(s for s in strategies if s != first)]
     recorder = results.Recorder()

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 
-import ckpt_impls
 from ckptbench import config, progress
 from ckptbench.harness import querylab, stores, workloads
 from ckptbench.record import disk, results
@@ -171,7 +170,7 @@ def scale(settings: config.Settings, strategies: list[str] | None = None, axes: 
     for one, such as ``full``'s 10,000-batch queries."""
     axes = axes or AXES[settings.size]
     k, n = part
-    strategies = (strategies or list(ckpt_impls.STRATEGIES))[k - 1::n]
+    strategies = (strategies or settings.measured_strategies)[k - 1::n]
     if not strategies:
         raise ValueError(f"part {k}/{n} of the scale experiment has no strategy: give at least {k} strategies")
     recorder = results.Recorder()

@@ -42,7 +42,7 @@ def streaming(settings: Settings, strategies: list[str] | None = None, plan: Pla
     ``settings.raw`` as ``experiment`` and returned."""
     plan = plan or settings.plan
     plan = dataclasses.replace(plan, workloads=workloads_for(plan, jars.spark_version()))
-    strategies = strategies or list(ckpt_impls.STRATEGIES)
+    strategies = strategies or settings.measured_strategies
     # The floor keeps its files in the driver JVM's memory: only where executors share that JVM.
     floor = [ckpt_impls.FLOOR.name] if settings.master.startswith("local[") else []
     recorder = results.Recorder()

@@ -394,7 +394,7 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
     from ckptbench.harness.spark import session
 
     plan = plan or PLANS[settings.size]
-    strategies = strategies or list(ckpt_impls.STRATEGIES)
+    strategies = strategies or settings.measured_strategies
     where = disk.directory(settings.raw, settings.store, CRASHLAB)
     try:
         previous = disk.read(where)
