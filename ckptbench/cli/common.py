@@ -71,16 +71,25 @@ def parse_names(text: str, valid, kind: str) -> list[str]:
     return names
 
 
-def chosen_strategies(text: str | None) -> tuple[str, ...]:
-    """The strategies a command measures: those ``text`` names (comma-separated, checked by
+#: ``--strategies``' help where it defaults to ``strategies_of``'s.
+STRATEGIES_HELP = "comma-separated (default: every one the loaded S3A can run)"
+
+
+def strategies_of(text: str | None) -> list[str]:
+    """The strategies a command runs: those ``text`` names (comma-separated, checked by
     ``parse_names``; one the loaded S3A cannot run is a UsageError saying why), else every one it
-    can run (``ckpt_impls.runnable``); Spark's default first, always, as every verdict is against it."""
+    can run (``ckpt_impls.runnable``)."""
     names = parse_names(text, ckpt_impls.STRATEGIES, "strategy") if text else ckpt_impls.runnable()
     refused = next(filter(None, map(ckpt_impls.unavailable, names)), None)
     if refused:
         raise UsageError(refused)
+    return names
+
+
+def chosen_strategies(text: str | None) -> tuple[str, ...]:
+    """``strategies_of(text)`` with Spark's default first, always, as every verdict is against it."""
     default = SPARK_DEFAULT[0]
-    return (default, *dict.fromkeys(s for s in names if s != default))
+    return (default, *dict.fromkeys(s for s in strategies_of(text) if s != default))
 
 
 def known_store(name: str) -> str:

@@ -8,16 +8,17 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import ckpt_impls
 from ckptbench.cli.common import (
     BUCKET_HELP,
     STORE_HELP,
+    STRATEGIES_HELP,
     UsageError,
     parse_names,
     parse_part,
     read_records,
     results_root,
     store_of,
+    strategies_of,
 )
 from ckptbench.config import CRASHLAB, FAULTLAB, PLANS, ROOT
 from infra.faults import PROFILES
@@ -38,7 +39,7 @@ def register(sub) -> None:
     s.add_argument("--axes", default="partitions,operators,batches",
                    help="the axes to run, of partitions,operators,batches (default all; `--size full --axes "
                         "batches` is the 10,000-batch memory run alone)")
-    s.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    s.add_argument("--strategies", help=STRATEGIES_HELP)
     s.add_argument("--part", metavar="K/N",
                    help="run every N-th strategy from the K-th, in a process of its own beside the others "
                         "(results/raw/<store>-scale/part-K-of-N; report and this command read the parts merged)")
@@ -61,7 +62,7 @@ def register(sub) -> None:
                    help="quick (default: the profiles make bench runs), full (every profile, 2 seeds), smallest")
     f.add_argument("--profiles", help=f"comma-separated, of: {', '.join(PROFILES)} (default: the size's)")
     f.add_argument("--workloads", help="comma-separated, of: stateful, file_sink (default: the size's)")
-    f.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    f.add_argument("--strategies", help=STRATEGIES_HELP)
     f.add_argument("--batches", type=int, help="batches per run under faults (default: the size's)")
     f.add_argument("--seeds", type=int,
                    help="runs per strategy x workload x profile, seeds 0..N-1 (default: the size's)")
@@ -71,7 +72,7 @@ def register(sub) -> None:
     f.set_defaults(run=cmd_faultlab)
     c = sub.add_parser(CRASHLAB, help="kill -9 drivers at crash points and check exactly-once, per strategy")
     c.add_argument("--store", help=STORE_HELP)
-    c.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    c.add_argument("--strategies", help=STRATEGIES_HELP)
     c.add_argument("--size",
                    help="a named plan: smallest, quick (what bench runs) or full (25 cycles per strategy x "
                         "workload, stateless and stateful, plus 3 multipart-upload cycles and the two-writer runs); "
@@ -118,7 +119,7 @@ def cmd_scale(args) -> None:
     from ckptbench.report import tables
 
     settings = lab_settings(args, args.size)
-    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    strategies = strategies_of(args.strategies)
     default = scale.AXES[args.size]
     operators = _counts(args.operators, default.operators, "--operators")
     if set(operators) - {1, 2}:
@@ -150,7 +151,7 @@ def cmd_counting(args) -> None:
     from ckptbench.report import tables
 
     settings = lab_settings(args, args.size)
-    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    strategies = strategies_of(args.strategies)
     if args.queries is not None and args.queries < 2:
         raise UsageError(f"--queries must be at least 2 (each query's first arm is the other's in the next), "
                          f"not {args.queries}")
@@ -187,7 +188,7 @@ def cmd_faultlab(args) -> None:
         if args.seeds < 1:
             raise UsageError(f"--seeds must be at least 1, not {args.seeds}")
         changes["seeds"] = tuple(range(args.seeds))
-    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    strategies = strategies_of(args.strategies)
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
     print(tables.fault_table(record))
@@ -235,7 +236,7 @@ def cmd_crashlab(args) -> None:
     if args.size is not None and args.size not in crashlab.PLANS:
         raise UsageError(f"--size takes one of {', '.join(crashlab.PLANS)}, not {args.size!r}")
     settings = lab_settings(args, args.size or "cli")
-    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    strategies = strategies_of(args.strategies)
     points = parse_names(args.points or ",".join(crashlab.DEFAULT_POINTS), crashlab.CRASH_POINTS, "crash point")
     plan = _crash_plan(args, points)
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
-import ckpt_impls
 import infra
 from ckptbench.cli.common import (
     BUCKET_HELP,
@@ -15,6 +14,7 @@ from ckptbench.cli.common import (
     SPARK_HELP,
     SPARK_VENVS,
     STORE_HELP,
+    STRATEGIES_HELP,
     ContractFailed,
     UsageError,
     fault_options,
@@ -24,6 +24,7 @@ from ckptbench.cli.common import (
     read_records,
     results_root,
     store_of,
+    strategies_of,
 )
 from ckptbench.config import DEFAULT_MASTER, ROOT
 
@@ -34,7 +35,7 @@ def register(sub) -> None:
     m.add_argument("--stores", default="embedded,ceph",
                    help=f"comma-separated, of: {', '.join(infra.STORES)} (default: embedded,ceph; "
                         "stores that cannot start here are skipped with the reason)")
-    m.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    m.add_argument("--strategies", help=STRATEGIES_HELP)
     m.add_argument("--batches", type=int, default=20, help="measured batches per run (default 20)")
     m.add_argument("--warmup", type=int, default=5, help="batches run first and left out (default 5)")
     m.add_argument("--allow-few-batches", action="store_true", help=argparse.SUPPRESS)
@@ -50,7 +51,7 @@ def register(sub) -> None:
                                          "(PASS/FAIL per check; status 1 when one fails)")
     ct.add_argument("--store", help=STORE_HELP)
     ct.add_argument("--bucket", help=BUCKET_HELP)
-    ct.add_argument("--strategies", default=",".join(ckpt_impls.STRATEGIES))
+    ct.add_argument("--strategies", help=STRATEGIES_HELP)
     ct.set_defaults(run=cmd_contract)
 
 
@@ -63,7 +64,7 @@ def cmd_measure(args) -> None:
         print(tables.measure_table(read_records(args.record)))
         return
     stores = parse_names(args.stores, infra.STORES, "store")
-    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    strategies = strategies_of(args.strategies)
     fault_profile = parse_proxy_profile(args.fault_profile)
     if args.batches < 20 and not args.allow_few_batches:
         raise UsageError("--batches below 20 gives unstable percentiles; pass --allow-few-batches to insist")
@@ -90,7 +91,7 @@ def cmd_contract(args) -> None:
     from ckptbench.report import tables
 
     name = store_of(args)
-    strategies = parse_names(args.strategies, ckpt_impls.STRATEGIES, "strategy")
+    strategies = strategies_of(args.strategies)
     settings = config.Settings(name, "smallest", args.bucket, results_root() / "raw")
     with stores.started_store(settings) as (store, bucket):
         spark = session(strategies[0], {bucket: store})
