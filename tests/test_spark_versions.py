@@ -1,6 +1,8 @@
 """Two Spark versions from one set of Java sources: the package of CheckpointFileManager is the one
 difference (``ckpt_impls.jars.checkpoint_package``), rewritten by the build; the CLI re-runs a
-command in the venv of the Spark version it is asked for. Fast: no Spark starts here."""
+command in the venv of the Spark version it is asked for. Each Spark line runs the S3A its users
+deploy, and the session's JVM holds only the AWS SDK that S3A is built on. No Spark starts here but
+for that check (mvn's JVM runs where a jar is fetched)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from py4j.protocol import Py4JJavaError
 
 import ckpt_impls
 from ckpt_impls import build, jars
@@ -67,6 +70,19 @@ def test_each_spark_line_runs_the_s3a_its_users_deploy():
     assert generation == ("v2" if tuple(map(int, connector.version.split(".")[:2])) >= (3, 4) else "v1")
     assert versions["aws_sdk"] == f"{generation} {sdk.version}"
     assert jars.aws_sdk() == generation
+
+
+@pytest.mark.spark
+def test_the_session_loads_no_class_of_the_other_sdk_generation(spark):
+    """On Spark 4.3 no AWS SDK v1 class is on the session's class path, on Spark 3.5 no v2 one: the
+    managers' jar carries no SDK, and S3A brings only its own."""
+    ours, other = {"v1": ("com.amazonaws.services.s3.AmazonS3", "software.amazon.awssdk.services.s3.S3Client"),
+                   "v2": ("software.amazon.awssdk.services.s3.S3Client", "com.amazonaws.services.s3.AmazonS3")
+                   }[jars.aws_sdk()]
+    loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    assert spark._jvm.java.lang.Class.forName(ours, False, loader).getName() == ours
+    with pytest.raises(Py4JJavaError, match="ClassNotFoundException"):
+        spark._jvm.java.lang.Class.forName(other, False, loader)
 
 
 def test_the_sdk_is_read_from_the_connector_jar_not_its_name(monkeypatch, tmp_path):
