@@ -96,6 +96,8 @@ def test_rocksdb_state_is_reloaded_from_the_checkpoint_after_a_restart(spark, me
     zip, so the reload must GET one (a run that reads none would check nothing)."""
     from ckptbench.harness import workloads
 
+    if strategy in ckpt_impls.STRATEGIES and ckpt_impls.unavailable(strategy):
+        pytest.skip(ckpt_impls.unavailable(strategy))
     store, bucket = metered_stores(suite_stores.get("embedded"))
     checkpoint = f"s3a://{bucket}/{strategy}-rocksdb-reload-{uuid.uuid4().hex[:8]}/checkpoint"
     table = f"rocksdb_reload_{strategy}".replace("-", "_")
