@@ -149,6 +149,20 @@ def test_the_report_holds_the_decision_and_every_lab(bench):
         "embedded-latency.png", "embedded-requests.png"}
 
 
+def test_the_crash_labs_drivers_killed_anywhere_keep_exactly_once(bench):
+    """The crash lab of the smallest plan kills each strategy's stateless driver at random, in
+    Spark's own settings, and restarts it: every cycle's restart reaches a batch and the check after
+    it finds every row once, as does the series' check at rest (``crashlab.PLANS["smallest"]``)."""
+    results, _ = bench
+    crash = disk.read_all(results / "raw")["embedded"][config.CRASHLAB]
+    plain = crash.crash_series[crash.crash_series.preset.fillna(config.DEFAULT_PRESET) == config.DEFAULT_PRESET]
+    cycles = crash.cycles[crash.cycles.series.isin(plain.series)]
+    assert sorted(set(cycles.strategy)) == sorted(STRATEGIES) and set(cycles.crash_point) == {"random"}, cycles
+    assert (cycles.restart_ok & cycles.landed).all(), cycles.error.tolist()
+    assert (cycles[["duplicates", "lost", "partial"]] == 0).all().all(), cycles
+    assert (plain[["duplicates", "lost", "partial", "unexpected"]] == 0).all().all(), plain
+
+
 def test_the_scale_axes_through_spark(bench):
     """Every strategy along every axis of the smallest scale run: each partition's state store writes
     a file a batch, so there is at least one state request per partition a batch; a second stateful
