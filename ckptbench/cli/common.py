@@ -79,7 +79,9 @@ def strategies_of(text: str | None) -> list[str]:
     """The strategies a command runs: those ``text`` names (comma-separated, checked by
     ``parse_names``; one the loaded S3A cannot run is a UsageError saying why), else every one it
     can run (``ckpt_impls.runnable``)."""
-    names = parse_names(text, ckpt_impls.STRATEGIES, "strategy") if text else ckpt_impls.runnable()
+    if not text:
+        return ckpt_impls.runnable()
+    names = parse_names(text, ckpt_impls.STRATEGIES, "strategy")
     refused = next(filter(None, map(ckpt_impls.unavailable, names)), None)
     if refused:
         raise UsageError(refused)
