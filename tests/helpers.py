@@ -344,7 +344,7 @@ def cluster_cross_check_run(workdir: Path) -> subprocess.Popen | None:
     suite's is a local one. It runs beside the suite (``beside_the_suite``)."""
     if infra.SparkCluster.unavailable_reason():
         return None
-    store = "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
+    store = config.default_store()
     root = str(ROOT)
     with (workdir / "out.json").open("w") as out, (workdir / "err.txt").open("w") as err:
         return subprocess.Popen(

@@ -1,9 +1,9 @@
 """The suite's version-sensitive part on Spark 3.5, in the Spark 3.5 venv (``make setup-spark35``),
-run beside the rest of the suite (conftest ``beside_the_suite``), on one store (``one_store``): the
+run beside the rest of the suite (conftest ``beside_the_suite``), on one store (``spark35_suite``): the
 contract tests, the version checks, the stateful streaming query (stop, restart, state kept) per
-strategy, the state store maintenance watch, the manifest strategy's two writer JVMs, which RocksDB state store
-requests go through the manager and its state reloaded after a restart, and the crash lab's
-verdict on a driver's output.
+strategy, the state store maintenance watch, the manifest strategy's two writer JVMs, which
+RocksDB state store requests go through the manager and its state reloaded after a restart, and
+the crash lab's verdict on a driver's output.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import infra
+from ckptbench import config
 from helpers import ROOT, assert_beside_pytest_passed, beside_pytest, child_beside, skip_unless_ci
 
 PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
@@ -25,28 +25,22 @@ TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py", "tests/test_s
          "tests/test_requests.py::test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch",
          # crashlab's verdict, the version-sensitive part of the lab: Spark's manager factory (its
          # package moved in 4.1) and reading the sink's rows, after a driver on 3.5 wrote them
-         "tests/test_crashlab.py::test_a_damaged_output_is_caught",
-         ]
-#: What ``-k`` leaves out beside the store (``one_store``): the floor's RocksDB reload runs in the main
+         "tests/test_crashlab.py::test_a_damaged_output_is_caught"]
+#: What ``-k`` leaves out beside the other store (``spark35_suite``): the floor's RocksDB reload runs in the main
 #: suite (with the floor of before it failed on 4.3 too), and so do the version checks that fetch
 #: jars with Maven, whichever Spark's they are.
 LEFT_OUT = "(in-memory-floor or fetch)"
 TIMEOUT_S = 1800  # against a hang only: well above its own time on 2 cores
 
 
-def one_store() -> str:
-    """The store the Spark 3.5 part runs on: Ceph RGW where it can run, else the embedded store. What
-    is version-sensitive is Spark's and the managers' classes, not the store: the main suite runs
-    every store."""
-    return "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
-
-
 def spark35_suite(workdir: Path) -> subprocess.Popen | None:
-    """pytest on ``TESTS`` on ``one_store`` in the Spark 3.5 venv, its output into ``workdir``; None
-    without that venv."""
+    """pytest on ``TESTS`` in the Spark 3.5 venv, on ``config.default_store`` (Ceph RGW where it can
+    run, else the embedded store), its output into ``workdir``; None without that venv. What is
+    version-sensitive is Spark's and the managers' classes, not the store: the main suite runs
+    every store."""
     if not PYTHON.exists():
         return None
-    others = " or ".join(sorted({"embedded", "ceph"} - {one_store()}))
+    others = " or ".join(sorted({"embedded", "ceph"} - {config.default_store()}))
     return beside_pytest(PYTHON, [*TESTS, "-k", f"not ({others}) and not {LEFT_OUT}"], workdir)
 
 
