@@ -86,7 +86,7 @@ def test_checksums_off_is_a_workload_only_where_spark_has_them():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", [*ckpt_impls.STRATEGIES, ckpt_impls.FLOOR.name])
+@pytest.mark.parametrize("strategy", [*ckpt_impls.STRATEGIES, ckpt_impls.FLOOR.name], indirect=True)
 def test_rocksdb_state_is_reloaded_from_the_checkpoint_after_a_restart(spark, metered_stores, suite_stores, strategy):
     """A restarted query's tasks load their RocksDB state from the checkpoint (a new run is a new
     provider): ``<version>.zip``, which RocksDB unzips with ``FileSystem.open`` although it wrote
@@ -96,8 +96,6 @@ def test_rocksdb_state_is_reloaded_from_the_checkpoint_after_a_restart(spark, me
     zip, so the reload must GET one (a run that reads none would check nothing)."""
     from ckptbench.harness import workloads
 
-    if strategy in ckpt_impls.STRATEGIES and ckpt_impls.unavailable(strategy):
-        pytest.skip(ckpt_impls.unavailable(strategy))
     store, bucket = metered_stores(suite_stores.get("embedded"))
     checkpoint = f"s3a://{bucket}/{strategy}-rocksdb-reload-{uuid.uuid4().hex[:8]}/checkpoint"
     table = f"rocksdb_reload_{strategy}".replace("-", "_")
