@@ -89,8 +89,10 @@ def cluster_cross_check(request) -> dict:
         pytest.fail(f"Ceph RGW must run in CI but cannot: {infra.CephStore.unavailable_reason()}")
     proc, workdir = child_beside(request.config, cluster_cross_check_run)
     proc.wait(timeout=1200)
-    assert proc.returncode in (0, 1), (workdir / "err.txt").read_text()[-3000:]  # 1: a check failed, as the tests say
-    checked = json.loads((workdir / "out.json").read_text())
+    printed, err = (workdir / "out.json").read_text(), (workdir / "err.txt").read_text()[-5000:]
+    # 1: a check failed, as the tests say, and the JSON says which; a traceback also exits 1, printing none
+    assert proc.returncode in (0, 1) and printed, f"the cross-check exited {proc.returncode}: {err}"
+    checked = json.loads(printed)
     # What its tests take the cluster to be, taken while the application ran: a master, two workers
     # and their executors (two, or more: under load a worker may start another).
     jvms = checked["cluster"]["jvms"]
