@@ -1,4 +1,5 @@
-"""End to end: real streaming queries checkpointing through each strategy to each store.
+"""End to end: real streaming queries checkpointing through each strategy to the benchmarks' default
+store, and through Spark's default to every store (``strategies_on_the_default_store``).
 
 A stateful query and a parquet file sink, checkpoint and output on ``s3a://``: at least
 10 batches, stop, restart; the query resumes at the next batch, its state survives, and
@@ -15,6 +16,8 @@ from ckptbench.harness import workloads
 from helpers import LEFTOVERS, CheckpointFiles, bucket_of
 
 BATCHES = 10
+
+pytestmark = pytest.mark.strategies_on_the_default_store
 
 
 def committed_batches(spark, strategy: str, store, checkpoint_key: str) -> list[int]:

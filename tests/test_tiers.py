@@ -12,15 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+import ckpt_impls
+from ckptbench import config
+from helpers import ROOT, TEST_STORES
+
+STRATEGY = "|".join(map(re.escape, ckpt_impls.STRATEGIES))
+STORE = "|".join(TEST_STORES)
 
 
-def planted(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
+def planted(tmp_path: Path, source: str, *options: str) -> subprocess.CompletedProcess:
     """``source`` as a test file, run by pytest with this suite's conftest and markers."""
     (tmp_path / "test_planted.py").write_text(source)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider",
-                           "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path), str(tmp_path)],
+                           "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path), *options, str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -61,6 +66,30 @@ def test_ceph_started_or_used_without_the_ceph_marker_fails_the_test(tmp_path):
     assert "2 failed" in done.stdout, done.stdout
     for test in ("test_starts_it", "test_gets_it"):
         assert f"test_planted.py::{test} starts Ceph without the ceph marker" in done.stdout, done.stdout
+
+
+MATRIX = '''import pytest
+
+@pytest.mark.strategies_on_the_default_store
+def test_marked(strategy, store):
+    pass
+
+def test_unmarked(strategy, store):
+    pass
+'''
+
+
+def test_a_marked_test_runs_every_strategy_on_the_default_store_and_sparks_default_on_every_store(tmp_path):
+    done = planted(tmp_path, MATRIX, "--collect-only", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    pairs = {test: {tuple(re.search(rf"\[({STRATEGY})-({STORE})\]$", line).groups())
+                    for line in lines if f"::{test}[" in line} for test in ("test_marked", "test_unmarked")}
+    every = {(strategy, store) for strategy in ckpt_impls.STRATEGIES for store in TEST_STORES}
+    assert pairs["test_unmarked"] == every
+    assert pairs["test_marked"] == {(strategy, store) for strategy, store in every
+                                    if store == config.default_store() or strategy == config.SPARK_DEFAULT[0]}
+    assert len(pairs["test_marked"]) == len(ckpt_impls.STRATEGIES) + len(TEST_STORES) - 1
 
 
 def test_the_suites_driver_jvm_maps_the_class_archive(spark):
