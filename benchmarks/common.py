@@ -37,7 +37,7 @@ PLAN = SETTINGS.plan
 STRATEGIES = SETTINGS.measured_strategies
 WORKLOADS = list(config.workloads_for(PLAN, jars.spark_version()))  # those this Spark has
 CRASH_PLAN = crashlab.PLANS[SETTINGS.size]
-TWO_WRITER_STRATEGIES = sorted({s for s, *_ in CRASH_PLAN.two_writer_runs(STRATEGIES)}, key=STRATEGIES.index)
+TWO_WRITER_STRATEGIES = CRASH_PLAN.two_writer_strategies_of(STRATEGIES)
 
 # Spark's checkpoint levers (``ckptbench.experiments.levers``): every configuration of each job, per
 # strategy. The smallest size is the suite's check that every benchmark gives a number, run by

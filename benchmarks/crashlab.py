@@ -107,7 +107,8 @@ class TwoWritersRaced:
     at its write of one file (``race``: its kind, of batch 0) until the other's came, so both
     write it past every check: 1 when the run ended as named, else 0 (see ``TwoWriters``)."""
 
-    params = [common.STRATEGIES, list(common.CRASH_PLAN.two_writers), list(common.CRASH_PLAN.two_writer_races)]
+    params = [common.TWO_WRITER_STRATEGIES, list(common.CRASH_PLAN.two_writers),
+              list(common.CRASH_PLAN.two_writer_races)]
     param_names = ["strategy", "workload", "race"]
     setup_cache = staticmethod(common.crashes)
 

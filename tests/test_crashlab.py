@@ -10,6 +10,7 @@ asv suite and ``python -m ckptbench crashlab`` run many.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 
@@ -218,6 +219,18 @@ def test_the_outcome_classes():
     assert crashlab.classify({**base, "second_error": "java.lang.OutOfMemoryError"}) == "other-error"
     for damage in ({"duplicates": 3}, {"lost": 1}, {"overwritten_logs": 1}, {"verify_error": "unreadable"}):
         assert crashlab.classify({**base, "second_error": conflict, **damage}) == "silent-damage"
+
+
+def test_the_two_writer_runs_raced_or_not_take_the_plans_strategies():
+    strategies = ["rename", "direct", "conditional"]
+    plan = crashlab.CrashPlan(1, ("stateless",), ("stateless",), ("conditional",), two_writer_starts=(0, 3),
+                              two_writer_races=("offsets", "commits"))
+    assert plan.two_writer_runs(strategies) == [("conditional", "stateless", 0), ("conditional", "stateless", 3)]
+    assert plan.race_runs(strategies) == [("conditional", "stateless", "offsets"),
+                                          ("conditional", "stateless", "commits")]
+    every = dataclasses.replace(plan, two_writer_strategies=None)
+    assert [s for s, *_ in every.race_runs(strategies)] == strategies * 2
+    assert [s for s, *_ in every.in_part(2, 2).race_runs(strategies)] == ["direct", "rename", "conditional"]
 
 
 @pytest.mark.ceph

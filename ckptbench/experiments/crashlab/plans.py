@@ -16,7 +16,7 @@ class CrashPlan:
     cycles: int  # kill/restart cycles per strategy x workload
     workloads: tuple[str, ...]
     two_writers: tuple[str, ...]  # workloads of the two-writer runs
-    two_writer_strategies: tuple[str, ...] | None = None  # None: every strategy measured
+    two_writer_strategies: tuple[str, ...] | None = None  # of the two-writer runs, raced ones too; None: every one
     #: The first driver's batches before the second starts; 0: both start together.
     two_writer_starts: tuple[int, ...] = (3,)
     rows_per_batch: int = 100
@@ -27,7 +27,7 @@ class CrashPlan:
     part: tuple[int, int] = (1, 1)
     #: File kinds (``race.KINDS``) of the raced two-writer runs: both drivers started together,
     #: each held by the proxy at its write of that file until the other's came; one run per
-    #: kind x ``two_writers`` workload x strategy (every one).
+    #: kind x ``two_writers`` workload x strategy (of ``two_writer_strategies``).
     two_writer_races: tuple[str, ...] = ()
     #: Rounds per strategy x file kind of the managers' race (``race.race``) and its kinds.
     race_rounds: int = 10
@@ -59,17 +59,20 @@ class CrashPlan:
         return [(strategy, workload, preset, provider, cycles) for workload, preset, provider in self.configurations
                 for strategy in chosen] if cycles > 0 else []
 
+    def two_writer_strategies_of(self, strategies: list[str]) -> list[str]:
+        """Those of ``strategies`` the two-writer runs take, raced or not."""
+        return [s for s in strategies if self.two_writer_strategies is None or s in self.two_writer_strategies]
+
     def two_writer_runs(self, strategies: list[str]) -> list[tuple[str, str, int]]:
-        chosen = [s for s in strategies if self.two_writer_strategies is None or s in self.two_writer_strategies]
         every = [(strategy, workload, start) for start in self.two_writer_starts for workload in self.two_writers
-                 for strategy in chosen]
+                 for strategy in self.two_writer_strategies_of(strategies)]
         k, n = self.part
         return every[k - 1::n]
 
     def race_runs(self, strategies: list[str]) -> list[tuple[str, str, str]]:
         """(strategy, workload, file kind) of this part's raced two-writer runs."""
         every = [(strategy, workload, kind) for kind in self.two_writer_races for workload in self.two_writers
-                 for strategy in strategies]
+                 for strategy in self.two_writer_strategies_of(strategies)]
         k, n = self.part
         return every[k - 1::n]
 
@@ -97,8 +100,8 @@ CONFIGURATIONS = (("stateless-foreach", "async-progress", None), ("stateful", "f
 #: inside the write of a commit.
 CONFIGURATION_POINTS = ("after-skipped-offsets", "during-state-upload", "random", "inside-commit")
 PLANS = {
-    # CI: every benchmark once. Few two-writer runs: each costs two JVM starts; one raced run per
-    # strategy (the race of managers, in the lab's own JVM, costs a second or so a round). One
+    # CI: every benchmark once. Few two-writer runs, on one strategy: each costs two JVM starts, a
+    # raced one more (the race of managers, in the lab's own JVM, costs a second or so a round). One
     # configuration, on two strategies: each series costs two JVM starts however few its cycles.
     "smallest": CrashPlan(1, ("stateless",), ("stateless",), ("conditional",), two_writer_races=("offsets",),
                           race_rounds=3, configurations=CONFIGURATIONS[:1],
