@@ -41,17 +41,18 @@ TWO_WRITER_STRATEGIES = CRASH_PLAN.two_writer_strategies_of(STRATEGIES)
 
 # Spark's checkpoint levers (``ckptbench.experiments.levers``): every configuration of each job, per
 # strategy. The smallest size is the suite's check that every benchmark gives a number, run by
-# `make test` beside the other tests, so it stays short: the stateless job and the RocksDB one (offered
-# every lever and every combination of them, and refused async progress by Spark: every path of the
-# experiment, the refusal included), with Spark's default manager and ``conditional`` (a strategy
-# of each kind: rename-based and one PUT) and any strategy from outside; the plan's batches and
-# repeats (two queries of a configuration, each 1 warm-up and 2 measured batches: two is the fewest
-# ``reproducibility`` can cut in halves). The HDFS-backed job is left to quick and full (its refusals
-# are tests/test_levers.py's). quick and full: every job of ``BENCH_SHAPES`` and every strategy, more
-# batches a configuration, though fewer than the streaming experiment's: each strategy runs the
-# plan's repeats of a query per configuration of every job (15 over ``BENCH_SHAPES``).
+# `make test` beside the other tests, so it stays short: the RocksDB job alone (offered every lever
+# and every combination of them, and refused async progress by Spark: every path of the experiment,
+# the refusal included), with Spark's default manager and ``conditional`` (a strategy of each kind:
+# rename-based and one PUT) and any strategy from outside; the plan's batches and repeats (two
+# queries of a configuration, each 1 warm-up and 2 measured batches: two is the fewest
+# ``reproducibility`` can cut in halves). The stateless and HDFS-backed jobs are left to quick and
+# full (their refusals and async progress's measured run are tests/test_levers.py's). quick and
+# full: every job of ``BENCH_SHAPES`` and every strategy, more batches a configuration, though fewer
+# than the streaming experiment's: each strategy runs the plan's repeats of a query per
+# configuration of every job (15 over ``BENCH_SHAPES``).
 LEVER_SHAPES = (levers_experiment.BENCH_SHAPES if SETTINGS.size != "smallest" else
-                tuple(s for s in levers_experiment.BENCH_SHAPES if not s.stateful or s.provider == "rocksdb"))
+                tuple(s for s in levers_experiment.BENCH_SHAPES if s.provider == "rocksdb"))
 LEVER_STRATEGIES = (STRATEGIES if SETTINGS.size != "smallest" else
                     [s for s in STRATEGIES if s in ("rename", "conditional") or ckpt_impls.get(s).jars])
 #: asv's parameters are fixed lists: every configuration offered to any job of ``BENCH_SHAPES`` (a job
