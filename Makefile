@@ -7,12 +7,16 @@ PY35 := .venv-spark35/bin/python
 SPARK ?= 4.3
 BENCH_SPARKS := $(if $(filter all,$(SPARK)),4.3 3.5,$(SPARK))
 
+# Two jobs at once: the two venvs are made side by side (pip is mostly one core's work).
+MAKEFLAGS += -j2
+
 .PHONY: setup setup-spark35 test test-fast bench
 setup: .venv/.installed
 	$(PY) -m ckptbench.install
 
 # The same set-up in the Spark 3.5 venv: it builds that Spark's jar of the managers; the S3A jars are shared.
-setup-spark35: .venv-spark35/.installed
+# After setup's: both may run Maven, apt and npm, which take one caller at a time.
+setup-spark35: .venv-spark35/.installed | setup
 	$(PY35) -m ckptbench.install
 
 .venv/.installed: requirements.txt pyproject.toml
