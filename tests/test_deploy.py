@@ -158,7 +158,7 @@ def test_declared_options_are_what_the_manager_reads(strategy):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("strategy", ["conditional", "manifest", "abortable"])
+@pytest.mark.parametrize("strategy", ["manifest", "abortable"])  # conditional: on the cluster, below
 def test_spark_submit_with_the_printed_flags_checkpoints_through_the_strategy(bucket, strategy, tmp_path):
     store, name = bucket
     done = ckptbench("deploy", strategy, "--store", "embedded", "--bucket", name, env=env_for(store))
@@ -175,10 +175,7 @@ def test_spark_submit_with_the_printed_flags_checkpoints_through_the_strategy(bu
     objects = store.list_keys(name, "ck/")
     s3 = store.client()
     assert not [k for k in objects if ckpt_impls.TEMP_FILE.search(k)]
-    if strategy == "conditional":  # each file is one conditional PUT, tagged with its writer
-        for key in ("ck/offsets/0", "ck/commits/0", "ck/metadata"):
-            assert "ckptbench-write-id" in s3.head_object(Bucket=name, Key=key)["Metadata"], key
-    elif strategy == "abortable":  # Spark's own, from its module's jar: files at their own keys
+    if strategy == "abortable":  # Spark's own, from its module's jar: files at their own keys
         assert {"ck/offsets/0", "ck/commits/0", "ck/metadata"} <= set(objects), objects
     else:  # files are entries of per-directory manifests, not objects at their paths
         assert "ck/offsets/0" not in objects and "ck/commits/0" not in objects
@@ -258,7 +255,8 @@ def test_unreachable_endpoint():
 def test_spark_submit_with_the_printed_flags_runs_on_a_standalone_cluster(bucket, tmp_path):
     """The README's run on a user's own cluster: the printed flags plus ``--master spark://...``,
     the keys only in the environment of each node (the driver's, the workers', which their
-    executors inherit) for the default chain. The executors write the state files with them."""
+    executors inherit) for the default chain. The executors write the state files with them; the
+    driver writes each log file as one conditional PUT, tagged with its writer."""
     reason = SparkCluster.unavailable_reason()
     if reason:
         pytest.skip(reason)
@@ -275,6 +273,10 @@ def test_spark_submit_with_the_printed_flags_runs_on_a_standalone_cluster(bucket
         run = subprocess.run(argv, capture_output=True, text=True, timeout=600,
                              env={**os.environ, **keys, "PYSPARK_PYTHON": sys.executable})
     assert run.returncode == 0, run.stderr[-3000:]
+    assert f"manager: {ckpt_impls.get('conditional').manager_class}" in run.stdout
     assert "batches: 2" in run.stdout
     state = [k for k in store.list_keys(name, "ck/state/") if k.endswith(".delta")]
     assert len(state) >= 2 * 2, state  # two partitions' delta files, two batches
+    s3 = store.client()
+    for key in ("ck/offsets/0", "ck/commits/0", "ck/metadata"):  # each one conditional PUT, tagged
+        assert "ckptbench-write-id" in s3.head_object(Bucket=name, Key=key)["Metadata"], key
