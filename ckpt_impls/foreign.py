@@ -4,9 +4,10 @@ A strategy is named ``NAME=CLASS@JAR[,JAR...]`` (on the command line, ``--strate
 line in a strategies file, ``--strategies-file``; ``#`` starts a comment). ``check`` refuses it in
 one line (``ForeignStrategyError``) before anything runs: a name that is taken or not a plain word,
 a jar that is missing or not a jar, a class that is not in the jars, was built for the other Spark
-version's ``CheckpointFileManager`` (its package moved in 4.1), is not a ``CheckpointFileManager``,
-or has no public ``(Path, Configuration)`` constructor (``ckptbench.tools.CheckManager`` looks, in a
-JVM of its own, without running any of the class's code).
+version's ``CheckpointFileManager`` (its package moved in 4.1), needs a class on no class path (named,
+with where it was looked for), is not a ``CheckpointFileManager``, or has no public ``(Path,
+Configuration)`` constructor (``ckptbench.tools.CheckManager`` looks, in a JVM of its own on the class
+path Spark gives the manager at run time, without running any of the class's code).
 
 A foreign strategy promises nothing: ``exclusive_create`` is False and it declares no store needs,
 so whatever it guarantees is what the experiments measure (the race, the crash and fault labs).
@@ -98,14 +99,23 @@ def check(name: str, cls: str, paths: list[Path], taken) -> list[Jar]:
     found = [Jar.of(path) for path in paths]
     spark = jars.spark_version()
     other = "3.5" if spark.startswith("4") else "4.3"
-    classpath = [f"{jars.pyspark_jars_dir()}/*", str(jars.managers_jar())]
+    # What Spark puts on the class path at run time: its own jars, then ours, the S3A jars in use
+    # and its cloud module (``jars.spark_jars``).
+    runtime = jars.spark_jars()
+    classpath = [f"{jars.pyspark_jars_dir()}/*", *map(str, runtime)]
     out = subprocess.run(
         ["java", "-cp", ":".join(classpath), CHECKER, f"{jars.checkpoint_package()}.CheckpointFileManager",
          f"{jars.checkpoint_package(other)}.CheckpointFileManager", cls, *map(str, paths)],
         capture_output=True, text=True, timeout=120)
-    said = (out.stdout.strip().splitlines() or out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
-    if CHECKER in out.stderr and "ClassNotFoundException" in out.stderr:
+    verdict, error = out.stdout.strip().splitlines(), out.stderr.strip().splitlines()
+    said = verdict[-1] if verdict else ""
+    if f"Could not find or load main class {CHECKER}" in out.stderr:
         said = f"{jars.managers_jar()} has no {CHECKER}: rebuild it (`make setup`)"
+    elif not verdict:  # the JVM failed before a verdict: its exception's first line says why
+        said = f"the check of {cls} failed in its JVM: {error[0] if error else f'exit status {out.returncode}'}"
+    elif "neither its jars nor the class path hold" in said:
+        said += (f" (looked in {', '.join(p.name for p in paths)}, Spark's jars in {jars.pyspark_jars_dir()} and "
+                 f"{', '.join(p.name for p in runtime)}): add the jar that has it to the strategy's jars")
     if out.returncode != 0 or said != "ok":
         raise ForeignStrategyError(f"{name}: {said} (Spark {spark})")
     return found

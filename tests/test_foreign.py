@@ -35,9 +35,9 @@ BROKEN = {
 VERSION = "1.2.3"
 
 
-def javac(sources: Path, out: Path) -> Path:
+def javac(sources: Path, out: Path, *more: Path) -> Path:
     classes = out / "classes"
-    classpath = [f"{jars.pyspark_jars_dir()}/*", *map(str, jars.s3a_jars())]
+    classpath = [f"{jars.pyspark_jars_dir()}/*", *map(str, jars.s3a_jars()), *map(str, more)]
     subprocess.run(["javac", "-nowarn", "--release", "17", "-cp", ":".join(classpath), "-d", str(classes),
                     *map(str, sorted(sources.rglob("*.java")))], check=True, capture_output=True)
     return classes
@@ -51,7 +51,8 @@ def thirdparty(tmp_path_factory) -> dict[str, Path]:
     """{"jar": the third party's jar (with an Implementation-Version), "other": a manager built
     against the other Spark version's CheckpointFileManager, in a jar without that trait}."""
     out = tmp_path_factory.mktemp("thirdparty")
-    classes = javac(JAVA / "thirdparty", out / "plain")
+    library = javac(JAVA / "library", out / "library")  # on javac's class path, never in the jar
+    classes = javac(JAVA / "thirdparty", out / "plain", library)
     (out / "MANIFEST.MF").write_text(f"Implementation-Title: thirdparty\nImplementation-Version: {VERSION}\n")
     subprocess.run(["jar", "cfm", str(out / "thirdparty.jar"), str(out / "MANIFEST.MF"), "-C", str(classes), "."],
                    check=True)
@@ -73,6 +74,9 @@ def spec(name: str, cls: str, jar: Path) -> str:
     (lambda t: spec("mine", f"{PACKAGE}.NotAManager", t["jar"]), "is not a CheckpointFileManager"),
     (lambda t: spec("mine", f"{PACKAGE}.ForOtherSpark", t["other"]), "was built for the other Spark version"),
     (lambda t: spec("mine", f"{PLAIN}$NoConstructor", t["jar"]), "has no public constructor (org.apache.hadoop"),
+    (lambda t: spec("mine", f"{PACKAGE}.NeedsALibrary", t["jar"]),
+     f"{PACKAGE}.NeedsALibrary needs org.example.library.Helper, which neither its jars nor the class path hold "
+     f"(looked in thirdparty.jar, Spark's jars in {jars.pyspark_jars_dir()} and {jars.managers_jar().name}, "),
     (lambda t: spec("conditional", PLAIN, t["jar"]), "'conditional' is taken"),
     (lambda t: spec("Mine!", PLAIN, t["jar"]), "use a lower-case word"),
 ])
@@ -82,6 +86,12 @@ def test_a_strategy_that_cannot_run_is_one_line_and_nothing_runs(thirdparty, tmp
                      env={"CKPT_BENCH_RAW": str(raw)})
     assert said in one_error_line(done)
     assert done.stdout == "" and not raw.exists()
+
+
+def test_a_manager_that_names_s3as_classes_is_checked_on_the_class_path_spark_gives_it(thirdparty):
+    done = ckptbench("--strategy", spec("ons3a", f"{PACKAGE}.OnS3A", thirdparty["jar"]), "strategies")
+    assert done.returncode == 0, done.stderr
+    assert re.search(rf"^ons3a +from outside: {re.escape(PACKAGE)}\.OnS3A in thirdparty\.jar$", done.stdout, re.M)
 
 
 def test_a_strategies_file_names_them_too(thirdparty, tmp_path):
