@@ -19,6 +19,7 @@ import threading
 import uuid
 
 from py4j.protocol import Py4JJavaError
+from pyspark.errors.exceptions.captured import CapturedException
 
 import ckpt_impls
 
@@ -32,6 +33,13 @@ class ContractBroken(AssertionError):
 
 def java_class(error: Py4JJavaError) -> str:
     return error.java_exception.getClass().getName()
+
+
+def converted_class(error: CapturedException) -> str:
+    """The JVM class of an error PySpark converted to one of its own: PySpark keeps the JVM's
+    exception only in a private attribute, so its own class name where that is gone."""
+    origin = getattr(error, "_origin", None)
+    return origin.getClass().getName() if origin is not None else type(error).__name__
 
 
 def expect(condition: bool, seen: str) -> None:
@@ -260,6 +268,8 @@ def run(spark, strategy: str, store, bucket: str, under: str) -> list[tuple[str,
             out.append((name, False, str(e)))
         except Py4JJavaError as e:
             out.append((name, False, f"{java_class(e)}: {str(e.java_exception.getMessage())[:200]}"))
+        except CapturedException as e:  # a JVM error PySpark converts (IllegalArgumentException, ...)
+            out.append((name, False, f"{converted_class(e)}: {str(e).splitlines()[0][:200]}"))
         finally:
             getattr(store, "inner", store).empty_bucket(bucket, files.prefix + "/")
     return out

@@ -173,6 +173,27 @@ public class PlainCheckpointFileManager implements CheckpointFileManager {
     }
   }
 
+  /**
+   * list() of a directory with a subdirectory throws IllegalArgumentException, as a manager does that
+   * makes a Path of a directory marker's empty name.
+   */
+  public static class ListThrowsOnASubdirectory extends PlainCheckpointFileManager {
+    public ListThrowsOnASubdirectory(Path path, Configuration conf) throws IOException {
+      super(path, conf);
+    }
+
+    @Override
+    public FileStatus[] list(Path path, PathFilter filter) {
+      FileStatus[] found = super.list(path, filter);
+      for (FileStatus status : found) {
+        if (status.isDirectory()) {
+          new Path("");
+        }
+      }
+      return found;
+    }
+  }
+
   /** list() of dir/1 also returns dir/10's entries, as a key prefix without its trailing slash does. */
   public static class ListsAPrefix extends PlainCheckpointFileManager {
     public ListsAPrefix(Path path, Configuration conf) throws IOException {
