@@ -67,6 +67,17 @@ def proc_stat(pid: int) -> tuple[str, str, int] | None:
     return stat[stat.index("(") + 1 : stat.rindex(")")], state, int(ppid)
 
 
+def proc_started(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (/proc's ``starttime``), or None if
+    there is no such process: with the pid, what names one process, since the kernel reuses pids
+    (a long run on a busy machine wraps them)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[19])
+
+
 def live_processes(group: int | None = None, session: int | None = None) -> list[int]:
     """The live processes (not zombies) of process group ``group`` or of session ``session``, from
     /proc: what a process started with ``start_new_session`` left, including children that made

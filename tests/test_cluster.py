@@ -10,6 +10,7 @@ operation, and nothing left running once it ended. tests/test_secrets.py checks 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +22,7 @@ from ckptbench.experiments import jvm_crosscheck
 from ckptbench.harness import spark
 from ckptbench.report import page
 from helpers import cluster_cross_check_run, comparable_totals
-from infra.net import proc_stat
+from infra.net import proc_started, proc_stat
 
 # -- without a cluster --------------------------------------------------------------------------
 
@@ -61,9 +62,11 @@ def test_the_report_says_where_spark_ran():
 
 # -- with a cluster ------------------------------------------------------------------------------
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, started: int) -> bool:
+    """Whether the process ``pid`` that started at ``started`` runs: a pid alone may name another
+    process by now."""
     stat = proc_stat(pid)
-    return stat is not None and stat[1] != "Z"
+    return stat is not None and stat[1] != "Z" and proc_started(pid) == started
 
 
 @pytest.mark.slow
@@ -95,11 +98,24 @@ def test_on_the_cluster_the_jvms_count_what_the_proxy_counts_per_operation(clust
         assert jvm == proxy and sum(proxy.values()) > 0, strategy
 
 
+def test_a_pid_names_a_running_process_only_with_its_start():
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        started = proc_started(child.pid)
+        assert _alive(child.pid, started) and not _alive(child.pid, started + 1)
+    finally:
+        child.kill()
+        child.wait()
+    assert not _alive(child.pid, started)
+
+
 @pytest.mark.slow
 @pytest.mark.beside_the_suite.with_args(cluster_cross_check_run)
 def test_the_cluster_leaves_nothing_running(cluster_cross_check):
     """Its JVMs, taken while the application ran, are gone once the run ended, as is its directory
     (the daemons' logs, the executors' work directories)."""
     pids = [int(pid) for lines in cluster_cross_check["cluster"]["jvms"].values() for pid in lines]
-    assert not [pid for pid in pids if _alive(pid)]
+    started = {int(pid): ticks for pid, ticks in cluster_cross_check["cluster"]["started"].items()}
+    assert sorted(started) == sorted(pids) and None not in started.values(), started
+    assert not [pid for pid in pids if _alive(pid, started[pid])]
     assert not Path(cluster_cross_check["cluster"]["directory"]).exists()

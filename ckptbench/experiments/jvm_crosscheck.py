@@ -27,7 +27,7 @@ import ckpt_impls
 from ckptbench import config
 from ckptbench.harness import jvm_requests, querylab, stores
 from ckptbench.record import results, schema
-from infra.net import command_lines_holding
+from infra.net import command_lines_holding, proc_started
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
 
@@ -43,8 +43,9 @@ def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> 
     """Per strategy: the requests each source counted (in all and per operation), where they
     disagree, what moved between batches, which JVMs reported them; and where the runs ran
     (``querylab.QueryLab.where``). On ``config.CLUSTER``, also, taken while the application still runs: the
-    pids of the cluster's JVMs by role (``cluster``) and every process whose command line held the
-    store's secret key, by pid and role (``secret_on_command_lines``: {}, or the key leaked)."""
+    pids of the cluster's JVMs by role and when each started (``cluster``: a pid and its start name
+    one process) and every process whose command line held the store's secret key, by pid and role
+    (``secret_on_command_lines``: {}, or the key leaked)."""
     settings = config.Settings(store=store, size="smallest", bucket=None, raw=config.ROOT / "results" / "raw")
     out = {}
     with stores.started_store(settings, needs_proxy="the cross-check") as (metered, bucket), \
@@ -78,7 +79,8 @@ def cross_check(store: str, strategies, master: str, batches: int = BATCHES) -> 
             role = {pid: name for name, lines in jvms.items() for pid in lines}
             secret = metered.credentials.secret_key if metered.credentials else None
             checked["cluster"] = {"directory": str(lab.cluster.directory),
-                                  "jvms": {name: sorted(lines) for name, lines in jvms.items()}}
+                                  "jvms": {name: sorted(lines) for name, lines in jvms.items()},
+                                  "started": {pid: proc_started(pid) for pid in role}}
             # pids and roles only: the lines themselves would put the secret into this output
             checked["secret_on_command_lines"] = (None if secret is None else
                                                   {pid: role.get(pid, "other")
