@@ -174,11 +174,9 @@ def test_the_verdict_on_a_sink_whose_batches_are_not_atomic():
 
 def test_the_plans_configurations():
     """quick runs every configuration on Spark's default manager and conditional, full on every
-    strategy; smallest one, on the two, one cycle; a part runs its share of the cycles."""
+    strategy, smallest none; a part runs its share of the cycles."""
     strategies = ["rename", "direct", "conditional", "manifest"]
-    smallest = crashlab.PLANS["smallest"].configured_series(strategies)
-    assert smallest == [("rename", "stateless-foreach", "async-progress", None, 1),
-                        ("conditional", "stateless-foreach", "async-progress", None, 1)]
+    assert crashlab.PLANS["smallest"].configured_series(strategies) == []
     quick = crashlab.PLANS["quick"].configured_series(strategies)
     assert len(quick) == len(crashlab.CONFIGURATIONS) * 2 and {s for s, *_ in quick} == {"rename", "conditional"}
     full = crashlab.PLANS["full"]
@@ -194,8 +192,11 @@ def test_the_plans_configurations():
     assert not skipped.applies_to(foreach, {}) and not skipped.applies_to(crashlab.WORKLOADS["stateful"], {})
     assert [skipped.confirm(before, 4) for before in (set(), {3}, {1}, {0, 1}, {1, 3})] == [
         False, False, True, True, False]
-    one = crashlab.PLANS["smallest"]
-    assert one.in_part(1, 2).configured_series(strategies) == smallest
+    one = dataclasses.replace(crashlab.PLANS["smallest"], configurations=crashlab.CONFIGURATIONS[:1],
+                              configuration_strategies=("rename", "conditional"))
+    assert one.in_part(1, 2).configured_series(strategies) == [
+        ("rename", "stateless-foreach", "async-progress", None, 1),
+        ("conditional", "stateless-foreach", "async-progress", None, 1)]
     assert one.in_part(2, 2).configured_series(strategies) == []
     with_none = crashlab.expected_seconds(crashlab.CrashPlan(1, ("stateless",), ()), strategies)
     with_one = crashlab.expected_seconds(crashlab.CrashPlan(1, ("stateless",), (), configurations=(

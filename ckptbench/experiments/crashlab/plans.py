@@ -101,12 +101,11 @@ CONFIGURATIONS = (("stateless-foreach", "async-progress", None), ("stateful", "f
 CONFIGURATION_POINTS = ("after-skipped-offsets", "during-state-upload", "random", "inside-commit")
 PLANS = {
     # CI: every benchmark once. Few two-writer runs, on one strategy: each costs two JVM starts, a
-    # raced one more (the race of managers, in the lab's own JVM, costs a second or so a round). One
-    # configuration, on two strategies: each series costs two JVM starts however few its cycles.
+    # raced one more (the race of managers, in the lab's own JVM, costs a second or so a round). No
+    # configuration series: each costs two JVM starts however few its cycles; bench's crash check
+    # runs one in a configuration, and tests/test_crashlab_levers.py runs each.
     "smallest": CrashPlan(1, ("stateless",), ("stateless",), ("conditional",), two_writer_races=("offsets",),
-                          race_rounds=3, configurations=CONFIGURATIONS[:1],
-                          configuration_strategies=("rename", "conditional"),
-                          configuration_points=CONFIGURATION_POINTS),
+                          race_rounds=3),
     # quick: the configurations on Spark's default manager and on one PUT (a lever's damage is
     # Spark's, whatever the strategy: ``decide`` carries it to the others).
     "quick": CrashPlan(2, ("stateless",), ("stateless",), two_writer_races=("offsets",), race_rounds=10,
