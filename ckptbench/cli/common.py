@@ -107,20 +107,31 @@ def store_of(args) -> str:
     return known_store(args.store or os.environ.get(Settings.ENV["store"]) or default_store())
 
 
+def raw_root() -> Path:
+    """Where a command writes its raw records and reads them by default: ``$CKPT_BENCH_RAW`` where
+    set (``config.Settings.ENV``, as ``bench`` hands asv's processes), else ``results_root()/raw``."""
+    named = os.environ.get(Settings.ENV["raw"])
+    return Path(named) if named else results_root() / "raw"
+
+
+def shown(path: Path) -> Path:
+    """``path`` as a command prints it: relative to the checkout where it is inside it."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def read_records(paths: list[str] | None, kind: str | None = None, run: str = "`make bench`") -> list:
     """The records a command reads (``record.Results``): those at ``paths`` (``--record DIR ...``),
-    else every ``<store>-<kind>`` record under ``results_root()/raw``. UsageError in one line when
-    one is not a record, or when none is found (``run`` names the command that makes one)."""
+    else every ``<store>-<kind>`` record under ``raw_root()``. UsageError in one line when one is
+    not a record, or when none is found (``run`` names the command that makes one)."""
     from ckptbench.record import disk
 
     if paths:
         found = [Path(p) for p in paths]
     else:
-        raw = results_root() / "raw"
+        raw = raw_root()
         found = sorted(raw.glob(f"*-{kind}"))
         if not found:
-            where = raw.relative_to(ROOT) if raw.is_relative_to(ROOT) else raw
-            raise UsageError(f"no {kind} results in {where}: run {run} first, or name one with --record DIR")
+            raise UsageError(f"no {kind} results in {shown(raw)}: run {run} first, or name one with --record DIR")
     try:
         return [disk.read(path) for path in found]
     except (OSError, ValueError) as e:

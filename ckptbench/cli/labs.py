@@ -15,12 +15,14 @@ from ckptbench.cli.common import (
     UsageError,
     parse_names,
     parse_part,
+    raw_root,
     read_records,
     results_root,
+    shown,
     store_of,
     strategies_of,
 )
-from ckptbench.config import CRASHLAB, FAULTLAB, PLANS, ROOT
+from ckptbench.config import CRASHLAB, FAULTLAB, PLANS
 from infra.faults import PROFILES
 
 
@@ -97,10 +99,10 @@ def register(sub) -> None:
 
 def lab_settings(args, size: str):
     """A lab's ``config.Settings``: the store it runs on (``store_of``), ``size``, ``--bucket``, and its
-    raw records under ``results_root()``, like every command's."""
+    raw records under ``raw_root()``, like every command's."""
     from ckptbench import config
 
-    return config.Settings(store_of(args), size, args.bucket, results_root() / "raw")
+    return config.Settings(store_of(args), size, args.bucket, raw_root())
 
 
 def _counts(text: str | None, fallback: tuple[int, ...], option: str) -> tuple[int, ...]:
@@ -192,7 +194,7 @@ def cmd_faultlab(args) -> None:
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
     print(tables.fault_table(record))
-    print(f"\nrecord: {disk.directory(settings.raw, settings.store, FAULTLAB).relative_to(ROOT)} "
+    print(f"\nrecord: {shown(disk.directory(settings.raw, settings.store, FAULTLAB))} "
           "(python -m ckptbench faultlab --record DIR prints its table again)")
 
 
@@ -246,6 +248,6 @@ def cmd_crashlab(args) -> None:
         record = disk.read(where)  # every part written so far, merged
         print(f"the parts written so far: {', '.join(p.name for p in disk.parts_of(where))}")
     print("\n\n".join(table.markdown() for table in tables.crash_tables(record)))
-    print(f"\nrecord: {where.relative_to(ROOT)} (seed {args.seed}; the same tables are in "
-          f"{(results_root() / 'report' / 'index.html').relative_to(ROOT)} after a bench run or "
+    print(f"\nrecord: {shown(where)} (seed {args.seed}; the same tables are in "
+          f"{shown(results_root() / 'report' / 'index.html')} after a bench run or "
           "`python -m ckptbench report`)")

@@ -21,12 +21,13 @@ from ckptbench.cli.common import (
     parse_master,
     parse_names,
     parse_proxy_profile,
+    raw_root,
     read_records,
-    results_root,
+    shown,
     store_of,
     strategies_of,
 )
-from ckptbench.config import DEFAULT_MASTER, ROOT
+from ckptbench.config import DEFAULT_MASTER
 
 
 def register(sub) -> None:
@@ -69,16 +70,16 @@ def cmd_measure(args) -> None:
     if args.batches < 20 and not args.allow_few_batches:
         raise UsageError("--batches below 20 gives unstable percentiles; pass --allow-few-batches to insist")
     master = parse_master(args.master)
-    out = results_root()
-    raw = out / "raw"
+    raw = raw_root()
+    out = raw.parent
     records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, master, raw,
                           fault_profile, args.fault_seed)
     text = tables.measure_table(records)
     print(text)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     (out / f"measure-{stamp}.md").write_text(text + "\n")
-    written = [str(disk.directory(raw, r.environment["store"], "measure").relative_to(ROOT)) for r in records]
-    print(f"\nwritten: {out.relative_to(ROOT)}/measure-{stamp}.md; records: {', '.join(written)} "
+    written = [str(shown(disk.directory(raw, r.environment["store"], "measure"))) for r in records]
+    print(f"\nwritten: {shown(out)}/measure-{stamp}.md; records: {', '.join(written)} "
           f"(python -m ckptbench measure --record DIR prints a record's table again)")
 
 
@@ -92,7 +93,7 @@ def cmd_contract(args) -> None:
 
     name = store_of(args)
     strategies = strategies_of(args.strategies)
-    settings = config.Settings(name, "smallest", args.bucket, results_root() / "raw")
+    settings = config.Settings(name, "smallest", args.bucket, raw_root())
     with stores.started_store(settings) as (store, bucket):
         spark = session(strategies[0], {bucket: store})
         try:
