@@ -9,6 +9,13 @@ Credentials never go into the builder: PySpark passes builder confs to the JVM o
 command line, where ``ps`` shows them. ``set_credentials`` puts them into the running
 driver's Hadoop configuration instead, from where Spark ships them to executors inside
 tasks.
+
+The store under test (of a session's stores, the last configured) also reaches a manager the
+standard ways, for one with an AWS SDK client of its own: S3A's base keys (``fs.s3a.endpoint``,
+``fs.s3a.path.style.access``, ``fs.s3a.endpoint.region``, and in memory ``fs.s3a.access.key`` and
+``fs.s3a.secret.key``), and its keys in the environment of each JVM that runs one, where the
+SDKs' default credential chain reads them (``chain_env``). S3A itself reads the per-bucket keys,
+which come first.
 """
 
 from __future__ import annotations
@@ -295,7 +302,8 @@ def describe() -> str:
 
 
 def store_conf(store, bucket: str) -> dict[str, str]:
-    """Non-secret S3A settings that point ``s3a://bucket`` at ``store`` (Hadoop keys)."""
+    """Non-secret S3A settings that point ``s3a://bucket`` at ``store`` (Hadoop keys), and S3A's
+    base keys at it as the store under test."""
     prefix = f"fs.s3a.bucket.{bucket}."
     conf = {prefix + "aws.credentials.provider": _KEYS_PROVIDER if store.credentials else _SDK_CHAIN[jars.aws_sdk()]}
     if store.endpoint:
@@ -303,7 +311,27 @@ def store_conf(store, bucket: str) -> dict[str, str]:
         conf[prefix + "path.style.access"] = "true"
         conf[prefix + "connection.ssl.enabled"] = str(store.endpoint.startswith("https://")).lower()
     conf.update({prefix + k: v for k, v in store.s3a_options(jars.aws_sdk()).items()})
+    conf.update(base_conf(store))
     return conf
+
+
+def base_conf(store) -> dict[str, str]:
+    """S3A's base keys (no bucket in them) pointing at ``store``: where a manager with an SDK client
+    of its own, configured the way S3A is, finds the store under test."""
+    conf = {"fs.s3a.endpoint.region": store.region}
+    if store.endpoint:
+        conf.update({"fs.s3a.endpoint": store.endpoint, "fs.s3a.path.style.access": "true"})
+    return conf
+
+
+def chain_env(store) -> dict[str, str]:
+    """``store``'s keys and region as the AWS SDKs' default credential chain reads them from a JVM's
+    environment; {} for a store without keys of its own (the chain then finds the user's). For the
+    environment of a JVM as it starts, never its command line."""
+    if store is None or store.credentials is None:
+        return {}
+    return {"AWS_ACCESS_KEY_ID": store.credentials.access_key,
+            "AWS_SECRET_ACCESS_KEY": store.credentials.secret_key, "AWS_REGION": store.region}
 
 
 def session_conf(strategy: str, store, bucket: str) -> dict[str, str]:
@@ -345,12 +373,14 @@ def configure(conf: dict[str, str], strategy: str, store, bucket: str) -> dict[s
 
 
 def set_credentials(spark, store, bucket: str) -> None:
-    """Give the running session ``store``'s keys for ``bucket``, in memory only."""
+    """Give the running session ``store``'s keys for ``bucket``, and as S3A's base keys (the store
+    under test), in memory only."""
     if store.credentials is None:
         return
     hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-    hadoop_conf.set(f"fs.s3a.bucket.{bucket}.access.key", store.credentials.access_key)
-    hadoop_conf.set(f"fs.s3a.bucket.{bucket}.secret.key", store.credentials.secret_key)
+    for prefix in (f"fs.s3a.bucket.{bucket}.", "fs.s3a."):
+        hadoop_conf.set(prefix + "access.key", store.credentials.access_key)
+        hadoop_conf.set(prefix + "secret.key", store.credentials.secret_key)
 
 
 def attach(spark, store, bucket: str) -> None:

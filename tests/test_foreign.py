@@ -1,7 +1,10 @@
 """A strategy from outside (``--strategy NAME=CLASS@JAR``): a third party's manager, built here from
 source in a package and jar of its own (``tests/java/thirdparty``), checked before anything runs,
 named fully in the record, measured like ours, and broken on purpose in the ways published managers
-break, each caught by the contract (``python -m ckptbench contract``).
+break, each caught by the contract (``python -m ckptbench contract``). And an S3-native one with an
+AWS SDK v2 client of its own (``tests/java/ownclient``), configured from S3A's base keys and the
+SDK's default credential chain: it runs through the commands with that one option, through the
+metering proxy, and its variant that forgets the log on a restart is caught by the crash lab.
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ from pathlib import Path
 import pytest
 
 from ckpt_impls import jars
+from ckptbench import metrics
+from ckptbench.experiments.contract import CHECKS as CONTRACT_CHECKS
+from ckptbench.harness import jvm_requests
+from ckptbench.record import disk
 from helpers import ckptbench, one_error_line
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,3 +162,55 @@ def test_deploy_ships_its_jar_and_not_ours(thirdparty):
         in done.stdout
     assert str(jars.managers_jar()) not in done.stdout
     assert f"spark.sql.streaming.checkpointFileManagerClass={PLAIN}" in done.stdout
+
+
+OWN = "org.example.ownclient.OwnClientCheckpointFileManager"
+
+
+@pytest.fixture(scope="module")
+def ownclient(tmp_path_factory) -> Path:
+    """The jar of the manager with an AWS SDK v2 client of its own (and its broken variant)."""
+    if jars.aws_sdk() != "v2":
+        pytest.skip(f"its client is AWS SDK v2's; the loaded S3A brings {jars.aws_sdk()}")
+    out = tmp_path_factory.mktemp("ownclient")
+    classes = javac(JAVA / "ownclient", out)
+    subprocess.run(["jar", "cf", str(out / "ownclient.jar"), "-C", str(classes), "."], check=True)
+    return out / "ownclient.jar"
+
+
+@pytest.mark.ceph
+def test_a_manager_with_its_own_client_runs_through_the_proxy_with_one_option(ownclient, tmp_path):
+    own = ("--strategy", spec("own", OWN, ownclient))
+    contract = run(*own, "contract", "--store", "ceph", "--strategies", "own")
+    assert contract.returncode == 0, contract.stdout + contract.stderr[-3000:]
+    rows = [line for line in contract.stdout.splitlines() if line.startswith("| own |")]
+    assert len(rows) == len(CONTRACT_CHECKS) and all(" | PASS | " in row for row in rows), contract.stdout
+
+    raw = tmp_path / "raw"
+    measured = run(*own, "measure", "--stores", "ceph", "--strategies", "own", "--batches", "3", "--warmup", "1",
+                   "--allow-few-batches", env={"CKPT_BENCH_RAW": str(raw)})
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    record = disk.read(raw / "ceph-measure")
+    measured_run = record.run("own", "stateful")
+    # Its own client's requests went through the proxy, and the JVM counted each of them as well.
+    assert jvm_requests.disagreements(measured_run).empty, jvm_requests.disagreements(measured_run)
+    by_source = record.requests.groupby("source").size().to_dict()
+    assert by_source.get("proxy", 0) > 0 and by_source.get("jvm", 0) > 0, by_source
+
+
+@pytest.mark.ceph
+def test_the_crash_lab_catches_an_own_client_manager_that_forgets_the_log_on_a_restart(ownclient, tmp_path):
+    raw = tmp_path / "raw"
+    args = ("--strategy", spec("own", OWN, ownclient),
+            "--strategy", spec("forgets", f"{OWN}$ListsOnlyItsOwn", ownclient))
+    done = run(*args, "crashlab", "--store", "ceph", "--strategies", "own,forgets", "--workloads", "stateless",
+               "--cycles", "1", "--two-writers", "none", env={"CKPT_BENCH_RAW": str(raw)})
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    record = disk.read(raw / "ceph-crashlab")
+    cycles = record.cycles.set_index("strategy")
+    assert cycles.loc[["own"]].restart_ok.all() and (cycles.loc[["own"]][["duplicates", "lost"]] == 0).all().all()
+    forgot = cycles.loc[["forgets"]]
+    assert not forgot.restart_ok.any(), forgot
+    assert forgot.error.str.contains("CONCURRENT_STREAM_LOG_UPDATE").all(), forgot.error.tolist()
+    # The managers' race met at the proxy: its own client's PUTs were held there like S3A's.
+    assert metrics.race_unmet(record, "own") == 0 and metrics.refuses_second_writer(record, "own")

@@ -65,8 +65,10 @@ def key_pattern(key: str, keys_mirror_paths: bool) -> str:
 def through_proxy(store, bucket: str) -> dict[str, str]:
     """Hadoop settings that send a manager's requests for ``bucket`` through ``store``'s proxy (a
     ``MeteredStore``), in a FileSystem of its own (not the session's cached one, which may reach
-    the store directly), and keep ``manifest``'s directory records below the run prefix."""
-    settings = {f"fs.s3a.bucket.{bucket}.endpoint": store.endpoint, "fs.s3a.impl.disable.cache": "true"}
+    the store directly), S3A's base endpoint too (a manager with a client of its own reads that),
+    and keep ``manifest``'s directory records below the run prefix."""
+    settings = {f"fs.s3a.bucket.{bucket}.endpoint": store.endpoint, "fs.s3a.endpoint": store.endpoint,
+                "fs.s3a.impl.disable.cache": "true"}
     if getattr(store, "run_prefix", None):
         settings["ckptbench.manifest.root"] = f"s3a://{bucket}/{store.run_prefix}"
     return settings

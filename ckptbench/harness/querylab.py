@@ -327,7 +327,7 @@ def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict 
     with contextlib.ExitStack() as stack:
         cluster = None
         if master == CLUSTER:
-            cluster = stack.enter_context(infra.SparkCluster())
+            cluster = stack.enter_context(infra.SparkCluster(env=ckpt_impls.chain_env(store)))
             master, conf = cluster.master_url, {**cluster.spark_conf(), **conf}
         spark = session(strategy, {bucket: store}, master=master, conf=conf)
         stack.callback(spark.stop)

@@ -22,8 +22,9 @@ BASE_CONF = {
 def session(strategy: str, stores: dict, master: str = "local[2]", conf: dict | None = None):
     """A SparkSession using ``strategy``, reaching each ``{bucket: store}`` through S3A.
 
-    S3A settings are per bucket name, so each store needs buckets of its own.
-    ``conf`` adds or overrides Spark settings (e.g. for a real ``--master``).
+    S3A settings are per bucket name, so each store needs buckets of its own; the last of
+    ``stores`` is the store under test, whose keys the driver's JVM starts with in its environment
+    (``ckpt_impls.chain_env``). ``conf`` adds or overrides Spark settings (e.g. for a real ``--master``).
     """
     from pyspark.sql import SparkSession
 
@@ -40,11 +41,28 @@ def session(strategy: str, stores: dict, master: str = "local[2]", conf: dict | 
     builder = SparkSession.builder.master(master).appName("ckptbench")
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with environment(ckpt_impls.chain_env(list(stores.values())[-1] if stores else None)):
+        spark = builder.getOrCreate()  # the driver's JVM starts here, in this environment
     spark.sparkContext.setLogLevel("ERROR")
     for bucket, store in stores.items():
         ckpt_impls.set_credentials(spark, store, bucket)
     return spark
+
+
+@contextlib.contextmanager
+def environment(extra: dict[str, str]):
+    """This process's environment with ``extra`` added for the ``with`` block (what a child started
+    in it inherits), then as it was."""
+    before = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def setting(spark, key: str) -> str | None:
