@@ -190,6 +190,8 @@ ONLY_FOR_THEIR_WORKLOAD = ("during-multipart-upload",)
 DEFAULT_POINTS = ("random", "after-offsets", "during-state-upload", "after-sink-commit", "inside-publish",
                   "during-compaction", "during-multipart-upload")
 RANDOM_DELAY_S = (0.0, 3.0)  # the random point's delay, uniform, after the lab starts watching
-WAIT_LIMIT_S = 60.0  # a point whose request never comes: killed then anyway, ``landed`` False
+# A point whose request never comes: killed then anyway, ``landed`` False. A guard: the wait ends
+# at the request, and a compaction's comes up to ten batches on, seconds each on a loaded machine.
+WAIT_LIMIT_S = 300.0
 RESTART_LIMIT_S = 300.0  # a restart with no committed batch by then failed
 POLL_S = 0.003
