@@ -319,7 +319,7 @@ def test_the_check_fails_when_the_jvm_stops_counting_mid_run(spark, metered):
 
 
 class _Store:
-    credentials, endpoint = None, "http://127.0.0.1:9"
+    credentials, endpoint, region = None, "http://127.0.0.1:9", "us-east-1"
 
     def s3a_options(self, sdk: str) -> dict:
         return {}
