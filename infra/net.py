@@ -56,26 +56,29 @@ def ending_with_us(argv: list[str]) -> list[str]:
     return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
 
 
-def proc_stat(pid: int) -> tuple[str, str, int] | None:
-    """``(comm, state, ppid)`` of process ``pid`` from /proc (state ``"Z"``: dead, not yet
-    reaped), or None if there is no such process."""
+def _stat(pid: int) -> tuple[str, list[str]] | None:
+    """Process ``pid``'s /proc stat line as (comm, the fields after it, from state on), or None if
+    there is no such process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
-    return stat[stat.index("(") + 1 : stat.rindex(")")], state, int(ppid)
+    return stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+
+
+def proc_stat(pid: int) -> tuple[str, str, int] | None:
+    """``(comm, state, ppid)`` of process ``pid`` from /proc (state ``"Z"``: dead, not yet
+    reaped), or None if there is no such process."""
+    stat = _stat(pid)
+    return None if stat is None else (stat[0], stat[1][0], int(stat[1][1]))
 
 
 def proc_started(pid: int) -> int | None:
     """When process ``pid`` started, in clock ticks since boot (/proc's ``starttime``), or None if
     there is no such process: with the pid, what names one process, since the kernel reuses pids
     (a long run on a busy machine wraps them)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2 :].split()[19])
+    stat = _stat(pid)
+    return None if stat is None else int(stat[1][19])
 
 
 def live_processes(group: int | None = None, session: int | None = None) -> list[int]:
