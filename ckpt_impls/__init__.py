@@ -24,7 +24,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from . import foreign, jars
+from . import foreign, jars, settings
 
 MANAGER_CLASS_CONF = "spark.sql.streaming.checkpointFileManagerClass"
 #: The Spark plugin that counts S3 requests inside Spark's JVMs, driver and executors
@@ -36,6 +36,9 @@ REQUESTS_ENABLED_CONF = "spark.ckptbench.requests.enabled"
 JAVA_OPTIONS_CONFS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 #: Spark's rename temp files: ``.<name>.<uuid>.tmp`` beside the target.
 TEMP_FILE = re.compile(r"(^|/)\.[^/]+\.tmp$")
+#: Settings that hold a list: a user's value (``settings``) joins ours with the separator, not over it.
+_JOINED = {"spark.jars": ",", "spark.plugins": ",", "spark.driver.extraClassPath": ":",
+           **{key: " " for key in JAVA_OPTIONS_CONFS}}
 
 #: Settings S3A gets from us, by the AWS SDK generation its connector is built on (``jars.aws_sdk``).
 #: S3A 3.3 (SDK v1) parses these keys as plain numbers, and Hadoop 3.4+'s core-default.xml (a
@@ -336,9 +339,10 @@ def chain_env(store) -> dict[str, str]:
 
 def session_conf(strategy: str, store, bucket: str) -> dict[str, str]:
     """Every Spark setting that wires ``strategy`` and ``s3a://bucket`` on ``store`` into a session:
-    the jars, the manager class, the S3A settings (as ``spark.hadoop.*``) and, for a store whose
+    the jars, the manager class, the S3A settings (as ``spark.hadoop.*``), for a store whose
     certificate only its own truststore vouches for, that truststore for the driver's and the
-    executors' JVMs (a path: the JKS file needs no password). No secrets."""
+    executors' JVMs (a path: the JKS file needs no password), and the user's settings for every
+    strategy (``settings.builder_conf``). No secrets; no strategy's own settings (``select``)."""
     chosen = get(strategy)
     conf = {"spark.jars": ",".join([*map(str, jars.spark_jars()), *foreign_jars()])}
     if chosen.manager_class:
@@ -348,6 +352,8 @@ def session_conf(strategy: str, store, bucket: str) -> dict[str, str]:
     if getattr(store, "truststore", None) is not None:
         for key in JAVA_OPTIONS_CONFS:
             conf[key] = f"-Djavax.net.ssl.trustStore={store.truststore} -Djavax.net.ssl.trustStoreType=JKS"
+    for key, value in settings.builder_conf().items():  # the user's, for every strategy
+        conf[key] = f"{conf[key]}{_JOINED[key]}{value}" if key in _JOINED and conf.get(key) else value
     return conf
 
 
@@ -372,6 +378,13 @@ def configure(conf: dict[str, str], strategy: str, store, bucket: str) -> dict[s
     return conf
 
 
+def set_settings(spark, strategy: str) -> None:
+    """Give a running session the user's settings that stay off its builder: the secret ones for
+    every strategy (``settings.in_memory``) and ``strategy``'s own (``select``)."""
+    settings.in_memory(spark.sparkContext._jsc.hadoopConfiguration())
+    settings.choose(spark.conf, strategy)
+
+
 def set_credentials(spark, store, bucket: str) -> None:
     """Give the running session ``store``'s keys for ``bucket``, and as S3A's base keys (the store
     under test), in memory only."""
@@ -393,10 +406,12 @@ def attach(spark, store, bucket: str) -> None:
 
 def select(conf, strategy: str, watch_maintenance: bool = False) -> None:
     """Make ``conf`` (a running session's ``spark.conf``, or a JVM Hadoop ``Configuration``) choose
-    ``strategy``'s manager: its class, or Spark's default for ``rename`` (also ``FLOOR``'s name).
+    ``strategy``'s manager: its class, or Spark's default for ``rename`` (also ``FLOOR``'s name), and
+    the user's settings for it alone (``settings.choose``).
     ``watch_maintenance``: inside ``MAINTENANCE_WATCH``, which logs the state store maintenance's
     calls (``ckptbench.harness.querylab.maintenance_calls`` reads them)."""
     chosen = FLOOR if strategy == FLOOR.name else get(strategy)
+    settings.choose(conf, chosen.name)
     conf.unset(MAINTENANCE_WATCHED_CONF)
     if watch_maintenance:
         conf.set(MANAGER_CLASS_CONF, MAINTENANCE_WATCH)

@@ -1,13 +1,14 @@
 """Strategies from outside: any ``CheckpointFileManager`` in jars of its own, measured like ours.
 
 A strategy is named ``NAME=CLASS@JAR[,JAR...]`` (on the command line, ``--strategy``, or one per
-line in a strategies file, ``--strategies-file``; ``#`` starts a comment). ``check`` refuses it in
-one line (``ForeignStrategyError``) before anything runs: a name that is taken or not a plain word,
-a jar that is missing or not a jar, a class that is not in the jars, was built for the other Spark
-version's ``CheckpointFileManager`` (its package moved in 4.1), needs a class on no class path (named,
-with where it was looked for), is not a ``CheckpointFileManager``, or has no public ``(Path,
-Configuration)`` constructor (``ckptbench.tools.CheckManager`` looks, in a JVM of its own on the class
-path Spark gives the manager at run time, without running any of the class's code).
+line in a strategies file, ``--strategies-file``, which holds settings too:
+``ckpt_impls.settings``). ``check`` refuses it in one line (``ForeignStrategyError``) before
+anything runs: a name that is taken or not a plain word, a jar that is missing or not a jar, a class
+that is not in the jars, was built for the other Spark version's ``CheckpointFileManager`` (its
+package moved in 4.1), needs a class on no class path (named, with where it was looked for), is not
+a ``CheckpointFileManager``, or has no public ``(Path, Configuration)`` constructor
+(``ckptbench.tools.CheckManager`` looks, in a JVM of its own on the class path Spark gives the
+manager at run time, without running any of the class's code).
 
 A foreign strategy promises nothing: ``exclusive_create`` is False and it declares no store needs,
 so whatever it guarantees is what the experiments measure (the race, the crash and fault labs).
@@ -36,6 +37,7 @@ ENV = "CKPT_FOREIGN_STRATEGIES"
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 SPEC = re.compile(r"(?P<name>[^=\s]+)=(?P<cls>[^@\s]+)@(?P<jars>\S+)")
 CHECKER = "ckptbench.tools.CheckManager"
+COMMENT = re.compile(r"(?:^|\s)#")
 
 
 class ForeignStrategyError(ValueError):
@@ -76,12 +78,14 @@ def parse(text: str) -> tuple[str, str, list[Path]]:
 
 
 def read_file(path: Path) -> list[str]:
-    """The strategy specs in a strategies file: one per line, blank lines and ``#`` comments skipped."""
+    """The lines of a strategies file, blank lines and comments skipped: a ``#`` at a line's start or
+    after a space starts one (a value may hold a ``#`` of its own)."""
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as e:
         raise ForeignStrategyError(f"cannot read the strategies file {path}: {e.strerror or e}") from None
-    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+    kept = (COMMENT.split(line, 1)[0].strip() for line in lines)
+    return [line for line in kept if line]
 
 
 def check(name: str, cls: str, paths: list[Path], taken) -> list[Jar]:

@@ -14,7 +14,7 @@ import shlex
 
 import ckpt_impls
 import infra
-from ckpt_impls import jars
+from ckpt_impls import jars, settings
 from infra.minio import ENDPOINT_ENV as MINIO_ENDPOINT_ENV
 from infra.remote import ENDPOINT_ENV
 
@@ -62,19 +62,23 @@ def target(kind: str) -> Target:
 def plan(strategy: str, store, bucket: str) -> dict:
     """What running ``strategy`` on ``s3a://bucket`` of ``store`` takes, as data: ``jars`` (path and
     what each is), ``conf`` (every Spark setting but the jars, in order: the manager class, the
-    S3A settings, the strategy's options at their defaults) and ``submit`` (spark-submit's argv,
-    the application last)."""
+    S3A settings, the user's settings (``ckpt_impls.settings``), the strategy's options at their
+    defaults, its own settings), ``submit`` (spark-submit's argv, the application last), and the
+    keys of the user's settings (``yours``) and of those not printed as they look secret (``secret``)."""
     chosen = ckpt_impls.get(strategy)
     conf = ckpt_impls.session_conf(strategy, store, bucket)
     paths = ckpt_impls.needed_jars(strategy, conf.pop("spark.jars").split(","))
     for option in chosen.options:
         conf[SPARK_HADOOP + option.name] = option.default
+    yours = settings.of(strategy)
+    conf.update({s.key: s.value for s in yours if s.scope != settings.EVERY and not s.secret})
     submit = ["spark-submit", "--jars", ",".join(paths)]
     for key, value in conf.items():
         submit += ["--conf", f"{key}={value}"]
     return {"strategy": strategy, "store": store.name, "endpoint": store.endpoint or "AWS S3", "bucket": bucket,
             "emulator": store.emulator, "jars": [{"path": p, "what": _jar_what(p)} for p in paths],
-            "packages": _packages(paths), "conf": conf, "submit": [*submit, APP], "versions": jars.versions()}
+            "packages": _packages(paths), "conf": conf, "submit": [*submit, APP], "versions": jars.versions(),
+            "yours": [s.key for s in yours], "secret": [s.key for s in yours if s.secret]}
 
 
 def _packages(paths: list[str]) -> list[str]:
@@ -117,7 +121,9 @@ def _jar_what(path: str) -> str:
     return f"for the S3A connector ({source})"
 
 
-def _what_conf(key: str, bucket: str, strategy) -> str:
+def _what_conf(key: str, bucket: str, strategy, yours: list[str]) -> str:
+    if key in yours:
+        return "yours (--conf, or the strategies file)"
     if key == ckpt_impls.MANAGER_CLASS_CONF:
         return "the strategy's CheckpointFileManager"
     if key.startswith(f"{SPARK_HADOOP}fs.s3a.bucket.{bucket}."):
@@ -150,7 +156,7 @@ def text(data: dict) -> str:
                      f"--packages {','.join(data['packages'])}")
     lines += ["", "## settings"]
     width = max(map(len, data["conf"]))
-    lines += [f"{k:<{width}}  {_what_conf(k, bucket, chosen)}".rstrip() for k in data["conf"]]
+    lines += [f"{k:<{width}}  {_what_conf(k, bucket, chosen, data['yours'])}".rstrip() for k in data["conf"]]
     if chosen.manager_class is None:
         lines.append(f"(no {ckpt_impls.MANAGER_CLASS_CONF}: Spark's own default manager)")
     lines += ["", "## spark-submit", _command(data["submit"])]
@@ -165,4 +171,8 @@ def text(data: dict) -> str:
               "AWS_SESSION_TOKEN) in the environment, the Java system properties aws.accessKeyId/aws.secretKey,",
               "the profile file (AWS_PROFILE), or the container/instance role. Never pass keys as --conf:",
               "spark-submit's command line is visible to every user of the machine (ps)."]
+    if data["secret"]:
+        lines += [f"Your settings {', '.join(data['secret'])} look secret and are not printed: give them to the job "
+                  "the way its credentials go, off the command line (spark-defaults.conf readable by its user alone, "
+                  "or the session's Hadoop configuration once it runs)."]
     return "\n".join(lines)

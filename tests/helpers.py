@@ -23,7 +23,7 @@ import pytest
 
 import ckpt_impls
 import infra
-from ckpt_impls import jars
+from ckpt_impls import jars, settings
 from ckptbench import config
 from ckptbench.cli.common import RESULTS
 from ckptbench.experiments import contract, crashlab
@@ -293,12 +293,13 @@ def ckptbench_here(*args: str, env: dict | None = None) -> subprocess.CompletedP
     """``ckptbench ARGS`` run by the command line's own ``main`` in this process, ``env`` added to
     the environment meanwhile, as ``ckptbench`` runs it as a process: for input a command refuses
     before it starts anything, where a process per case would spend its time importing. The
-    strategies it registers, its SIGTERM handler and the environment are put back after; an
+    strategies and settings it registers, its SIGTERM handler and the environment are put back after; an
     argparse refusal (``SystemExit``) is its exit status. Each test file keeps a case of its kind
     as a real process (``ckptbench``): that a process exits with what ``main`` returns."""
     from ckptbench.cli import app
 
     environ, strategies, handler = dict(os.environ), dict(ckpt_impls.STRATEGIES), signal.getsignal(signal.SIGTERM)
+    taken = list(settings._SETTINGS)
     out, err = io.StringIO(), io.StringIO()
     os.environ.update(env or {})
     with writes_no_results(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -310,6 +311,7 @@ def ckptbench_here(*args: str, env: dict | None = None) -> subprocess.CompletedP
             signal.signal(signal.SIGTERM, handler)
             ckpt_impls.STRATEGIES.clear()
             ckpt_impls.STRATEGIES.update(strategies)
+            settings._SETTINGS[:] = taken
             os.environ.clear()
             os.environ.update(environ)
     return subprocess.CompletedProcess(["ckptbench", *args], code, out.getvalue(), err.getvalue())

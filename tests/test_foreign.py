@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from ckptbench import metrics
 from ckptbench.experiments.contract import CHECKS as CONTRACT_CHECKS
 from ckptbench.harness import jvm_requests
 from ckptbench.record import disk
-from helpers import ckptbench, one_error_line
+from helpers import ckptbench, command_lines, leaks, one_error_line
 
 ROOT = Path(__file__).resolve().parent.parent
 JAVA = ROOT / "tests" / "java"
@@ -180,12 +181,8 @@ def ownclient(tmp_path_factory) -> Path:
 
 @pytest.mark.ceph
 def test_a_manager_with_its_own_client_runs_through_the_proxy_with_one_option(ownclient, tmp_path):
+    """Measured; its contract run is the next test's."""
     own = ("--strategy", spec("own", OWN, ownclient))
-    contract = run(*own, "contract", "--store", "ceph", "--strategies", "own")
-    assert contract.returncode == 0, contract.stdout + contract.stderr[-3000:]
-    rows = [line for line in contract.stdout.splitlines() if line.startswith("| own |")]
-    assert len(rows) == len(CONTRACT_CHECKS) and all(" | PASS | " in row for row in rows), contract.stdout
-
     raw = tmp_path / "raw"
     measured = run(*own, "measure", "--stores", "ceph", "--strategies", "own", "--batches", "3", "--warmup", "1",
                    "--allow-few-batches", env={"CKPT_BENCH_RAW": str(raw)})
@@ -214,3 +211,38 @@ def test_the_crash_lab_catches_an_own_client_manager_that_forgets_the_log_on_a_r
     assert forgot.error.str.contains("CONCURRENT_STREAM_LOG_UPDATE").all(), forgot.error.tolist()
     # The managers' race met at the proxy: its own client's PUTs were held there like S3A's.
     assert metrics.race_unmet(record, "own") == 0 and metrics.refuses_second_writer(record, "own")
+
+
+@pytest.mark.ceph
+def test_each_strategy_gets_its_settings_and_a_secret_one_stays_off_command_lines(ownclient, tmp_path):
+    """The same manager twice: ``keys`` takes its client's keys from its own settings (a wrong pair:
+    ``--conf`` for every strategy, a strategies file's secret lines), ``own`` overrides that
+    setting with the SDK's default chain, and passes the whole contract. Only ``keys``'s store
+    calls are refused, and the secret value is on no command line, in no output and no record."""
+    secret = "hunter2-not-a-key"
+    options = "spark.hadoop.org.example.ownclient."
+    listed = tmp_path / "strategies.txt"
+    listed.write_text(f"own={OWN}@{ownclient}\nkeys={OWN}@{ownclient}\n"
+                      f"own: {options}credentials=chain\n"
+                      f"keys: {options}access.key=nobody\n"
+                      f"*: {options}secret.key={secret}\n")
+    raw = tmp_path / "raw"
+    proc = subprocess.Popen([sys.executable, "-m", "ckptbench", "--conf", f"{options}credentials=keys",
+                             "--strategies-file", str(listed), "contract", "--store", "ceph", "--strategies",
+                             "own,keys"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "CKPT_BENCH_RAW": str(raw)})
+    seen_spark = False
+    while proc.poll() is None:
+        lines = command_lines()
+        seen_spark |= any("org.apache.spark.deploy.SparkSubmit" in line for line in lines)
+        assert not leaks([secret], lines), "a secret setting on a command line"
+        time.sleep(0.5)
+    stdout, stderr = proc.communicate()
+    assert proc.returncode == 1 and seen_spark, stderr[-3000:]
+    rows = [[c.strip() for c in line.split(" | ")] for line in stdout.splitlines() if line.startswith("| ")]
+    passed = [row for row in rows if row[0] == "| own" and row[2] == "PASS"]
+    assert len(passed) == len(CONTRACT_CHECKS) == len([row for row in rows if row[0] == "| own"]), stdout
+    refused = [row for row in rows if row[0] == "| keys" and row[2] == "FAIL"]
+    assert refused and all("403" in row[3] for row in refused), stdout
+    assert secret not in stdout + stderr
+    assert not [p for p in raw.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]

@@ -13,7 +13,7 @@ import sys
 
 import ckpt_impls
 import infra
-from ckpt_impls import foreign, jars
+from ckpt_impls import foreign, jars, settings
 from ckpt_impls.jars import JarsMissing
 from ckptbench.cli import bench, labs, measure, recommend, records, stores
 from ckptbench.cli.common import ContractFailed, Parser, UsageError, rerun_under_spark
@@ -28,23 +28,39 @@ FOREIGN_HELP = ("a strategy from outside, measured like ours: NAME=CLASS@JAR[,JA
 
 def _foreign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", action="append", default=[], metavar="NAME=CLASS@JAR[,JAR...]", help=FOREIGN_HELP)
-    p.add_argument("--strategies-file", metavar="FILE", help="strategies from outside, one NAME=CLASS@JAR[,JAR...] "
-                                                              "a line (# comments)")
+    p.add_argument("--strategies-file", metavar="FILE",
+                   help="strategies from outside, one NAME=CLASS@JAR[,JAR...] a line, and settings for one "
+                        "strategy, NAME: KEY=VALUE (*: KEY=VALUE for every one; # comments)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting for every session and JVM each strategy runs in (spark.hadoop.KEY for a "
+                        "Hadoop key a manager reads); recorded with the run; repeat for several. A secret one "
+                        "goes in a strategies file, off the command line")
 
 
 def register_foreign(argv: list[str]) -> None:
-    """Register the strategies from outside that ``argv`` names before its command (``--strategy``,
-    ``--strategies-file``), so that every command and its default strategy lists know them."""
+    """Register the strategies from outside and the settings that ``argv`` names before its command
+    (``--strategy``, ``--strategies-file``, ``--conf``), so that every command and its default
+    strategy lists know them."""
     commands = set(parser_commands())
     head = next((i for i, arg in enumerate(argv) if arg in commands), len(argv))
     pre = argparse.ArgumentParser(add_help=False)
     _foreign_options(pre)
     known, _ = pre.parse_known_args(argv[:head])
     try:
-        specs = [*known.strategy, *(foreign.read_file(known.strategies_file) if known.strategies_file else [])]
+        given = [settings.parse(text) for text in known.conf]
+        if secret := next((s for s in given if s.secret), None):
+            raise settings.SettingError(f"--conf {secret.key} looks secret, and ps shows a command line to every "
+                                        f"user: give it in a strategies file (--strategies-file) as "
+                                        f"'{settings.EVERY}: {secret.key}=...'")
+        lines = foreign.read_file(known.strategies_file) if known.strategies_file else []
+        where = f"strategies file {known.strategies_file}"
+        given += [s for s in (settings.parse_line(line, where) for line in lines) if s]
+        specs = [*known.strategy, *(line for line in lines if not settings.parse_line(line, where))]
         for spec in specs:
             ckpt_impls.register(*foreign.parse(spec))
-    except foreign.ForeignStrategyError as e:
+        for setting in given:
+            settings.add(setting, ckpt_impls.STRATEGIES)
+    except (foreign.ForeignStrategyError, settings.SettingError) as e:
         raise UsageError(str(e)) from None
 
 

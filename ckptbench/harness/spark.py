@@ -46,6 +46,7 @@ def session(strategy: str, stores: dict, master: str = "local[2]", conf: dict | 
     spark.sparkContext.setLogLevel("ERROR")
     for bucket, store in stores.items():
         ckpt_impls.set_credentials(spark, store, bucket)
+    ckpt_impls.set_settings(spark, strategy)
     return spark
 
 

@@ -20,6 +20,7 @@ import re
 import statistics
 from pathlib import Path
 
+from ckpt_impls import settings
 from ckptbench.record import disk
 
 #: The move the suite aims to stay within, run to run.
@@ -65,8 +66,9 @@ def values(path: Path) -> dict[str, float]:
 def provenance(path: Path) -> dict[str, str]:
     """What a result file was run on: the asv machine (``<host>-<store>-spark<version>``, or
     ``<host>-<store>`` before Spark versions were named), the commit and, where the raw measurements
-    lie beside it (``bench --results DIR``), the run's size and the builds of the strategies from outside
-    it measured (their jars' SHA-256: two builds of one manager under one name are not one series)."""
+    lie beside it (``bench --results DIR``), the run's size, the builds of the strategies from outside
+    it measured (their jars' SHA-256: two builds of one manager under one name are not one series)
+    and the user's settings it ran with."""
     data = json.loads(path.read_text())
     machine = data["params"]["machine"]
     store = re.sub(r"-spark[\d.]+$", "", machine).rsplit("-", 1)[-1]
@@ -78,7 +80,7 @@ def provenance(path: Path) -> dict[str, str]:
     builds = ", ".join(f"{name} {'+'.join(j['sha256'][:12] for j in found['jars'])}"
                        for name, found in sorted((env.get("foreign_strategies") or {}).items()))
     return {"machine": machine, "commit": data["commit_hash"][:8], "size": env.get("size", "unknown"),
-            "strategies from outside": builds or "none"}
+            "strategies from outside": builds or "none", "settings": settings.said(env.get("settings")) or "none"}
 
 
 def raw_beside(path: Path) -> Path:

@@ -16,6 +16,7 @@ import subprocess
 import pandas as pd
 
 import ckpt_impls
+from ckpt_impls import settings
 from ckptbench.config import ROOT
 from ckptbench.record import attribution, schema
 from ckptbench.record.attribution import WINDOW_SLACK_S
@@ -34,9 +35,10 @@ class Refused(RunFailed):
 def environment(store, experiment: str, size: str, plan: dict, spark=None, **extra) -> dict:
     """What an experiment ran on: the store, the fault profile its metering proxy injected and that
     profile's seed, the run size and plan, the commit and the versions of Spark, Hadoop and the S3A
-    connector that ran it (read from the jars that are loaded); where requests went (``where``) and,
-    given the running ``spark`` session, its master, executor count and the driver JVM's ``-X``
-    flags (a JIT or heap setting changes what is timed: ``SPARK_SUBMIT_OPTS`` reaches them)."""
+    connector that ran it (read from the jars that are loaded); the strategies from outside and the
+    user's settings (``ckpt_impls.settings.recorded``: secret values redacted); where requests went
+    (``where``) and, given the running ``spark`` session, its master, executor count and the driver
+    JVM's ``-X`` flags (a JIT or heap setting changes what is timed: ``SPARK_SUBMIT_OPTS`` reaches them)."""
     from ckpt_impls import jars
 
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -46,7 +48,8 @@ def environment(store, experiment: str, size: str, plan: dict, spark=None, **ext
            "size": size, "plan": plan,
            "commit": commit, "host": socket.gethostname(),
            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-           "versions": jars.versions(), "where": where(store), "foreign_strategies": foreign_strategies()}
+           "versions": jars.versions(), "where": where(store), "foreign_strategies": foreign_strategies(),
+           "settings": settings.recorded()}
     if spark is not None:
         env.update(spark_master=spark.sparkContext.master, executors=executors(spark), jvm_flags=jvm_flags(spark))
     return {**env, **extra}

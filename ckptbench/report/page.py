@@ -37,7 +37,8 @@ def _where(record: results.Results) -> str:
     env = record.environment
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
     return (f"{env['describe']}; {_endpoint(env)}; size {env['size']}, commit {env['commit'][:8] or 'unknown'}, "
-            f"{env['created']}; {versions}{provenance.foreign_said(env)}")
+            f"{env['created']}; {versions}{provenance.foreign_said(env)}"
+            f"{provenance.settings_said(env)}")
 
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ckpt_impls import settings
 from ckptbench import config
 from ckptbench.record import results
 
@@ -28,6 +29,13 @@ def foreign_said(environment: dict) -> str:
                          for j in found["jars"])
         said.append(f"{name} = {found['class']} ({jars})")
     return f"; strategies from outside: {'; '.join(said)}" if said else ""
+
+
+def settings_said(environment: dict) -> str:
+    """The user's settings a record ran with (``--conf``, a strategies file's; secret values redacted),
+    as a clause to append to where it was measured; "" for none."""
+    said = settings.said(environment.get("settings") or {})
+    return f"; the user's settings: {said}" if said else ""
 
 
 def runtime_said(environment: dict) -> str:

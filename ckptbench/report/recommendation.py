@@ -188,7 +188,8 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
     notes = [said.get("race_note") or "", said.get("crash_note") or ""]
     return Summary(
         title=f"{shape['name']} on {said['store']}: a batch every {said['trigger']}",
-        measured_on=f"{env['describe']}; {provenance.runtime_said(env)}{provenance.foreign_said(env)}",
+        measured_on=f"{env['describe']}; {provenance.runtime_said(env)}{provenance.foreign_said(env)}"
+                    f"{provenance.settings_said(env)}",
         decision=decision, runner_up=second, comparison=comparison(decision), options=options,
         submit=submit, deploy_command=command, lost=_lost(decision, second),
         not_measured=_not_measured(record, shape["name"], first), candidates=candidates,

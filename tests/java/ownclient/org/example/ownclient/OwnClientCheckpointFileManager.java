@@ -21,7 +21,10 @@ import org.apache.hadoop.fs.PositionedReadable;
 import org.apache.hadoop.fs.Seekable;
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager;
 
+import software.amazon.awssdk.auth.credentials.AwsBasicCredentials;
+import software.amazon.awssdk.auth.credentials.AwsCredentialsProvider;
 import software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider;
+import software.amazon.awssdk.auth.credentials.StaticCredentialsProvider;
 import software.amazon.awssdk.core.checksums.RequestChecksumCalculation;
 import software.amazon.awssdk.core.checksums.ResponseChecksumValidation;
 import software.amazon.awssdk.core.sync.RequestBody;
@@ -40,7 +43,9 @@ import software.amazon.awssdk.services.s3.model.S3Object;
  * A third party's S3-native manager, as the tests build one from source in a package and jar of its
  * own: an AWS SDK v2 client of its own, configured the way S3A is from S3A's base keys
  * ({@code fs.s3a.endpoint}, {@code fs.s3a.path.style.access}, {@code fs.s3a.endpoint.region}) with
- * the SDK's default credential chain (the JVM's environment). It writes a file as one PUT on
+ * the SDK's default credential chain (the JVM's environment), or, with {@code
+ * org.example.ownclient.credentials=keys}, from its own keys {@code org.example.ownclient.access.key}
+ * and {@code org.example.ownclient.secret.key}. It writes a file as one PUT on
  * close, with {@code If-None-Match: *} unless asked to overwrite, so a second creator of a file gets
  * FileAlreadyExistsException; cancel sends nothing. A directory is a marker object. Each PUT's body
  * is signed whole, and checksums are sent only where S3 requires them: S3-compatible stores refuse
@@ -49,6 +54,7 @@ import software.amazon.awssdk.services.s3.model.S3Object;
  * crash lab catching it.
  */
 public class OwnClientCheckpointFileManager implements CheckpointFileManager {
+  static final String OPTIONS = "org.example.ownclient.";
   private final Path root;
   private final S3Client s3;
 
@@ -56,7 +62,7 @@ public class OwnClientCheckpointFileManager implements CheckpointFileManager {
     this.root = path;
     String endpoint = conf.getTrimmed("fs.s3a.endpoint", "");
     var builder = S3Client.builder()
-        .credentialsProvider(DefaultCredentialsProvider.builder().build())
+        .credentialsProvider(credentials(conf))
         .region(Region.of(conf.getTrimmed("fs.s3a.endpoint.region", "us-east-1")))
         .forcePathStyle(conf.getBoolean("fs.s3a.path.style.access", false))
         .serviceConfiguration(S3Configuration.builder().chunkedEncodingEnabled(false).build())
@@ -66,6 +72,14 @@ public class OwnClientCheckpointFileManager implements CheckpointFileManager {
       builder.endpointOverride(URI.create(endpoint.contains("://") ? endpoint : "https://" + endpoint));
     }
     this.s3 = builder.build();
+  }
+
+  static AwsCredentialsProvider credentials(Configuration conf) {
+    if (conf.getTrimmed(OPTIONS + "credentials", "chain").equals("keys")) {
+      return StaticCredentialsProvider.create(AwsBasicCredentials.create(
+          conf.getTrimmed(OPTIONS + "access.key", ""), conf.getTrimmed(OPTIONS + "secret.key", "")));
+    }
+    return DefaultCredentialsProvider.builder().build();
   }
 
   static String bucket(Path path) {
