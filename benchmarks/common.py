@@ -41,9 +41,10 @@ TWO_WRITER_STRATEGIES = CRASH_PLAN.two_writer_strategies_of(STRATEGIES)
 
 # Spark's checkpoint levers (``ckptbench.experiments.levers``): every configuration of each job, per
 # strategy. The smallest size is the suite's check that every benchmark gives a number, run by
-# `make test` beside the other tests, so it stays short: the RocksDB job alone (offered every lever
-# and every combination of them, and refused async progress by Spark: every path of the experiment,
-# the refusal included), with Spark's default manager and ``conditional`` (a strategy of each kind:
+# `make test` beside the other tests, so it stays short: the RocksDB job alone, in Spark's defaults,
+# each lever alone, all of them together and async progress, which Spark refuses it (every path of
+# the experiment, a combination's and the refusal included, in 6 of its 9 configurations:
+# ``LEVER_CHOSEN``), with Spark's default manager and ``conditional`` (a strategy of each kind:
 # rename-based and one PUT) and any strategy from outside; the plan's batches and repeats (two
 # queries of a configuration, each 1 warm-up and 2 measured batches: two is the fewest
 # ``reproducibility`` can cut in halves). The stateless and HDFS-backed jobs are left to quick and
@@ -53,6 +54,9 @@ TWO_WRITER_STRATEGIES = CRASH_PLAN.two_writer_strategies_of(STRATEGIES)
 # configuration of every job (15 over ``BENCH_SHAPES``).
 LEVER_SHAPES = (levers_experiment.BENCH_SHAPES if SETTINGS.size != "smallest" else
                 tuple(s for s in levers_experiment.BENCH_SHAPES if s.provider == "rocksdb"))
+LEVER_CHOSEN = (None if SETTINGS.size != "smallest" else
+                ("default", "async-progress", "changelog", "format-v2", "no-checksum",
+                 "changelog+format-v2+no-checksum"))
 LEVER_STRATEGIES = (STRATEGIES if SETTINGS.size != "smallest" else
                     [s for s in STRATEGIES if s in ("rename", "conditional") or ckpt_impls.get(s).jars])
 #: asv's parameters are fixed lists: every configuration offered to any job of ``BENCH_SHAPES`` (a job
@@ -95,7 +99,8 @@ def scale_axes():
 
 
 def levers():
-    return attributed(levers_experiment.levers(SETTINGS, LEVER_SHAPES, LEVER_STRATEGIES, plan=LEVER_PLAN))
+    return attributed(levers_experiment.levers(SETTINGS, LEVER_SHAPES, LEVER_STRATEGIES, plan=LEVER_PLAN,
+                                               presets=LEVER_CHOSEN))
 
 
 streaming.timeout = streaming_experiment.streaming.timeout

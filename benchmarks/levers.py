@@ -7,9 +7,9 @@ the measured batches), every billable request per batch (``metrics.billable_requ
 those between batches too, since async progress tracking and the state store move requests out of
 the batch), and whether Spark refused the configuration. A refused configuration has no latency or
 requests (NaN: asv shows n/a) and ``track_refused`` 1. A configuration the job is not offered
-(changelog on a stateless job, say: asv's parameters are one fixed grid) is NaN in every track,
-``track_refused`` included. A run that failed for another reason raises (``RunFailed``), as
-everywhere in the suite: asv marks it failed.
+(changelog on a stateless job, say: asv's parameters are one fixed grid), or the run does not
+measure (``common.LEVER_CHOSEN``), is NaN in every track, ``track_refused`` included. A run that
+failed for another reason raises (``RunFailed``), as everywhere in the suite: asv marks it failed.
 """
 
 import math
@@ -23,7 +23,9 @@ SHAPES = {shape.name: shape for shape in common.LEVER_SHAPES}
 
 
 def offered(shape, preset):
-    return preset in config.presets_for(SHAPES[shape])
+    """The run measures job ``shape`` in configuration ``preset``."""
+    chosen = common.LEVER_CHOSEN
+    return preset in config.presets_for(SHAPES[shape]) and (chosen is None or preset in chosen)
 
 
 def _run(results, shape, preset, strategy):

@@ -61,10 +61,12 @@ def _stage_two(record: results.Results, shape: Shape, strategy: str) -> tuple[li
     return [DEFAULT_PRESET, *crossed], why
 
 
-def stage_one(shapes: tuple[Shape, ...], strategies: list[str], staged: bool) -> dict[Shape, list[tuple[str, str]]]:
+def stage_one(shapes: tuple[Shape, ...], strategies: list[str], staged: bool,
+              presets: tuple[str, ...] | None = None) -> dict[Shape, list[tuple[str, str]]]:
     """Each shape's configurations (preset, strategy) measured first: every one (``staged``: Spark's
-    default strategy, ``strategies[0]``, in every preset)."""
-    return {shape: [(preset, s) for preset in presets_for(shape) for s in (strategies[:1] if staged else strategies)]
+    default strategy, ``strategies[0]``, in every preset), of ``presets`` alone if given."""
+    return {shape: [(preset, s) for preset in presets_for(shape) if presets is None or preset in presets
+                    for s in (strategies[:1] if staged else strategies)]
             for shape in shapes}
 
 
@@ -85,8 +87,10 @@ def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: li
 
 
 def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strategies: list[str] | None = None,
-           plan: Plan | None = None, staged: bool = False, experiment: str = "levers") -> results.Results:
-    """Every configuration of every shape (``staged``: as the module says), each ``plan.repeats``
+           plan: Plan | None = None, staged: bool = False, experiment: str = "levers",
+           presets: tuple[str, ...] | None = None) -> results.Results:
+    """Every configuration of every shape (``staged``: as the module says; ``presets``: of those
+    alone, where a shape is offered them), each ``plan.repeats``
     queries of ``plan``'s warm-up and ``plan.batches_per_query`` measured batches, in mirrored rounds
     per shape and stage, after an untimed query per shape has warmed the JVM; written to
     ``settings.raw`` as ``experiment`` and returned."""
@@ -98,7 +102,7 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
     not_measured: dict[str, dict[str, str]] = {}
     with started_store(settings) as (store, bucket), lab(store, bucket, plan, first, master=settings.master) as bench:
         per_configuration = plan.repeats * (plan.warmup + plan.batches_per_query)
-        first_stage = stage_one(shapes, strategies, staged)
+        first_stage = stage_one(shapes, strategies, staged, presets)
         expected = len(shapes) * plan.jvm_warmup + per_configuration * (
             sum(map(len, first_stage.values()))
             + (len(shapes) * (len(strategies) - 1) * (1 + STAGE_TWO) if staged else 0))
@@ -116,7 +120,7 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
         env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan), spark=bench.spark,
                                   **bench.where, checkpoint_settings=checkpoint_settings(bench.spark),
                                   shapes=[dataclasses.asdict(s) | {"name": s.name} for s in shapes],
-                                  staged=staged, not_measured=not_measured)
+                                  staged=staged, not_measured=not_measured, presets=presets)
     return save(recorder.results(env), settings)
 
 
