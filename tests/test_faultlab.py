@@ -116,6 +116,9 @@ def test_the_eventual_verdict_says_when_the_reference_failure_is_reproduced_and_
     record.fault_runs["outcome"] = "completed"  # nobody fails
     assert tables.eventual_findings(record)[-1] == ("rename did not fail in this run, so it does not reproduce "
                                                       "the reference articles' failure.")
+    record.runs = record.runs[record.runs.strategy != "rename"]  # nor ran
+    assert tables.eventual_findings(record)[-1] == ("rename was not run under these profiles, so this run says "
+                                                      "nothing of the reference articles' failure.")
 
 
 def outage_record() -> results.Results:

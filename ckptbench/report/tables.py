@@ -328,7 +328,10 @@ def eventual_findings(record: results.Results) -> list[str]:
         out.append(f"{profile} x {workload}: " + (f"failed: {died}" if bad else "no strategy failed")
                    + (f"; no failure: {', '.join(fine)}." if fine else "; every strategy failed."))
     others = sorted(set(failed) - {"rename"})
-    if "rename" in failed and not others:
+    if "rename" not in {r["strategy"] for r in rows}:
+        verdict = ("rename was not run under these profiles, so this run says nothing of the reference articles' "
+                   "failure" + (f"; {', '.join(others)} failed (causes above)." if others else "."))
+    elif "rename" in failed and not others:
         verdict = ("So this run reproduces the reference articles' failure: rename fails under pre-2020 "
                    "consistency where direct, conditional and manifest do not.")
     elif "rename" in failed:
