@@ -22,6 +22,11 @@ The rule, in order, so a reader can check every verdict by hand:
    the race was not run on a store no strategy is preferred and the reasons say so. The
    crash lab's zombie driver (a second query started on a running checkpoint) is shown, not
    used: Spark's own checks usually stop it before two writes meet, whatever the strategy.
+   Then, among those, a configuration whose strategy's query died in a store outage that Spark's
+   default strategy rode out (the fault lab's outage profiles, ``Outage``: every run of Spark's
+   default completed every batch, not every run of the strategy did) comes after those that rode
+   out every such outage. An outage not measured for a strategy counts for nothing, and its
+   column says "not measured".
 3. Then commit latency, over every measured batch of every run of a configuration (a record
    may hold repeats of one: ``Results.runs_of``): the per-batch sums of Spark's walCommit +
    commitOffsets (``metrics.commit_ms_per_batch``). Each configuration's median is shown with
@@ -94,6 +99,8 @@ class Candidate:
     untested: bool = False  # out only for want of a crash test here (rule 1's last clause): still measured
     note: str = ""  # why it was not chosen, when it could have been
     refused: bool = False  # Spark refused the configuration (``out`` holds its reason)
+    outage: str = "not measured"  # its strategy's queries under the shown outage (``OUTAGE_SHOWN``)
+    outage_worse: str | None = None  # the outages its strategy died in that Spark's default rode out
     crash_cycles: int = 0  # the crash lab's cycles of it in this very configuration on the store (0: none)
     runs: int = 0  # the runs (repeats, ``Results.runs_of``) every figure above pools
     # walCommit + commitOffsets of every measured batch of every run (``metrics.commit_ms_per_batch``)
@@ -145,6 +152,48 @@ class Safety:
     race_two_winners: int = 0  # rounds both writers won
     race_one_winner: int = 0  # rounds that met with exactly one winner
     refuses: bool | None = None  # metrics.refuses_second_writer; None: the race was not run
+
+
+#: The outage profile whose outcome the candidate tables show (the longest of those measured if not it).
+OUTAGE_SHOWN = "outage-30s"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outage:
+    """What one store outage profile did to one strategy's queries in the fault lab: its runs whose
+    outage began (``metrics.outage_runs``)."""
+
+    profile: str
+    away_s: float  # the store away, median seconds
+    runs: int
+    rode: int  # runs whose query completed every batch through it
+    died_after_s: float  # from the outage's start to the query's death, median seconds (NaN: none died)
+
+    @property
+    def rode_out(self) -> bool:
+        return self.rode == self.runs
+
+    def said(self) -> str:
+        """"rode it out", or "died after 2 s" (with how many runs where not all)."""
+        if self.rode_out:
+            return "rode it out"
+        some = f" ({self.runs - self.rode} of {self.runs} runs)" if self.rode else ""
+        if self.died_after_s == self.died_after_s:
+            return f"died after {self.died_after_s:.1f} s{some}"
+        return f"stalled{some}"
+
+
+def _outages(c: Candidate, outages: dict[str, dict[str, Outage]]) -> None:
+    """Fill ``c``'s outage fields from the fault lab's outcomes per strategy and profile."""
+    own = outages.get(c.strategy, {})
+    shown = own.get(OUTAGE_SHOWN) or (max(own.values(), key=lambda o: o.away_s) if own else None)
+    if shown:
+        c.outage = shown.said() + ("" if shown.profile == OUTAGE_SHOWN else f" ({shown.profile})")
+    default = outages.get(SPARK_DEFAULT[0], {})
+    worse = [o for profile, o in own.items() if not o.rode_out and profile in default and default[profile].rode_out]
+    if worse and c.strategy != SPARK_DEFAULT[0]:
+        c.outage_worse = "; ".join(f"{o.said()} in {o.profile} (store away {o.away_s:.0f} s)" for o in worse) + \
+            ", which Spark's default rode out"
 
 
 def _candidate(record: results.Results, strategy: str, workload: str, trigger_s: float,
@@ -210,7 +259,8 @@ class Ranking:
     """Rules 2 to 5 over some eligible candidates: who was chosen and the sets it was chosen from."""
 
     chosen: Candidate
-    pool: list[Candidate]  # those measured to refuse a second writer, else all
+    pool: list[Candidate]  # those measured to refuse a second writer (else all), of them those that rode
+    # out every outage Spark's default rode out (else all of them)
     fastest: Candidate
     tied: list[Candidate]  # as fast as the fastest (rule 3)
     cheapest: Candidate
@@ -227,6 +277,7 @@ def _first(eligible: list[Candidate], round_trip_ms: float = RESOLUTION_MS) -> R
     """Rules 2 to 5 over ``eligible`` (none out), filling each one's ``commit_difference`` (against
     the fastest) and ``dollars_difference`` (against the cheapest of those as fast)."""
     pool = [c for c in eligible if c.refuses_second_writer] or eligible
+    pool = [c for c in pool if not c.outage_worse] or pool
     fastest = min(pool, key=lambda c: (c.commit_median.value, _order(c)))
     threshold = _practical_ms(fastest, round_trip_ms)
     tied = []
@@ -392,14 +443,15 @@ def _untested_out(candidates: list[Candidate]) -> None:
 
 def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
            safety: dict[str, Safety] | None = None, runnable: dict[str, str | None] | None = None,
-           untested_out: bool = True) -> Decision:
+           untested_out: bool = True, outages: dict[str, dict[str, Outage]] | None = None) -> Decision:
     """The decision for ``workload`` on the store of ``record`` (a streaming record).
 
     ``safety``: the crash lab's findings per strategy; ``runnable``: the probe's verdict per
-    strategy (None: can run; else why not). Either may be missing: the reasons then say what was
-    not measured. ``untested_out`` False leaves out rule 1's last clause (nothing recommended
-    untested): the ranking a crash check asks for, to learn which configurations to check."""
-    safety, runnable = safety or {}, runnable or {}
+    strategy (None: can run; else why not); ``outages``: the fault lab's outage outcomes per
+    strategy and profile. Any may be missing: the reasons then say what was not measured.
+    ``untested_out`` False leaves out rule 1's last clause (nothing recommended untested): the
+    ranking a crash check asks for, to learn which configurations to check."""
+    safety, runnable, outages = safety or {}, runnable or {}, outages or {}
     round_trip_ms, round_trip = round_trip_of(record)
     runs = record.runs[record.runs.workload == workload]
     pairs = dict.fromkeys(zip(runs.strategy, runs.preset.fillna(DEFAULT_PRESET), strict=True))
@@ -407,6 +459,7 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
                   if s in record.strategies()]
     for c in candidates:
         found = safety.get(c.strategy)
+        _outages(c, outages)
         if c.out:
             _second_writer(c, found)
             continue
@@ -439,7 +492,8 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
     guarded = [c for c in pool if c.refuses_second_writer]
     for c in eligible:
         if c not in pool:
-            c.note = ("the race let a second writer through" if c.refuses_second_writer is False
+            c.note = (f"its queries {c.outage_worse}" if c.outage_worse and (c.refuses_second_writer or not guarded)
+                      else "the race let a second writer through" if c.refuses_second_writer is False
                       else "not measured to refuse a second writer")
     for c in pool:
         if c is not chosen:
@@ -473,6 +527,18 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
                    if ckpt_impls.get(chosen.strategy).exclusive_create else "")
         reasons.append("whether a second writer is refused was not measured on this store (the race was not "
                        f"run), so no strategy was preferred for it{promise}")
+    if not outages:
+        reasons.append("store outages were not measured on this store (the fault lab's outage profiles)")
+    elif chosen.outage_worse:
+        rode = [c for c in eligible if not c.outage_worse]
+        why = ("those that rode them out were not measured to refuse a second writer, which comes first" if rode
+               else "no configuration that can be recommended rode them out")
+        reasons.append(f"its queries {chosen.outage_worse}: {why}")
+    elif chosen.strategy in outages:
+        reasons.append("its queries rode out every store outage Spark's default rode out ("
+                       + ", ".join(f"{o.profile}: {o.said()}" for o in outages[chosen.strategy].values()) + ")")
+    else:
+        reasons.append(f"store outages were not measured for {chosen.strategy}")
     reasons.append("the store probe found everything it needs" if runnable else "the store was not probed")
     if record.environment.get("emulator"):
         reasons.insert(0, "measured on an emulator: its latencies say nothing about a real store (the request "
@@ -482,12 +548,16 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
 
 
 def per_job(records: list[results.Results], trigger_s: float = 10.0, safety: dict[str, Safety] | None = None,
-            runnable: dict[str, str | None] | None = None, untested_out: bool = True) -> dict[str, Decision]:
+            runnable: dict[str, str | None] | None = None, untested_out: bool = True,
+            outages: dict[str | None, dict[str, dict[str, Outage]]] | None = None) -> dict[str, Decision]:
     """One decision per job the runs of ``records`` (one store's) measured, each ``decide`` once on
     all the job's runs (``record.jobs.job_record``): the one answer the report, ``recommend`` and ``drift`` give
-    for a (store, job). ``safety``, ``runnable`` and ``untested_out`` as ``decide`` takes them."""
+    for a (store, job). ``safety``, ``runnable`` and ``untested_out`` as ``decide`` takes them;
+    ``outages`` per fault-lab workload, None's over every workload: a job gets its own workload's
+    where the fault lab ran it, else every workload's."""
+    outages = outages or {}
     return {job: decide(jobs.job_record(records, job), job, trigger_s, safety=safety, runnable=runnable,
-                        untested_out=untested_out)
+                        untested_out=untested_out, outages=outages.get(job, outages.get(None)))
             for job in jobs.jobs(records)}
 
 

@@ -47,6 +47,37 @@ def raced(**refuses: bool | None) -> dict[str, decide.Safety]:
 RACED = raced(rename=False, direct=False, conditional=True, manifest=True)
 
 
+def outage(profile: str, rode: bool, died_after_s: float = float("nan")) -> decide.Outage:
+    return decide.Outage(profile, 5.0 if profile == "outage-5s" else 30.0, 2, 2 if rode else 0, died_after_s)
+
+
+def test_a_strategy_that_died_where_sparks_default_rode_the_outage_out_comes_after_those_that_rode_it_out():
+    rode = {"rename": {"outage-5s": outage("outage-5s", True), "outage-30s": outage("outage-30s", True)},
+            "conditional": {"outage-5s": outage("outage-5s", False, 1.4), "outage-30s": outage("outage-30s", True)},
+            "manifest": {"outage-5s": outage("outage-5s", True), "outage-30s": outage("outage-30s", True)}}
+    d = decide.decide(record(BASE, PUTS), "stateful", safety=RACED, outages=rode)
+    assert d.recommended == "manifest"  # slower than conditional, but it rode out what Spark's default rode out
+    notes = {c.strategy: c.note for c in d.candidates}
+    assert notes["conditional"] == ("its queries died after 1.4 s in outage-5s (store away 5 s), which Spark's "
+                                    "default rode out")
+    shown = {c.strategy: c.outage for c in d.candidates}
+    assert shown == {"rename": "rode it out", "direct": "not measured", "conditional": "rode it out",
+                     "manifest": "rode it out"}
+    assert ("its queries rode out every store outage Spark's default rode out (outage-5s: rode it out, "
+            "outage-30s: rode it out)") in d.reasons
+    # An outage Spark's default died in too is no reason to rank a strategy lower; nor one it was not run under.
+    both = {**rode, "rename": {"outage-5s": outage("outage-5s", False, 2.0)}}
+    d = decide.decide(record(BASE, PUTS), "stateful", safety=RACED, outages=both)
+    assert d.recommended == "conditional"
+    assert {c.strategy: c.outage for c in d.candidates}["rename"] == "died after 2.0 s (outage-5s)"
+    # Every one that refuses a second writer died: rule 2 comes first, and the reasons say so.
+    dead = {**rode, "manifest": rode["conditional"]}
+    d = decide.decide(record(BASE, PUTS), "stateful", safety=RACED, outages=dead)
+    assert d.recommended == "conditional"
+    assert ("its queries died after 1.4 s in outage-5s (store away 5 s), which Spark's default rode out: those that "
+            "rode them out were not measured to refuse a second writer, which comes first") in d.reasons
+
+
 def test_the_fastest_that_refuses_a_second_writer():
     d = decide.decide(record(BASE, PUTS), "stateful", safety=RACED)
     assert d.recommended == "conditional"
@@ -76,8 +107,9 @@ def test_rename_and_direct_are_never_refusing_unless_the_race_says_so():
         assert shown["conditional"] == shown["manifest"] == "promised, not measured (no race run)"
         # Nothing measured to refuse: no strategy is preferred for it, the fastest wins, and the reasons say why.
         assert d.recommended == "direct"
-        assert d.reasons[-2] == ("whether a second writer is refused was not measured on this store (the race was "
+        assert d.reasons[-3] == ("whether a second writer is refused was not measured on this store (the race was "
                                  "not run), so no strategy was preferred for it")
+        assert d.reasons[-2] == "store outages were not measured on this store (the fault lab's outage profiles)"
     # The race measured conditional refusing: it goes first although direct is faster.
     d = decide.decide(record(fast_direct, PUTS), "stateful", safety={**zombie, **raced(conditional=True)})
     assert d.recommended == "conditional"
@@ -423,6 +455,10 @@ def test_the_queries_run_in_mirrored_rounds():
         ("rename", "stateful", 1_000, 1, 2, 0), ("conditional", "stateful", 1_000, 1, 2, 0)]
     assert levers.stage_one((config.Shape("stateless"),), ["rename", "conditional"], staged=True) == {
         config.Shape("stateless"): [("default", "rename"), ("async-progress", "rename")]}
+    rocksdb = config.Shape("stateful", "rocksdb")
+    assert levers.stage_one((rocksdb,), ["rename", "conditional"], staged=False,
+                            presets=("default", "changelog", "async-progress", "no-such")) == {
+        rocksdb: [(p, s) for p in ("default", "async-progress", "changelog") for s in ("rename", "conditional")]}
 
 
 def repeated(tmp_path, commits: dict[str, list[list[int]]], name: str = "ceph-streaming") -> results.Results:

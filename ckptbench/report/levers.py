@@ -18,12 +18,12 @@ from ckptbench.metrics import cost
 from ckptbench.record import results
 from ckptbench.report.provenance import counted_by, measured_said
 from ckptbench.report.table import Table, cell
-from ckptbench.report.tables import TRIGGER_S, Box, Section
+from ckptbench.report.tables import OUTAGE_COLUMN, TRIGGER_S, Box, Section
 
 TITLE = "configurations side by side"
 HEADER = ["configuration", "commits p50 (ms)", "batch p50 (ms)",
           "billable requests per batch: the strategy's / others'",
-          f"$ per month at one batch every {TRIGGER_S:g} s (projection)", "a second writer", "verdict"]
+          f"$ per month at one batch every {TRIGGER_S:g} s (projection)", "a second writer", OUTAGE_COLUMN, "verdict"]
 
 
 def shapes(record: results.Results) -> list[dict]:
@@ -60,11 +60,11 @@ def table(d: decide.Decision, shape: dict, not_measured: dict[str, str] | None =
     for c in d.candidates:
         label = c.label + (" (Spark's default)" if (c.strategy, c.preset) == config.SPARK_DEFAULT else "")
         if c.refused:
-            rows.append([label, "-", "-", "-", "-", "-", _verdict(d, c)])
+            rows.append([label, "-", "-", "-", "-", "-", "-", _verdict(d, c)])
             continue
         rows.append([label, cell(c.commit_p50_ms), cell(c.batch_p50_ms),
                      f"{cell(c.requests_per_batch, '.1f')} / {cell(c.other_requests_per_batch, '.1f')}",
-                     cell(c.dollars_per_month, ",.2f"), c.second_writer, _verdict(d, c)])
+                     cell(c.dollars_per_month, ",.2f"), c.second_writer, c.outage, _verdict(d, c)])
     note = "; ".join(f"{preset}: not crossed with the other strategies ({why})"
                      for preset, why in (not_measured or {}).items())
     return Table(f"{shape['name']}: every configuration", list(HEADER), rows, note + ("." if note else ""))

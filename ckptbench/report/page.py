@@ -24,6 +24,8 @@ import datetime as dt
 import math
 from pathlib import Path
 
+import pandas as pd
+
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import disk, results
@@ -97,6 +99,25 @@ def safety(record: results.Results) -> dict[str | tuple[str, str], decide.Safety
                                       race_two_winners=int(metrics.race_two_winners(record, strategy)),
                                       race_one_winner=int(metrics.race_one_winner(record, strategy)),
                                       refuses=metrics.refuses_second_writer(record, strategy))
+    return out
+
+
+def outages(record: results.Results) -> dict[str | None, dict[str, dict[str, decide.Outage]]]:
+    """What the fault lab's store outages did, for the recommendation: per workload (None: over every
+    workload), strategy and outage profile, its runs whose outage began (``metrics.outage_runs``)."""
+    out: dict[str | None, dict[str, dict[str, decide.Outage]]] = {}
+    joined = record.runs.merge(record.fault_runs, on="run")
+    for workload in [*dict.fromkeys(joined.workload), None]:
+        for strategy, profile in dict.fromkeys(zip(joined.strategy, joined.profile, strict=True)):
+            try:
+                runs_ = metrics.outage_runs(record, strategy, profile, workload)
+            except KeyError:  # not run on this workload
+                continue
+            if len(runs_):
+                out.setdefault(workload, {}).setdefault(strategy, {})[profile] = decide.Outage(
+                    profile, float(pd.to_numeric(runs_.outage_s).median()), len(runs_),
+                    int((runs_.outcome == "completed").sum()),
+                    metrics.time_to_death(record, strategy, profile, workload))
     return out
 
 
@@ -392,11 +413,13 @@ def decisions_of(kinds: dict[str, results.Results], untested_out: bool = True) -
     """The one decision per job of a store's records (``kinds``: ``{experiment: record}``), from the
     runs of its ``DECIDED`` experiments at the report's trigger interval (``decide.per_job``), with its
     crash lab's and crash check's findings (``safety`` of ``crash_record``) and its probe's verdicts
-    (``runnable``) where it has them; ``untested_out`` as ``decide`` takes it."""
+    (``runnable``) and its fault lab's store outages (``outages``) where it has them; ``untested_out``
+    as ``decide`` takes it."""
     crashed = crash_record(kinds)
     return decide.per_job([kinds[kind] for kind in DECIDED if kind in kinds], tables.TRIGGER_S,
                           safety=safety(crashed) if crashed is not None else None,
-                          runnable=runnable(kinds["store"]) if "store" in kinds else None, untested_out=untested_out)
+                          runnable=runnable(kinds["store"]) if "store" in kinds else None, untested_out=untested_out,
+                          outages=outages(kinds[config.FAULTLAB]) if config.FAULTLAB in kinds else None)
 
 
 def leaders(decision: decide.Decision) -> list[decide.Candidate]:

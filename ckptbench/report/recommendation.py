@@ -173,11 +173,11 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
         rows.append([c.label + (" (Spark's default)" if c is decision.baseline else ""),
                      f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", cell(c.batch_p50_ms),
                      f"{cell(c.requests_per_batch, '.1f')} + {cell(c.other_requests_per_batch, '.1f')}",
-                     cell(c.dollars_per_month, ",.2f"), c.second_writer, verdict])
+                     cell(c.dollars_per_month, ",.2f"), c.second_writer, c.outage, verdict])
     candidates = Table(
         "Every configuration measured", ["configuration", "commit p50 / p95 (ms)", "batch p50 (ms)",
                                          "requests per batch: strategy + others", f"$ per month ({cost.LABEL})",
-                                         "a second writer", "verdict"], rows,
+                                         "a second writer", tables.OUTAGE_COLUMN, "verdict"], rows,
         "Commit: walCommit + commitOffsets; batch: triggerExecution; both p50 over "
         f"{provenance.measured_said(env['plan'])}"
         ". The verdicts compare medians over every measured batch, each "

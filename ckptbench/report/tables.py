@@ -59,19 +59,23 @@ def jvm_ms(i: metrics.Interval | None) -> str:
     return "n/a" if i is None or math.isnan(i.value) else i.said(".2f")
 
 
+#: The candidate tables' column of what the fault lab's ``decide.OUTAGE_SHOWN`` did to the strategy's queries.
+OUTAGE_COLUMN = "store away 30 s (fault lab)"
+
+
 def candidates_table(d: decide.Decision) -> Table:
     """A job's decision's candidates, one row per configuration (a strategy, with Spark's levers where
     the job ran some): commit p50 / p95, beside it the offsets and commits files' commit as the JVM
     timed it (shown, not decided on), billable requests, dollars (a projection), a second writer,
-    and the verdict."""
+    the store away (``OUTAGE_COLUMN``) and the verdict."""
     rows = [[c.label, f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", jvm_ms(c.jvm_commit),
-             cell(c.requests_per_batch, ".1f"), cell(c.dollars_per_month, ",.2f"), c.second_writer,
+             cell(c.requests_per_batch, ".1f"), cell(c.dollars_per_month, ",.2f"), c.second_writer, c.outage,
              decide.recommended_said(c) if c is d.chosen else f"out: {c.out}" if c.out else c.note]
             for c in d.candidates]
     return Table("The candidates", ["strategy", "commits per batch, p50 / p95 (ms)",
                                     "offsets + commits files, JVM clock, p50 [95%] (ms; not decided on)",
                                     "billable requests per batch", "$ per month (projection)", "a second writer",
-                                    "verdict"], rows,
+                                    OUTAGE_COLUMN, "verdict"], rows,
                  classes=("", "", "", "", "projection"))
 
 
