@@ -67,12 +67,13 @@ class FaultPlan:
 #: ``quick`` is what ``make bench`` runs: the profiles that a strategy's commit protocol could
 #: notice (the others are retried away by the AWS SDK below S3A, as ``full`` measures), and the
 #: short store outages.
-#: The outages: ``smallest`` has the shortest only; ``quick`` the shortest and the gateway restart
-#: (seconds a run); the one inside S3A's retry budget and the one beyond it only ``full``: a query
-#: that rides an outage out spends it, and the retries' back-off after it, in every such run.
+#: The outages: ``smallest`` has the shortest only; ``quick`` the shortest, the gateway restart and
+#: the 30 s one the recommendation's candidate tables show (``decide.OUTAGE_SHOWN``); the one beyond
+#: S3A's retry budget only ``full``: a query that rides an outage out spends it, and the retries'
+#: back-off after it, in every such run.
 PLANS = {
     "smallest": FaultPlan(("none", "eventual", "outage-5s"), ("stateful",), 3, (0,), 100, outage_after=1),
-    "quick": FaultPlan(("lost-response", "eventual", "outage-5s", "gateway-restart"),
+    "quick": FaultPlan(("lost-response", "eventual", "outage-5s", "outage-30s", "gateway-restart"),
                        ("stateful", "file_sink"), 8, (0,), 1_000),
     "full": FaultPlan(tuple(PROFILES), ("stateful", "file_sink"), 10, (0, 1), 1_000),
 }
