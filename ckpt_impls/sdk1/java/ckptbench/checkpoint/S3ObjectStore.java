@@ -25,7 +25,10 @@ import com.amazonaws.services.s3.model.S3Object;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.s3a.Invoker;
 import org.apache.hadoop.fs.s3a.S3AFileSystem;
+import org.apache.hadoop.fs.s3a.S3ARetryPolicy;
+import org.apache.hadoop.util.functional.CallableRaisingIOE;
 
 /**
  * One bucket seen through the plain S3 API (no directory emulation), with the client, endpoint,
@@ -54,6 +57,15 @@ import org.apache.hadoop.fs.s3a.S3AFileSystem;
  * write of the key in progress) is retried with growing delays, settings
  * {@code ckptbench.conditionalPut.conflict.attempts} (default 5), {@code .initialDelayMs} (100),
  * {@code .maxDelayMs} (5000), then fails as an {@code IOException}.
+ *
+ * <p>Every request is retried as S3A retries its own ({@link #call}): S3A's {@link Invoker} with
+ * {@link S3ARetryPolicy} from the filesystem's configuration, so {@code fs.s3a.retry.limit},
+ * {@code fs.s3a.retry.interval} and {@code fs.s3a.retry.throttle.*} mean what they mean to S3A,
+ * on top of the SDK's own retries ({@code fs.s3a.attempts.maximum}, the client's). A store that is
+ * away costs a query here what it costs S3A before it fails. Each request counts as idempotent:
+ * reads, LISTs and DELETEs are, an unconditional PUT writes the same bytes again, and a
+ * create-only PUT sent again meets its own object and is settled by its write id as above. A 412
+ * or 409 of a create-only PUT is never retried there: it is the answer, handled as above.
  */
 final class S3ObjectStore {
 
@@ -78,12 +90,20 @@ final class S3ObjectStore {
   final String bucket;
   /** Attempts and delays of a create-only PUT answered 409. */
   private final Backoff conflictRetry;
+  /** S3A's retries, from the filesystem's configuration. */
+  private final Invoker invoker;
 
   private S3ObjectStore(S3AFileSystem fs, Backoff conflictRetry) {
     this.fs = fs;
     this.conflictRetry = conflictRetry;
     this.s3 = fs.getAmazonS3ClientForTesting("ckptbench: S3 requests outside S3A's directory emulation");
     this.bucket = fs.getBucket();
+    this.invoker = new Invoker(new S3ARetryPolicy(fs.getConf()), Invoker.LOG_EVENT);
+  }
+
+  /** {@code request} (an SDK call) with S3A's retries; its last failure, untranslated, if it never succeeds. */
+  private <T> T call(String op, String key, CallableRaisingIOE<T> request) throws IOException {
+    return invoker.retryUntranslated(op + " s3a://" + bucket + "/" + key, true, request);
   }
 
   static S3ObjectStore forPath(Path path, Configuration conf, String strategy) throws IOException {
@@ -134,8 +154,21 @@ final class S3ObjectStore {
     long delay = conflictRetry.initialDelayMs;
     for (int attempt = 1; ; attempt++) {
       try {
-        s3.putObject(putRequest(key, bytes, writeId));
-        return;
+        AmazonS3Exception answer = call("PUT", key, () -> {
+          try {
+            s3.putObject(putRequest(key, bytes, writeId));
+            return null;
+          } catch (AmazonS3Exception e) {
+            if (createOnly && (e.getStatusCode() == 412 || e.getStatusCode() == 409)) {
+              return e; // the store's answer to a create-only PUT: not to be retried here
+            }
+            throw e;
+          }
+        });
+        if (answer == null) {
+          return;
+        }
+        throw answer;
       } catch (AmazonS3Exception e) {
         if (createOnly && e.getStatusCode() == 412) {
           if (writeId.equals(writeIdOf(key))) {
@@ -217,7 +250,7 @@ final class S3ObjectStore {
   /** The write id of {@code key} (one HEAD), or null when the key is missing or has none. */
   private String writeIdOf(String key) throws IOException {
     try {
-      return s3.getObjectMetadata(bucket, key).getUserMetaDataOf(WRITE_ID);
+      return call("HEAD", key, () -> s3.getObjectMetadata(bucket, key)).getUserMetaDataOf(WRITE_ID);
     } catch (AmazonS3Exception e) {
       if (e.getStatusCode() == 404) {
         return null;
@@ -239,8 +272,12 @@ final class S3ObjectStore {
 
   /** GET the whole object, or null when the key does not exist. */
   byte[] getIfExists(String key) throws IOException {
-    try (S3Object obj = s3.getObject(bucket, key); InputStream in = obj.getObjectContent()) {
-      return in.readAllBytes();
+    try {
+      return call("GET", key, () -> {
+        try (S3Object obj = s3.getObject(bucket, key); InputStream in = obj.getObjectContent()) {
+          return in.readAllBytes();
+        }
+      });
     } catch (AmazonS3Exception e) {
       if (e.getStatusCode() == 404) {
         return null;
@@ -266,7 +303,7 @@ final class S3ObjectStore {
       req.setDelimiter("/");
     }
     try {
-      ListObjectsV2Result page = s3.listObjectsV2(req);
+      ListObjectsV2Result page = call("LIST", prefix, () -> s3.listObjectsV2(req));
       List<Entry> objects = new ArrayList<>();
       page.getObjectSummaries().forEach(
           o -> objects.add(new Entry(o.getKey(), o.getSize(), o.getLastModified().getTime())));
@@ -279,7 +316,10 @@ final class S3ObjectStore {
   /** DELETE one key; S3 answers 204 whether or not it existed. */
   void delete(String key) throws IOException {
     try {
-      s3.deleteObject(bucket, key);
+      call("DELETE", key, () -> {
+        s3.deleteObject(bucket, key);
+        return null;
+      });
     } catch (AmazonClientException e) {
       throw translate("DELETE", key, e);
     }
@@ -302,7 +342,8 @@ final class S3ObjectStore {
 
   private void deleteBatch(List<DeleteObjectsRequest.KeyVersion> keys) throws IOException {
     try {
-      s3.deleteObjects(new DeleteObjectsRequest(bucket).withKeys(keys).withQuiet(true));
+      call("DELETE", keys.get(0).getKey(),
+          () -> s3.deleteObjects(new DeleteObjectsRequest(bucket).withKeys(keys).withQuiet(true)));
     } catch (AmazonClientException e) {
       throw translate("DELETE", keys.get(0).getKey(), e);
     }
@@ -316,11 +357,7 @@ final class S3ObjectStore {
       List<DeleteObjectsRequest.KeyVersion> keys = new ArrayList<>();
       page.objects().forEach(o -> keys.add(new DeleteObjectsRequest.KeyVersion(o.key())));
       if (!keys.isEmpty()) {
-        try {
-          s3.deleteObjects(new DeleteObjectsRequest(bucket).withKeys(keys).withQuiet(true));
-        } catch (AmazonClientException e) {
-          throw translate("DELETE", prefix, e);
-        }
+        deleteBatch(keys);
       }
       token = page.next();
     } while (token != null);

@@ -13,7 +13,10 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.s3a.Invoker;
 import org.apache.hadoop.fs.s3a.S3AFileSystem;
+import org.apache.hadoop.fs.s3a.S3ARetryPolicy;
+import org.apache.hadoop.util.functional.CallableRaisingIOE;
 import software.amazon.awssdk.core.exception.AbortedException;
 import software.amazon.awssdk.core.exception.SdkException;
 import software.amazon.awssdk.core.sync.RequestBody;
@@ -55,6 +58,16 @@ import software.amazon.awssdk.services.s3.model.S3Exception;
  * write of the key in progress) is retried with growing delays, settings
  * {@code ckptbench.conditionalPut.conflict.attempts} (default 5), {@code .initialDelayMs} (100),
  * {@code .maxDelayMs} (5000), then fails as an {@code IOException}.
+ *
+ * <p>Every request is retried as S3A retries its own ({@link #call}): S3A's {@link Invoker} with
+ * {@link S3ARetryPolicy} from the filesystem's configuration, so {@code fs.s3a.retry.limit},
+ * {@code fs.s3a.retry.interval}, {@code fs.s3a.retry.throttle.*} and {@code
+ * fs.s3a.retry.http.5xx.errors} mean what they mean to S3A, on top of the SDK's own retries ({@code
+ * fs.s3a.attempts.maximum}, the client's). A store that is away costs a query here what it costs
+ * S3A before it fails. Each request counts as idempotent: reads, LISTs and DELETEs are, an
+ * unconditional PUT writes the same bytes again, and a create-only PUT sent again meets its own
+ * object and is settled by its write id as above. A 412 or 409 of a create-only PUT is never
+ * retried there: it is the answer, handled as above.
  */
 final class S3ObjectStore {
 
@@ -79,12 +92,20 @@ final class S3ObjectStore {
   final String bucket;
   /** Attempts and delays of a create-only PUT answered 409. */
   private final Backoff conflictRetry;
+  /** S3A's retries, from the filesystem's configuration. */
+  private final Invoker invoker;
 
   private S3ObjectStore(S3AFileSystem fs, Backoff conflictRetry) {
     this.fs = fs;
     this.conflictRetry = conflictRetry;
     this.s3 = fs.getS3AInternals().getAmazonS3Client("ckptbench: S3 requests outside S3A's directory emulation");
     this.bucket = fs.getBucket();
+    this.invoker = new Invoker(new S3ARetryPolicy(fs.getConf()), Invoker.LOG_EVENT);
+  }
+
+  /** {@code request} (an SDK call) with S3A's retries; its last failure, untranslated, if it never succeeds. */
+  private <T> T call(String op, String key, CallableRaisingIOE<T> request) throws IOException {
+    return invoker.retryUntranslated(op + " s3a://" + bucket + "/" + key, true, request);
   }
 
   static S3ObjectStore forPath(Path path, Configuration conf, String strategy) throws IOException {
@@ -135,8 +156,21 @@ final class S3ObjectStore {
     long delay = conflictRetry.initialDelayMs;
     for (int attempt = 1; ; attempt++) {
       try {
-        s3.putObject(putRequest(key, writeId), RequestBody.fromBytes(bytes));
-        return;
+        S3Exception answer = call("PUT", key, () -> {
+          try {
+            s3.putObject(putRequest(key, writeId), RequestBody.fromBytes(bytes));
+            return null;
+          } catch (S3Exception e) {
+            if (createOnly && (e.statusCode() == 412 || e.statusCode() == 409)) {
+              return e; // the store's answer to a create-only PUT: not to be retried here
+            }
+            throw e;
+          }
+        });
+        if (answer == null) {
+          return;
+        }
+        throw answer;
       } catch (S3Exception e) {
         if (createOnly && e.statusCode() == 412) {
           if (writeId.equals(writeIdOf(key))) {
@@ -213,7 +247,7 @@ final class S3ObjectStore {
   /** The write id of {@code key} (one HEAD), or null when the key is missing or has none. */
   private String writeIdOf(String key) throws IOException {
     try {
-      return s3.headObject(b -> b.bucket(bucket).key(key)).metadata().get(WRITE_ID);
+      return call("HEAD", key, () -> s3.headObject(b -> b.bucket(bucket).key(key))).metadata().get(WRITE_ID);
     } catch (S3Exception e) {
       if (e.statusCode() == 404) {
         return null;
@@ -236,7 +270,7 @@ final class S3ObjectStore {
   /** GET the whole object, or null when the key does not exist. */
   byte[] getIfExists(String key) throws IOException {
     try {
-      return s3.getObjectAsBytes(b -> b.bucket(bucket).key(key)).asByteArray();
+      return call("GET", key, () -> s3.getObjectAsBytes(b -> b.bucket(bucket).key(key))).asByteArray();
     } catch (NoSuchKeyException e) {
       return null;
     } catch (S3Exception e) {
@@ -264,7 +298,7 @@ final class S3ObjectStore {
       req.delimiter("/");
     }
     try {
-      ListObjectsV2Response page = s3.listObjectsV2(req.build());
+      ListObjectsV2Response page = call("LIST", prefix, () -> s3.listObjectsV2(req.build()));
       List<Entry> objects = new ArrayList<>();
       page.contents().forEach(
           o -> objects.add(new Entry(o.key(), o.size(), o.lastModified().toEpochMilli())));
@@ -279,7 +313,7 @@ final class S3ObjectStore {
   /** DELETE one key; S3 answers 204 whether or not it existed. */
   void delete(String key) throws IOException {
     try {
-      s3.deleteObject(b -> b.bucket(bucket).key(key));
+      call("DELETE", key, () -> s3.deleteObject(b -> b.bucket(bucket).key(key)));
     } catch (SdkException e) {
       throw translate("DELETE", key, e);
     }
@@ -305,7 +339,8 @@ final class S3ObjectStore {
     List<ObjectIdentifier> ids = new ArrayList<>(keys.size());
     keys.forEach(k -> ids.add(ObjectIdentifier.builder().key(k).build()));
     try {
-      s3.deleteObjects(b -> b.bucket(bucket).delete(Delete.builder().objects(ids).quiet(true).build()));
+      call("DELETE", subject, () -> s3.deleteObjects(
+          b -> b.bucket(bucket).delete(Delete.builder().objects(ids).quiet(true).build())));
     } catch (SdkException e) {
       throw translate("DELETE", subject, e);
     }
