@@ -9,6 +9,7 @@ what was reset, in which order, and what the store holds."""
 from __future__ import annotations
 
 import math
+import re
 import socket
 import uuid
 
@@ -145,3 +146,26 @@ def test_outage_times_from_the_rule_and_the_batches():
     assert died["died_after_s"] == pytest.approx(2.0) and math.isnan(died["resumed_after_s"])
     assert all(math.isnan(v) for v in outages.times(window, [], done, None).values())  # no outage began
     assert all(math.isnan(v) for v in outages.times(None, opened, done, None).values())
+
+
+@pytest.mark.spark
+def test_a_manager_whose_store_never_answers_fails_naming_the_store_and_how_long(spark):
+    """conditional's own S3 calls (``S3ObjectStore``, manifest's too) at a port nobody listens on,
+    S3A's retry policy cut to one retry: one IOException naming the store and the seconds it was tried,
+    not the SDK's bare connection error."""
+    from py4j.protocol import Py4JJavaError
+
+    from ckptbench.experiments.contract import CheckpointFiles
+    from infra.net import free_port
+
+    endpoint, bucket = f"http://127.0.0.1:{free_port()}", f"nowhere-{uuid.uuid4().hex[:8]}"
+    given = {"endpoint": endpoint, "path.style.access": "true", "endpoint.region": "us-east-1",
+             "access.key": "nobody", "secret.key": "nothing", "retry.limit": "1", "retry.interval": "10ms",
+             "attempts.maximum": "1"}
+    settings = {f"fs.s3a.bucket.{bucket}.{key}": value for key, value in given.items()}
+    with pytest.raises(Py4JJavaError) as failed:
+        CheckpointFiles(spark, "conditional", None, "ckpt", bucket, settings).write("offsets/0", b"v1")
+    said = str(failed.value)
+    assert re.search(rf"s3a://{bucket}/\S+: the store at {re.escape(endpoint)}/{bucket} did not answer for "
+                     r"\d+\.\d s \(S3A's retry policy: fs\.s3a\.retry\.limit 1, fs\.s3a\.attempts\.maximum 1\)",
+                     said), said

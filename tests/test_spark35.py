@@ -18,6 +18,8 @@ from helpers import ROOT, assert_beside_pytest_passed, beside_pytest, child_besi
 
 PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
 TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py", "tests/test_s3a_conditional.py",
+         # the managers' own S3 calls, in each SDK's body
+         "tests/test_outages.py::test_a_manager_whose_store_never_answers_fails_naming_the_store_and_how_long",
          "tests/test_streaming.py::test_stateful_query_resumes_with_its_state",
          "tests/test_manifest.py::test_writers_in_two_jvms_never_take_the_same_record_number",
          "tests/test_state_stores.py",

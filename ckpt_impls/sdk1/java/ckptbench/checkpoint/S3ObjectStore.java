@@ -14,6 +14,7 @@ import java.util.concurrent.ConcurrentHashMap;
 
 import com.amazonaws.AbortedException;
 import com.amazonaws.AmazonClientException;
+import com.amazonaws.AmazonServiceException;
 import com.amazonaws.services.s3.AmazonS3;
 import com.amazonaws.services.s3.model.AmazonS3Exception;
 import com.amazonaws.services.s3.model.DeleteObjectsRequest;
@@ -101,9 +102,24 @@ final class S3ObjectStore {
     this.invoker = new Invoker(new S3ARetryPolicy(fs.getConf()), Invoker.LOG_EVENT);
   }
 
-  /** {@code request} (an SDK call) with S3A's retries; its last failure, untranslated, if it never succeeds. */
+  /**
+   * {@code request} (an SDK call) with S3A's retries; its last failure, untranslated, if it never
+   * succeeds, but for a store that never answered (no status from it, not an interrupt): that is
+   * one {@link IOException} naming the store and how long it was tried.
+   */
   private <T> T call(String op, String key, CallableRaisingIOE<T> request) throws IOException {
-    return invoker.retryUntranslated(op + " s3a://" + bucket + "/" + key, true, request);
+    long start = System.nanoTime();
+    try {
+      return invoker.retryUntranslated(op + " s3a://" + bucket + "/" + key, true, request);
+    } catch (AmazonClientException e) {
+      if (e instanceof AmazonServiceException || e instanceof AbortedException) {
+        throw e;
+      }
+      throw new IOException(String.format("%s s3a://%s/%s: the store at %s did not answer for %.1f s"
+          + " (S3A's retry policy: fs.s3a.retry.limit %d, fs.s3a.attempts.maximum %d): %s", op, bucket, key,
+          endpoint(), (System.nanoTime() - start) / 1e9, fs.getConf().getInt("fs.s3a.retry.limit", 7),
+          fs.getConf().getInt("fs.s3a.attempts.maximum", 5), e.getMessage()), e);
+    }
   }
 
   static S3ObjectStore forPath(Path path, Configuration conf, String strategy) throws IOException {
