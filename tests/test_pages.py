@@ -327,6 +327,12 @@ def test_the_decision_rules_read_as_text_with_names_as_code(sample_report):
     assert "<code>TIE</code>" in rules and "<code>ckpt_impls.STRATEGIES</code>" in rules
 
 
+def test_the_report_says_at_its_top_what_ran_the_checkpoints(sample_report):
+    """Each record's Spark, S3A connector and AWS SDK (``provenance.runtime_said``), once each."""
+    top = sample_report.read_text().split("<h2", 1)[0]
+    assert "Checkpoints ran on Spark 4.3.0, hadoop-aws 3.3.1 on AWS SDK v1 1.11.901." in top
+
+
 def test_the_committed_sample_report_is_what_report_makes_of_its_record(sample_report):
     """docs/sample-report/report is regenerated with `python -m ckptbench report --results docs/sample-report`."""
     committed = (SAMPLE / "report" / "index.html").read_text()

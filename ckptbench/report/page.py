@@ -472,6 +472,8 @@ def write(out: Path) -> list[Path]:
         sections=sections, summary=summary, cost_caption=cost.caption(), trigger_s=tables.TRIGGER_S,
         decide_doc=decide.__doc__,
         asv_pages=(out / "html" / "index.html").exists(),
+        runtimes=list(dict.fromkeys(provenance.runtime_said(record.environment)
+                                    for kinds in stores.values() for record in kinds.values())),
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     index = page / "index.html"
     index.write_text(html)
