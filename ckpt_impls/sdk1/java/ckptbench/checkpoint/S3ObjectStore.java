@@ -105,7 +105,7 @@ final class S3ObjectStore {
   /**
    * {@code request} (an SDK call) with S3A's retries; its last failure, untranslated, if it never
    * succeeds, but for a store that never answered (no status from it, not an interrupt): that is
-   * one {@link IOException} naming the store and how long it was tried.
+   * a {@link StoreUnreachableException} naming the store and how long it was tried.
    */
   private <T> T call(String op, String key, CallableRaisingIOE<T> request) throws IOException {
     long start = System.nanoTime();
@@ -115,10 +115,7 @@ final class S3ObjectStore {
       if (e instanceof AmazonServiceException || e instanceof AbortedException) {
         throw e;
       }
-      throw new IOException(String.format("%s s3a://%s/%s: the store at %s did not answer for %.1f s"
-          + " (S3A's retry policy: fs.s3a.retry.limit %d, fs.s3a.attempts.maximum %d): %s", op, bucket, key,
-          endpoint(), (System.nanoTime() - start) / 1e9, fs.getConf().getInt("fs.s3a.retry.limit", 7),
-          fs.getConf().getInt("fs.s3a.attempts.maximum", 5), e.getMessage()), e);
+      throw new StoreUnreachableException(op, bucket, key, endpoint(), start, fs.getConf(), e);
     }
   }
 
