@@ -59,10 +59,6 @@ class Setting:
         """The Hadoop key a ``spark.hadoop.*`` setting sets; None for another Spark setting."""
         return self.key[len(HADOOP):] if self.key.startswith(HADOOP) else None
 
-    def shown(self) -> str:
-        """``KEY=VALUE``, the value redacted if the key looks secret."""
-        return f"{self.key}={REDACTED if self.secret else self.value}"
-
 
 _SETTINGS: list[Setting] = []
 

@@ -52,10 +52,13 @@ def register_foreign(argv: list[str]) -> None:
             raise settings.SettingError(f"--conf {secret.key} looks secret, and ps shows a command line to every "
                                         f"user: give it in a strategies file (--strategies-file) as "
                                         f"'{settings.EVERY}: {secret.key}=...'")
-        lines = foreign.read_file(known.strategies_file) if known.strategies_file else []
-        where = f"strategies file {known.strategies_file}"
-        given += [s for s in (settings.parse_line(line, where) for line in lines) if s]
-        specs = [*known.strategy, *(line for line in lines if not settings.parse_line(line, where))]
+        specs = list(known.strategy)
+        for line in foreign.read_file(known.strategies_file) if known.strategies_file else []:
+            setting = settings.parse_line(line, f"strategies file {known.strategies_file}")
+            if setting:
+                given.append(setting)
+            else:
+                specs.append(line)
         for spec in specs:
             ckpt_impls.register(*foreign.parse(spec))
         for setting in given:
