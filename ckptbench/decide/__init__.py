@@ -89,7 +89,7 @@ def _outages(c: Candidate, outages: dict[str, dict[str, Outage]]) -> None:
         c.outage = shown.said() + ("" if shown.profile == OUTAGE_SHOWN else f" ({shown.profile})")
     default = outages.get(SPARK_DEFAULT[0], {})
     worse = [o for profile, o in own.items() if not o.rode_out and profile in default and default[profile].rode_out]
-    if worse and c.strategy != SPARK_DEFAULT[0]:
+    if worse:
         c.outage_worse = "; ".join(f"{o.said()} in {o.profile} (store away {o.away_s:.0f} s)" for o in worse) + \
             ", which Spark's default rode out"
 
