@@ -197,3 +197,9 @@ def test_a_fit_needs_two_points(record):
     one = results.Results(record.environment, {**record.tables, "scale": record.scale.iloc[:1]})
     with pytest.raises(KeyError, match="1 point"):
         metrics.scale_fit(one, "partitions", "conditional", "requests")
+
+
+def test_a_constant_figure_has_a_slope_of_exactly_zero():
+    """Not the solver's rounding, whose sign differs between machines and would flip a page's text."""
+    assert metrics.linear_fit([100, 200, 400, 800], [35.0] * 4) == (35.0, 0.0, 1.0)
+    assert metrics.linear_fit([1, 2, 3], [1.0, 2.0, 3.0])[1] == pytest.approx(1.0)

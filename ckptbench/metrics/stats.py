@@ -95,8 +95,12 @@ def state_commit_percentile(run: Run, q: float) -> float:
 
 
 def linear_fit(x, y) -> tuple[float, float, float]:
-    """Least squares ``y = intercept + slope * x``: (intercept, slope, r squared)."""
+    """Least squares ``y = intercept + slope * x``: (intercept, slope, r squared). A constant ``y``
+    has slope 0 and r squared 1 exactly: the solver's rounding would give a slope of about 1e-14 whose
+    sign depends on the machine's linear algebra kernels."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if y.size and (y == y[0]).all():
+        return float(y[0]), 0.0, 1.0
     slope, intercept = np.polyfit(x, y, 1)
     residual = y - (intercept + slope * x)
     spread = float(((y - y.mean()) ** 2).sum())
