@@ -27,7 +27,7 @@ from ckptbench.cli.common import (
     store_of,
     strategies_of,
 )
-from ckptbench.config import DEFAULT_MASTER
+from ckptbench.config import DEFAULT_MASTER, PLANS
 
 
 def register(sub) -> None:
@@ -39,6 +39,10 @@ def register(sub) -> None:
     m.add_argument("--strategies", help=STRATEGIES_HELP)
     m.add_argument("--batches", type=int, default=20, help="measured batches per run (default 20)")
     m.add_argument("--warmup", type=int, default=5, help="batches run first and left out (default 5)")
+    m.add_argument("--size", choices=list(PLANS), default="quick",
+                   help="the JVM's warm-up and the floor's samples of this run size: "
+                        + ", ".join(f"{k} {p.floor_samples} floor samples" for k, p in PLANS.items())
+                        + " (default quick)")
     m.add_argument("--allow-few-batches", action="store_true", help=argparse.SUPPRESS)
     m.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO); "
                                     "local stores get a fresh one")
@@ -73,7 +77,7 @@ def cmd_measure(args) -> None:
     raw = raw_root()
     out = raw.parent
     records = measure.run(stores, strategies, args.batches, args.warmup, args.bucket, master, raw,
-                          fault_profile, args.fault_seed)
+                          fault_profile, args.fault_seed, args.size)
     text = tables.measure_table(records)
     print(text)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

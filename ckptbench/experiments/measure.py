@@ -18,17 +18,18 @@ from ckptbench.experiments import streaming
 from ckptbench.record import results
 
 
-def plan(batches: int, warmup: int) -> config.Plan:
-    """The measure command's plan: the stateful workload at the suite's first key count, one query
-    per strategy (its table reads one run per strategy)."""
-    quick = config.PLANS["quick"]
-    return dataclasses.replace(quick, warmup=warmup, batches=batches, keys=quick.keys[:1], sweep=(),
+def plan(batches: int, warmup: int, size: str = "quick") -> config.Plan:
+    """The measure command's plan: the stateful workload at ``size``'s first key count, one query per
+    strategy (its table reads one run per strategy); the JVM's warm-up and the floor's samples are
+    ``size``'s (``config.PLANS``), the batches the caller's."""
+    base = config.PLANS[size]
+    return dataclasses.replace(base, warmup=warmup, batches=batches, keys=base.keys[:1], sweep=(),
                                workloads=("stateful",), repeats=1)
 
 
 def run(store_names: list[str], strategies: list[str], batches: int = 20, warmup: int = 5,
         bucket: str | None = None, master: str = config.DEFAULT_MASTER, raw=None, fault_profile: str = "none",
-        fault_seed: int = 0) -> list[results.Results]:
+        fault_seed: int = 0, size: str = "quick") -> list[results.Results]:
     """One record per store that could start (the others are skipped, saying why), with the metering
     proxy injecting ``fault_profile``."""
     for name in strategies:
@@ -40,8 +41,9 @@ def run(store_names: list[str], strategies: list[str], batches: int = 20, warmup
             print(f"skipping {reason}")
             continue
         raw_dir = raw or config.Settings.from_env().raw
-        settings = config.Settings(name, "quick", bucket, raw_dir, fault_profile, fault_seed, master)
-        records.append(streaming.streaming(settings, strategies, plan=plan(batches, warmup), experiment="measure"))
+        settings = config.Settings(name, size, bucket, raw_dir, fault_profile, fault_seed, master)
+        records.append(streaming.streaming(settings, strategies, plan=plan(batches, warmup, size),
+                                           experiment="measure"))
     if not records:
         raise infra.StoreUnavailable("no store could start; see the reasons above")
     return records
