@@ -184,7 +184,8 @@ def test_a_manager_with_its_own_client_runs_through_the_proxy_with_one_option(ow
     """Measured; its contract run is the next test's."""
     own = ("--strategy", spec("own", OWN, ownclient))
     raw = tmp_path / "raw"
-    measured = run(*own, "measure", "--stores", "ceph", "--strategies", "own", "--batches", "3", "--warmup", "1",
+    measured = run(*own, "measure", "--stores", "ceph", "--strategies", "own", "--size", "smallest",
+                   "--batches", "3", "--warmup", "1",
                    "--allow-few-batches", env={"CKPT_BENCH_RAW": str(raw)})
     assert measured.returncode == 0, measured.stderr[-3000:]
     record = disk.read(raw / "ceph-measure")
@@ -200,7 +201,8 @@ def test_the_crash_lab_catches_an_own_client_manager_that_forgets_the_log_on_a_r
     raw = tmp_path / "raw"
     args = ("--strategy", spec("own", OWN, ownclient),
             "--strategy", spec("forgets", f"{OWN}$ListsOnlyItsOwn", ownclient))
-    done = run(*args, "crashlab", "--store", "ceph", "--strategies", "own,forgets", "--workloads", "stateless",
+    done = run(*args, "crashlab", "--store", "ceph", "--strategies", "own,forgets", "--size", "smallest",
+               "--workloads", "stateless",
                "--cycles", "1", "--two-writers", "none", env={"CKPT_BENCH_RAW": str(raw)})
     assert done.returncode in (0, 1), done.stderr[-3000:]
     record = disk.read(raw / "ceph-crashlab")
