@@ -22,7 +22,7 @@ import pytest
 
 from benchmarks.scale import ScaleByOperators, ScaleByPartitions, ScaleMemory, ScaleSlopes
 from ckptbench import config, metrics
-from ckptbench.experiments import scale
+from ckptbench.experiments import crashlab, scale
 from ckptbench.record import disk
 from ckptbench.report import page as report
 from helpers import ended_beside, skip_unless_ci
@@ -161,6 +161,22 @@ def test_the_crash_labs_drivers_killed_anywhere_keep_exactly_once(bench):
     assert (cycles.restart_ok & cycles.landed).all(), cycles.error.tolist()
     assert (cycles[["duplicates", "lost", "partial"]] == 0).all().all(), cycles
     assert (plain[["duplicates", "lost", "partial", "unexpected"]] == 0).all().all(), plain
+
+
+def test_two_writers_on_a_conditional_checkpoint_end_in_a_clean_error(bench):
+    """The smallest crash lab's two-writer run on ``conditional``, the second driver started after
+    the first's batches, not held at a file: one driver fails on the refused PUT, nothing is lost,
+    duplicated, partial or overwritten."""
+    results, _ = bench
+    crash = disk.read_all(results / "raw")["embedded"][config.CRASHLAB]
+    rows = crash.two_writers[(crash.two_writers.strategy == "conditional") & crash.two_writers.race.isna()]
+    assert len(rows) == len(crashlab.PLANS["smallest"].two_writer_starts), crash.two_writers
+    for row in rows.to_dict("records"):
+        assert row["second_started"], row
+        errors = [e for e in (row["first_error"], row["second_error"]) if isinstance(e, str) and e]
+        assert len(errors) == 1 and crashlab.CONFLICT.search(errors[0]), errors
+        assert (row["duplicates"], row["lost"], row["partial"], row["overwritten_logs"]) == (0, 0, 0, 0), row
+        assert row["outcome"] == "clean-error", row
 
 
 def test_the_scale_axes_through_spark(bench):

@@ -186,16 +186,6 @@ def test_a_log_file_written_twice_is_caught(spark, suite_stores):
     store.empty_bucket(bucket, prefix)
 
 
-def test_two_writers_on_a_conditional_checkpoint_end_in_a_clean_error(spark, suite_stores):
-    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
-        row = crash.two_writers("conditional")
-    assert row["second_started"]
-    errors = [e for e in (row["first_error"], row["second_error"]) if e]
-    assert len(errors) == 1 and crashlab.CONFLICT.search(errors[0]), errors
-    assert (row["duplicates"], row["lost"], row["partial"], row["overwritten_logs"]) == (0, 0, 0, 0)
-    assert row["outcome"] == "clean-error"
-
-
 def test_two_drivers_held_at_offsets_both_write_it_through_direct(spark, suite_stores):
     """Started together, each driver's write of offsets/0 held by the proxy until the other's came:
     through ``direct`` (check, then write) both pass their checks and both store it, damage the
