@@ -241,9 +241,9 @@ def pytest_collection_finish(session):
     if any(item.get_closest_marker("spark") or item.get_closest_marker("beside") for item in items):
         use_jvm_archive()
     beside = [item for item in items if item.get_closest_marker("beside_the_suite")]
-    # A child that runs a test file of this suite (the marker's ``runs``) takes that file's tests
+    # A child that runs test files of this suite (the marker's ``runs``) takes those files' tests
     # out of this process: they would otherwise run twice.
-    moved = {item.get_closest_marker("beside_the_suite").kwargs.get("runs") for item in beside} - {None}
+    moved = {path for item in beside for path in runs_of(item.get_closest_marker("beside_the_suite"))}
     run_beside = [item for item in items if item.nodeid.split("::")[0] in moved]
     if run_beside:
         session.config.hook.pytest_deselected(items=run_beside)
@@ -254,15 +254,22 @@ def pytest_collection_finish(session):
         start = marker.args[0]
         if start not in started:
             workdir = Path(tempfile.mkdtemp(prefix="ckptbench-beside-"))
-            if "runs" in marker.kwargs:  # the file's tests this run selected (-k, -m), or all of it if none
-                runs = marker.kwargs["runs"]
-                proc = start(workdir, [i.nodeid for i in run_beside if i.nodeid.split("::")[0] == runs] or [runs])
+            if "runs" in marker.kwargs:  # the files' tests this run selected (-k, -m), or all of them if none
+                runs = runs_of(marker)
+                proc = start(workdir, [i.nodeid for i in run_beside if i.nodeid.split("::")[0] in runs] or list(runs))
             else:
                 proc = start(workdir)
             if proc is not None:  # a session leader (start_new_session)
                 lower_priority(proc.pid)
             started[start] = (proc, workdir)
     items[:] = [item for item in items if item not in beside] + beside
+
+
+def runs_of(marker) -> tuple[str, ...]:
+    """The test files a ``beside_the_suite`` marker's child runs (its ``runs``: a path or a tuple of
+    them), none when it runs a command of its own."""
+    runs = marker.kwargs.get("runs", ())
+    return (runs,) if isinstance(runs, str) else tuple(runs)
 
 
 def use_jvm_archive() -> None:

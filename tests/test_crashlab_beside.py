@@ -1,9 +1,9 @@
-"""The crash lab's tests (``tests/test_crashlab.py``) in a pytest process of their own, run beside
-the rest of the suite (conftest ``beside_the_suite``). They spend minutes starting, killing and
-restarting driver JVMs, while the suite's own process leaves a core idle most of the time; in line
-they would add those minutes to the suite's. While this test is selected, conftest leaves
-``test_crashlab.py``'s own tests out of the suite's process (the marker's ``runs``) and the child
-runs those the main run selected (``-k 'crash and not two_writers'`` all but that one; ``-k
+"""The crash lab's tests (``tests/test_crashlab.py``, ``tests/test_crashlab_levers.py``) in a pytest
+process of their own, run beside the rest of the suite (conftest ``beside_the_suite``). They spend
+minutes starting, killing and restarting driver JVMs, while the suite's own process leaves a core
+idle most of the time; in line they would add those minutes to the suite's. While this test is
+selected, conftest leaves those files' own tests out of the suite's process (the marker's ``runs``)
+and the child runs those the main run selected (``-k 'crash and not damaged'`` all but one; ``-k
 beside``, which selects none of them, all); ``pytest tests/test_crashlab.py`` alone runs them in
 line as before.
 """
@@ -18,12 +18,12 @@ import pytest
 
 from helpers import assert_beside_pytest_passed, beside_pytest, child_beside
 
-CRASHLAB_TESTS = "tests/test_crashlab.py"
-TIMEOUT_S = 1800  # against a hang only: in line it took 9.4 minutes
+CRASHLAB_TESTS = ("tests/test_crashlab.py", "tests/test_crashlab_levers.py")
+TIMEOUT_S = 2400  # against a hang only
 
 
 def crashlab_part(workdir: Path, tests: list[str]) -> subprocess.Popen:
-    """pytest on ``tests`` (of ``CRASHLAB_TESTS``, as conftest selected them) in this venv, its output
+    """pytest on ``tests`` (of ``CRASHLAB_TESTS``' files, as conftest selected them) in this venv, its output
     into ``workdir``."""
     return beside_pytest(sys.executable, tests, workdir)
 
