@@ -231,7 +231,8 @@ def pytest_collection_finish(session):
     child process that runs for minutes (the whole smallest bench, the cluster cross-check, the
     scale axes, the Spark 3.5 part) and shares nothing with the suite (its own store, JVMs and
     results). Started here, it runs beside the other tests instead of after them: the suite alone
-    leaves part of 2 cores idle, and the children fill it. They run niced (``BESIDE_NICENESS``,
+    leaves part of 2 cores idle, and the children fill it. They run niced (the marker's
+    ``niceness``, else ``BESIDE_NICENESS``,
     the whole process group and what it starts later) so that they take what the suite leaves
     rather than slowing it (docs/findings/timings.md).
     """
@@ -260,7 +261,7 @@ def pytest_collection_finish(session):
             else:
                 proc = start(workdir)
             if proc is not None:  # a session leader (start_new_session)
-                lower_priority(proc.pid)
+                lower_priority(proc.pid, marker.kwargs.get("niceness", BESIDE_NICENESS))
             started[start] = (proc, workdir)
     items[:] = [item for item in items if item not in beside] + beside
 
@@ -282,18 +283,18 @@ def use_jvm_archive() -> None:
         os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {jvm_archive_options()}".strip()
 
 
-def lower_priority(leader: int) -> None:
-    """Nice the session that ``leader`` leads by ``BESIDE_NICENESS``: its process group, and its
+def lower_priority(leader: int, niceness: int) -> None:
+    """Nice the session that ``leader`` leads by ``niceness``: its process group, and its
     scheduling group where Linux has one per session (autogroup, /proc/PID/autogroup). There a
     nice value weighs only against processes of the same session, so niced children in sessions
     of their own would take as much CPU as the suite."""
-    os.setpriority(os.PRIO_PGRP, leader, BESIDE_NICENESS)
+    os.setpriority(os.PRIO_PGRP, leader, niceness)
     autogroup = Path(f"/proc/{leader}/autogroup")
     if not autogroup.exists():  # no autogroup scheduling: the nice value above is enough
         return
     for _ in range(20):
         try:
-            autogroup.write_text(str(BESIDE_NICENESS))
+            autogroup.write_text(str(niceness))
             return
         except BlockingIOError:  # without CAP_SYS_ADMIN, one such write per 0.1 s on the machine
             time.sleep(0.1)
