@@ -112,7 +112,8 @@ def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark,
     The same run shows the watch timing every checkpoint file's commit (``querylab.file_commits``):
     each file the checkpoint holds has one closed timing of its kind and none is timed that it does
     not hold (``file_commit_mismatches``; left out: maintenance's snapshots, which it may still be
-    writing as the query stops, and rename's temp file of a write the stop cut short), each batch's
+    writing as the query stops, and a write the stop cut short: rename's temp file, or the file of
+    a batch after the last awaited whose timing is not closed), each batch's
     offsets, commits and state files are timed under its id, and the clock is finer than Spark's
     whole milliseconds."""
     proxied, bucket = metered_stores(suite_stores.get("embedded"))
@@ -140,7 +141,10 @@ def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark,
               if not k.endswith("/") and not ckpt_impls.TEMP_FILE.search(k)}  # a write stop() cut short
     commits = pd.DataFrame(querylab.file_commits(spark, bucket, prefix + "/"))
     commits = commits[~commits.key.str.contains(SNAPSHOT)]
-    assert file_commit_mismatches(commits, {k for k in stored if not SNAPSHOT.search(k)}) == []
+    # A batch after the last one awaited may be cut short by stop() once the store has its file:
+    # that file's timing is not closed. It is left out; every awaited batch's is compared.
+    cut_short = set(commits.key[(commits.batch_id > batches) & (commits.outcome != "closed")])
+    assert file_commit_mismatches(commits, {k for k in stored - cut_short if not SNAPSHOT.search(k)}) == []
     assert {"offsets", "commits", "state", "metadata"} <= set(commits.kind), sorted(set(commits.kind))
     timed = set(zip(commits.batch_id, commits.kind, strict=True))
     assert not {(b, kind) for b in range(batches + 1) for kind in FILE_AREAS} - timed, sorted(timed)
