@@ -32,6 +32,8 @@ WARMUP, BATCHES, KEYS = 1, 3, 5
 FILE_AREAS = ("offsets", "commits", "state")
 #: A state store snapshot (and its checksum): maintenance's file, no batch's.
 SNAPSHOT = re.compile(r"\.snapshot(?:\.crc)?$")
+#: Spark's setting of how many batches' log and state files a query keeps, and a value it never reaches here.
+RETAIN, RETAIN_ALL = "spark.sql.streaming.minBatchesToRetain", 100_000
 
 
 def batch_requests(spark, metered, strategy) -> tuple[str, list[tuple[int, list]]]:
@@ -119,6 +121,9 @@ def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark,
     proxied, bucket = metered_stores(suite_stores.get("embedded"))
     prefix = f"{proxied.run_prefix}watch-{strategy}-{uuid.uuid4().hex[:8]}"
     ckpt_impls.use(spark, strategy, watch_maintenance=True)
+    # Every file the query writes stays: past minBatchesToRetain (100) batches Spark deletes the
+    # oldest, and a query may run more than that before maintenance writes its first snapshot.
+    spark.conf.set(RETAIN, str(RETAIN_ALL))
     query = workloads.stateful(spark, f"s3a://{bucket}/{prefix}/checkpoint", keys=KEYS, rows_per_batch=KEYS)
     calls: list[dict] = []
     try:
@@ -129,6 +134,7 @@ def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark,
         batches = query.lastProgress["batchId"]
     finally:
         query.stop()
+        spark.conf.unset(RETAIN)
         ckpt_impls.use(spark, "rename")
     seen = sorted({(c["method"], c["thread"], c["key"].split("/checkpoint/")[1]) for c in calls})
     assert any(c["method"] == "createAtomic" and c["key"].endswith(".snapshot") for c in calls), seen
