@@ -5,12 +5,13 @@ an overhead smaller than Spark's one-millisecond step found where the arms' medi
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ckptbench.experiments import counting
 from ckptbench.record import results
 from ckptbench.report import tables
-from helpers import event, progress
+from helpers import T0, event, progress
 
 #: What counting adds to each counted batch's walCommit before Spark rounds it to whole milliseconds:
 #: 5% of the 5 ms p50, less than the step.
@@ -66,3 +67,38 @@ def test_the_table_has_a_row_per_strategy(overhead):
     lines = tables.counting_table(counting.figures(overhead, ["conditional"])).markdown().splitlines()
     assert lines[0].startswith("| strategy |") and len(lines) == 3
     assert lines[2].startswith("| conditional | 400 / 400 | 5.0 / 5.0 |")
+
+
+def test_a_batch_a_switch_landed_in_joins_neither_arm_whatever_its_count():
+    """Batches longer than their trigger: the switch lands inside the next batch, and the JVM records
+    a part of its ``offsets/`` requests, here the same part three times, more often than the whole
+    (24). The switches' times leave those batches out, and the whole count is walCommit's; without
+    them the part would be taken for the whole."""
+    recorder = results.Recorder()
+    run = recorder.add_run("rename", "stateful", 10, "p")
+    arms = ["on", "mixed", "off", "off", "mixed", "on", "mixed", "off", "off"]
+    measured, requests, switches = [], [], []
+    for batch, arm in enumerate(arms, start=1):
+        measured.append(progress(batch, 40.0))
+        recorded = {"on": 24, "off": 0, "mixed": 13}[arm]
+        requests += [event(batch + 0.01 * (i + 1), "HEAD", f"p/offsets/{batch}") for i in range(recorded)]
+        at = batch + (0.1 if arm == "mixed" else 0.7)  # inside the batch's half second, or after it
+        switches.append({"before": T0 + at, "after": T0 + at + 0.002, "on": arm != "off"})
+    recorder.add_batches(run, "measured", measured)
+    recorder.add_requests(run, requests, measured, source="jvm")
+    env = {"plan": {"keys": [10]}, "experiment": "jvm_counting"}
+    without = counting.Overhead(recorder.results(env), {"on_ns": 6600.0, "off_ns": 20.0})
+    assert without.wal_commit_requests("rename") == 13  # the part, taken for the whole
+    recorder.add("counting_switches", switches)
+    timed = counting.Overhead(recorder.results(env), {"on_ns": 6600.0, "off_ns": 20.0})
+    assert timed.batches("rename").arm.tolist() == arms
+    assert timed.wal_commit_requests("rename") == 24
+
+
+def test_the_trigger_leaves_the_last_warm_up_batch_room_to_end():
+    def warmup(*ms):
+        return pd.DataFrame({"batch_id": range(len(ms)), "triggerExecution": ms})
+
+    assert counting.trigger_s("rename", warmup(17463.0, 4142.0, 2761.0)) == pytest.approx(5.5)
+    assert counting.trigger_s("conditional", warmup(607.0, 356.0, 200.0)) == counting.TRIGGERS_S["conditional"]
+    assert counting.trigger_s("rename", warmup()) == counting.TRIGGER_S

@@ -6,14 +6,16 @@ Two measurements, both in ``experiment(settings)``:
   in one SparkSession, on the store directly (no metering proxy: where the JVM count is meant to
   serve). Counting is switched batch by batch inside each query, in a random order within blocks
   of two batches (``_Alternate``; in the driver JVM, which in local mode makes every request, as
-  each batch's progress is posted; a trigger of ``TRIGGERS`` leaves a quiet machine's query idle
+  each batch's progress is posted; a trigger of ``trigger_s`` leaves a quiet machine's query idle
   between batches, so the switch lands there), so that drift in a shared machine's load (it can
   move walCommit's p50 by a factor of 2 between runs) reaches both arms alike: whole runs
   alternated would measure that drift, not a handler that costs about a microsecond a request
-  (measured: docs/findings/jvm-counting.md). Which arm a batch was in is read from the data, not from the
-  switch's timing: counted if the JVM recorded all of its ``offsets/`` requests (at least as many
-  as the query's batches usually make), not counted if none, else (switched during its walCommit)
-  left out.
+  (measured: docs/findings/jvm-counting.md). A batch that runs longer than its trigger leaves the
+  next no quiet gap, and the switch lands inside it: each switch is recorded with when it was asked
+  for and when the JVM had made it (``counting_switches``), and a batch whose window a switch
+  overlaps joins neither arm. Of the others, which arm a batch was in is read from the data:
+  counted if the JVM recorded all of its ``offsets/`` requests (at least as many as the query's
+  unswitched batches usually make), not counted if none, else left out.
   ``overhead_ms``: the counted batches' mean walCommit less the others', each arm's slowest and
   fastest ``TRIM`` left out, every query pooled; ``overhead_pct`` that in percent of the uncounted
   batches' walCommit p50, ``overhead_interval`` a bootstrap interval of it. Means, not a ratio of
@@ -33,6 +35,7 @@ import dataclasses
 import json
 import random
 import subprocess
+import time
 
 import numpy as np
 import pandas as pd
@@ -58,17 +61,21 @@ TRIM = 0.1
 #: Enough measured batches per query that both arms have some, even in the smallest run.
 MIN_BATCHES = 10
 KEYS = 100
-#: Trigger intervals, per strategy, long enough that a batch ends well before the next trigger, so
-#: that the switch lands between batches: a batch that ends after it would join the arm by its
-#: timing, not at random. Each interval is above the strategy's stateful batch p99 on Ceph RGW
-#: (measured: docs/findings/jvm-counting.md); shorter intervals fit more batches into a run.
-#: Other strategies: ``TRIGGER``.
-TRIGGERS = {"conditional": "0.5 seconds"}
-TRIGGER = "1 second"
+#: Trigger intervals in seconds, per strategy, long enough that a batch ends well before the next
+#: trigger, so that the switch lands between batches. Each is above the strategy's stateful batch
+#: p99 on Ceph RGW (measured: docs/findings/jvm-counting.md); shorter intervals fit more batches
+#: into a run. Other strategies: ``TRIGGER_S``. A store or machine where the JVM warm-up's batches
+#: run longer gets ``SPACING`` times its last (``trigger_s``); a batch that still runs into the
+#: next trigger is found by the switches' times and joins neither arm.
+TRIGGERS_S = {"conditional": 0.5}
+TRIGGER_S = 1.0
+SPACING = 2.0
+#: The JVM warm-up's batches at least: its first starts the state, and ``trigger_s`` reads its last.
+WARMUP_BATCHES = 3
 
 
 class _SpacedLab(querylab.QueryLab):
-    """``querylab.QueryLab`` whose stateful queries trigger every ``TRIGGERS[strategy]``."""
+    """``querylab.QueryLab`` whose stateful queries trigger every ``trigger_s`` of their strategy."""
 
     def start(self, workload: str, base: str, keys: int, options: dict | None = None):
         if workload != "stateful" or options:
@@ -77,9 +84,19 @@ class _SpacedLab(querylab.QueryLab):
         return workloads.stateful(self.spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys, digest=True,
                                   trigger=self.trigger)
 
+    #: Seconds between triggers, per strategy, where ``trigger_s`` set one.
+    spaced: dict[str, float]
+
     def run(self, recorder, strategy: str, *args, **kwargs) -> None:
-        self.trigger = TRIGGERS.get(strategy, TRIGGER)
+        self.trigger = f"{self.spaced.get(strategy, TRIGGERS_S.get(strategy, TRIGGER_S)):.1f} seconds"
         super().run(recorder, strategy, *args, **kwargs)
+
+
+def trigger_s(strategy: str, warmup: pd.DataFrame) -> float:
+    """``strategy``'s trigger interval: ``TRIGGERS_S``'s, or ``SPACING`` times the last of the JVM
+    warm-up's batches (``warmup``, rows of ``batches``), the warmest, where that is longer."""
+    last = warmup.sort_values("batch_id").triggerExecution.iloc[-1] / 1000 if len(warmup) else 0.0
+    return max(TRIGGERS_S.get(strategy, TRIGGER_S), round(SPACING * last, 1) if last == last else 0.0)
 
 
 class _Alternate(StreamingQueryListener):
@@ -91,9 +108,17 @@ class _Alternate(StreamingQueryListener):
 
     def __init__(self, meter: jvm_requests.JvmRequests, seed: int = 0) -> None:
         self.meter, self.rng, self.block = meter, random.Random(seed), []
+        #: Rows of the ``counting_switches`` table, one per change of counting.
+        self.switches: list[dict] = []
+        self.on: bool | None = None
 
     def set(self, on: bool) -> None:
+        if on == self.on:
+            return
+        before = time.time()
         self.meter.set_enabled(on)
+        self.switches.append({"before": before, "after": time.time(), "on": bool(on)})
+        self.on = on
 
     def onQueryStarted(self, event) -> None:
         pass
@@ -123,8 +148,9 @@ class Overhead:
 
     def batches(self, strategy: str) -> pd.DataFrame:
         """The measured batches of ``strategy``'s queries with their arm: ``on``, ``off`` or
-        ``mixed`` (counting switched during its walCommit), and ``wal_commit_requests``: the
-        query's usual count of ``offsets/`` requests a batch (``_usual``)."""
+        ``mixed`` (a switch overlapped the batch's window, or the JVM recorded only part of its
+        ``offsets/`` requests), and ``wal_commit_requests``: the query's usual count of ``offsets/``
+        requests a batch no switch overlapped (``_usual``)."""
         if strategy not in self._batches:
             self._batches[strategy] = self._classified(strategy)
         return self._batches[strategy]
@@ -136,8 +162,10 @@ class Overhead:
             offsets = run.requests[run.requests.area == "offsets"].groupby("batch_id").size()
             batches = run.batches.copy()
             counted = offsets.reindex(batches.batch_id, fill_value=0).to_numpy()
-            usual = _usual(counted)
-            batches["arm"] = np.where(counted == 0, "off", np.where(counted >= usual, "on", "mixed"))
+            switched = _switched(batches, self.record.counting_switches)
+            usual = _usual(counted[~switched])
+            batches["arm"] = np.where(switched | ((counted > 0) & (counted < usual)), "mixed",
+                                      np.where(counted == 0, "off", "on"))
             batches["wal_commit_requests"] = usual
             out.append(batches)
         columns = [*schema.TABLES["batches"], "arm", "wal_commit_requests"]
@@ -209,6 +237,15 @@ def _usual(counted: np.ndarray) -> int:
     return int(np.bincount(nonzero).argmax()) if len(nonzero) else 0
 
 
+def _switched(batches: pd.DataFrame, switches: pd.DataFrame) -> np.ndarray:
+    """Whether a switch of counting (rows of ``counting_switches``, from its asking to the JVM having
+    made it) overlapped each batch's window: its ``timestamp`` to the end of its ``triggerExecution``."""
+    start = batches.timestamp.to_numpy(dtype=float)
+    end = start + batches.triggerExecution.to_numpy(dtype=float) / 1000
+    before, after = switches.before.to_numpy(dtype=float), switches.after.to_numpy(dtype=float)
+    return ((before[None, :] <= end[:, None]) & (after[None, :] >= start[:, None])).any(axis=1)
+
+
 def _added_ms(on, off) -> float:
     return metrics.trimmed_mean(on, TRIM) - metrics.trimmed_mean(off, TRIM)
 
@@ -231,18 +268,21 @@ def experiment(settings: config.Settings, strategies=STRATEGIES, queries: int | 
         store = getattr(metered, "inner", metered)  # straight to the store: a proxy would add its latency to both arms
         with querylab.lab(store, bucket, plan, strategies[0]) as base:
             lab = _SpacedLab(base.spark, store, bucket, plan)
+            lab.spaced = {}
             meter = jvm_requests.of(lab.spark)
             if not meter.enabled:
                 raise RuntimeError(f"JVM request counting is off in this session ({ckpt_impls.REQUESTS_ENABLED_CONF})")
             batches = max(plan.batches, MIN_BATCHES)
-            per_query = plan.warmup + batches
-            bar = progress.Recorder("JVM counting overhead",
-                                    len(strategies) * (plan.jvm_warmup + queries * per_query), "batch")
+            per_query, jvm_warmup = plan.warmup + batches, max(plan.jvm_warmup, WARMUP_BATCHES)
+            bar = progress.Recorder("JVM counting overhead", len(strategies) * (jvm_warmup + queries * per_query),
+                                    "batch")
             alternate = _Alternate(meter)
             try:
                 for strategy in strategies:
                     bar.set_postfix_str(f"{strategy}: JVM warm-up")
-                    lab.run(None, strategy, "stateful", KEYS, 0, plan.jvm_warmup, bar)
+                    warmup = results.Recorder()
+                    lab.run(warmup, strategy, "stateful", KEYS, 0, jvm_warmup, bar)
+                    lab.spaced[strategy] = trigger_s(strategy, warmup.results({}).batches)
                     lab.spark.streams.addListener(alternate)
                     for i in range(queries):
                         bar.set_postfix_str(f"{strategy}: query {i + 1}/{queries}")
@@ -251,6 +291,7 @@ def experiment(settings: config.Settings, strategies=STRATEGIES, queries: int | 
                     lab.spark.streams.removeListener(alternate)
             finally:
                 meter.set_enabled(True)
+            recorder.add("counting_switches", alternate.switches)
             env = results.environment(store, "jvm_counting", settings.size, dataclasses.asdict(plan),
                                       spark=lab.spark, **base.where, queries=queries)
     record = disk.save(recorder.results(env), settings)

@@ -28,7 +28,7 @@ from ckptbench.config import CRASHLAB, FAULTLAB
 
 #: The schema records are written with. What each version changed is ``CHANGES`` and the ``since``
 #: of the columns and tables.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 #: Versions this reader reads: an older record lacks the tables and columns added since, which read
 #: as their defaults.
 READABLE = tuple(range(1, SCHEMA_VERSION + 1))
@@ -330,6 +330,15 @@ SCHEMAS: dict[str, pa.Schema] = {
         column("ms", FLOAT, "``createAtomic`` to the end of ``close`` or ``cancel``", "ms"),
         column("outcome", TEXT, "``closed``, ``failed`` (its ``close`` threw: not published) or ``cancelled``"),
         since=11),
+    "counting_switches": table(
+        "One row per switch of the JVM's request counting in the counting experiment "
+        "(``ckptbench.experiments.counting``), on or off, in the driver (in local mode: every request of the "
+        "session). A batch whose window (its start to the end of its ``triggerExecution``) a switch overlaps "
+        "joins neither arm.",
+        column("before", FLOAT, "when the switch was asked for, epoch seconds", "s"),
+        column("after", FLOAT, "when the JVM had made it, epoch seconds", "s"),
+        column("on", BOOL, "counting on (True) or off after it"),
+        since=12),
     "capabilities": table(
         "One row per check of the store probe (``ckptbench.experiments.probe``); which strategies the store can "
         "run follows from them.",
