@@ -99,6 +99,7 @@ def test_the_trigger_leaves_the_last_warm_up_batch_room_to_end():
     def warmup(*ms):
         return pd.DataFrame({"batch_id": range(len(ms)), "triggerExecution": ms})
 
-    assert counting.trigger_s("rename", warmup(17463.0, 4142.0, 2761.0)) == pytest.approx(5.5)
+    assert counting.trigger_s("rename", warmup(17463.0, 4142.0, 2000.0)) == pytest.approx(4.0)
     assert counting.trigger_s("conditional", warmup(607.0, 356.0, 200.0)) == counting.TRIGGERS_S["conditional"]
     assert counting.trigger_s("rename", warmup()) == counting.TRIGGER_S
+    assert counting.trigger_s("rename", warmup(90000.0, 80000.0, 60000.0)) == counting.LONGEST_TRIGGER_S

@@ -70,6 +70,9 @@ KEYS = 100
 TRIGGERS_S = {"conditional": 0.5}
 TRIGGER_S = 1.0
 SPACING = 2.0
+#: The longest trigger ``trigger_s`` sets: a warm-up slowed by a busy machine must not stretch
+#: every batch of the run; batches that outrun it are left out by the switches' times.
+LONGEST_TRIGGER_S = 5.0
 #: The JVM warm-up's batches at least: its first starts the state, and ``trigger_s`` reads its last.
 WARMUP_BATCHES = 3
 
@@ -94,9 +97,11 @@ class _SpacedLab(querylab.QueryLab):
 
 def trigger_s(strategy: str, warmup: pd.DataFrame) -> float:
     """``strategy``'s trigger interval: ``TRIGGERS_S``'s, or ``SPACING`` times the last of the JVM
-    warm-up's batches (``warmup``, rows of ``batches``), the warmest, where that is longer."""
+    warm-up's batches (``warmup``, rows of ``batches``), the warmest, where that is longer, up to
+    ``LONGEST_TRIGGER_S``."""
     last = warmup.sort_values("batch_id").triggerExecution.iloc[-1] / 1000 if len(warmup) else 0.0
-    return max(TRIGGERS_S.get(strategy, TRIGGER_S), round(SPACING * last, 1) if last == last else 0.0)
+    spaced = min(round(SPACING * last, 1), LONGEST_TRIGGER_S) if last == last else 0.0
+    return max(TRIGGERS_S.get(strategy, TRIGGER_S), spaced)
 
 
 class _Alternate(StreamingQueryListener):
