@@ -87,8 +87,10 @@ class _SpacedLab(querylab.QueryLab):
         return workloads.stateful(self.spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys, digest=True,
                                   trigger=self.trigger)
 
-    #: Seconds between triggers, per strategy, where ``trigger_s`` set one.
-    spaced: dict[str, float]
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        #: Seconds between triggers, per strategy, where ``trigger_s`` set one.
+        self.spaced: dict[str, float] = {}
 
     def run(self, recorder, strategy: str, *args, **kwargs) -> None:
         self.trigger = f"{self.spaced.get(strategy, TRIGGERS_S.get(strategy, TRIGGER_S)):.1f} seconds"
@@ -100,7 +102,7 @@ def trigger_s(strategy: str, warmup: pd.DataFrame) -> float:
     warm-up's batches (``warmup``, rows of ``batches``), the warmest, where that is longer, up to
     ``LONGEST_TRIGGER_S``."""
     last = warmup.sort_values("batch_id").triggerExecution.iloc[-1] / 1000 if len(warmup) else 0.0
-    spaced = min(round(SPACING * last, 1), LONGEST_TRIGGER_S) if last == last else 0.0
+    spaced = min(round(SPACING * last, 1), LONGEST_TRIGGER_S) if pd.notna(last) else 0.0
     return max(TRIGGERS_S.get(strategy, TRIGGER_S), spaced)
 
 
@@ -273,7 +275,6 @@ def experiment(settings: config.Settings, strategies=STRATEGIES, queries: int | 
         store = getattr(metered, "inner", metered)  # straight to the store: a proxy would add its latency to both arms
         with querylab.lab(store, bucket, plan, strategies[0]) as base:
             lab = _SpacedLab(base.spark, store, bucket, plan)
-            lab.spaced = {}
             meter = jvm_requests.of(lab.spark)
             if not meter.enabled:
                 raise RuntimeError(f"JVM request counting is off in this session ({ckpt_impls.REQUESTS_ENABLED_CONF})")
