@@ -30,8 +30,8 @@ from .store import StoreUnavailable
 DAEMON_MEMORY = "256m"
 WORKER_MEMORY = "1g"
 EXECUTOR_MEMORY = "1g"  # at most WORKER_MEMORY, or no executor fits on a worker
-#: Seconds a daemon may take to listen, and the workers to register with the master: generous, as on
-#: a heavily loaded 2-core machine two workers can take more than 90 s to register.
+#: Seconds a daemon may take to listen, and the workers may go without progress while registering
+#: with the master: generous, as niced on a loaded 2-core machine a daemon can take minutes to start.
 START_TIMEOUT = 300
 
 
@@ -119,18 +119,38 @@ class SparkCluster:
                                     stderr=subprocess.STDOUT)
 
     def _await_workers(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        alive = 0
-        while time.monotonic() < deadline:
-            dead = [p for p in self.processes if p.poll() is not None]
+        """Wait until every worker has registered with the master. The wait ends ``START_TIMEOUT``
+        seconds after the last sign of progress (a daemon's log grew, another worker registered),
+        not after a fixed time: niced beside other work, daemons starting can be starved of CPU
+        for minutes while each still makes progress, and a daemon that is stuck shows none."""
+        began = last_progress = time.monotonic()
+        progress: tuple = ()
+        alive, dead = 0, []
+        while time.monotonic() < last_progress + START_TIMEOUT:
+            dead = [(name, p.returncode) for name, p in zip(self._names(), self.processes, strict=True)
+                    if p.poll() is not None]
             if dead:
                 break
             alive = sum(w.get("state") == "ALIVE" for w in self.state().get("workers", []))
             if alive >= self.workers:
                 return
+            now = (alive, *(self._log_size(name) for name in self._names()))
+            if now != progress:
+                progress, last_progress = now, time.monotonic()
             time.sleep(0.3)
-        tails = "; ".join(self._log_tail(f"worker-{i}") for i in range(self.workers))
-        raise StoreUnavailable(f"spark cluster: {alive} of {self.workers} workers registered with the master; {tails}")
+        why = (", ".join(f"{name} exited {code}" for name, code in dead) if dead
+               else f"no progress in {START_TIMEOUT} s, {time.monotonic() - began:.0f} s in all")
+        tails = "; ".join(self._log_tail(name) for name in self._names())
+        raise StoreUnavailable(f"spark cluster: {alive} of {self.workers} workers registered with the master "
+                               f"({why}); {tails}")
+
+    def _log_size(self, name: str) -> int:
+        path = self.directory / f"{name}.log"
+        return path.stat().st_size if path.exists() else 0
+
+    def _names(self) -> list[str]:
+        """The daemons' names, in the order of ``processes``; each names its log."""
+        return ["master", *(f"worker-{i}" for i in range(len(self._workers)))]
 
     def jvm_command_lines(self) -> dict[str, dict[int, str]]:
         """The command lines of this cluster's JVMs, by role and pid: ``master``, ``worker`` and

@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 
 import ckpt_impls
+import infra
+import infra.spark_cluster
 from ckptbench import config
 from ckptbench.experiments import jvm_crosscheck
 from ckptbench.harness import spark
@@ -107,6 +109,18 @@ def test_a_pid_names_a_running_process_only_with_its_start():
         child.kill()
         child.wait()
     assert not _alive(child.pid, started)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_worker_that_dies_starting_fails_the_cluster_in_one_line(monkeypatch):
+    """A worker that cannot start (here: a memory size it cannot parse) ends the wait at once; the
+    error names the daemon and its exit status, and nothing is left running."""
+    monkeypatch.setattr(infra.spark_cluster, "WORKER_MEMORY", "plenty")
+    cluster = infra.SparkCluster()
+    with pytest.raises(infra.StoreUnavailable, match=r"0 of 2 workers registered .*worker-\d exited \d+") as error:
+        cluster.start()
+    assert "\n" not in str(error.value) and cluster.directory is None and not cluster.processes
 
 
 @pytest.mark.slow
