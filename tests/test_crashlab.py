@@ -189,15 +189,24 @@ def test_a_log_file_written_twice_is_caught(spark, suite_stores):
 def test_two_drivers_held_at_offsets_both_write_it_through_direct(spark, suite_stores):
     """Started together, each driver's write of offsets/0 held by the proxy until the other's came:
     through ``direct`` (check, then write) both pass their checks and both store it, damage the
-    zombie run never shows; the rendezvous met, so the run tested the window."""
+    zombie run never shows; the rendezvous met, so the run tested the window.
+
+    Starved of CPU, one driver can reach its write after the other's wait ran out (``RACE_WAIT_S``,
+    bounded by S3A's own request timeout) or fail on the checkpoint's metadata first: the row says
+    so (``race_met``), and the run is tried once more."""
+    rows = []
     with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
-        seen = len(crash.store.proxy.injections())
-        row = crash.two_writers("direct", head_start=0)
-        met = [i for i in crash.store.proxy.injections()[seen:] if i.fault.startswith("rendezvous")]
-    assert row["race"] == "offsets"
-    assert [(i.key.rsplit("/", 3)[-3:], i.fault) for i in met] == [(["checkpoint", "offsets", "0"], "rendezvous")]
+        while len(rows) < 2 and not (rows and rows[-1][0]["race_met"]):
+            seen = len(crash.store.proxy.injections())
+            row = crash.two_writers("direct", head_start=0)
+            rows.append((row, [(i.key.rsplit("/", 3)[-3:], i.fault) for i in crash.store.proxy.injections()[seen:]
+                               if i.fault.startswith("rendezvous")]))
+    for row, met in rows:  # race_met is what the injections say
+        assert row["race_met"] == (met == [(["checkpoint", "offsets", "0"], "rendezvous")]), rows
+    row, met = rows[-1]
+    assert row["race"] == "offsets" and row["race_met"], rows
     assert row["outcome"] == "silent-damage", row
-    assert "checkpoint/offsets/0" in row["overwritten_files"].split(",")
+    assert "checkpoint/offsets/0" in row["overwritten_files"].split(","), row
 
 
 def test_the_outcome_classes():
