@@ -19,10 +19,11 @@ setup: .venv/.installed
 setup-spark35: .venv-spark35/.installed | setup
 	$(PY35) -m ckptbench.install
 
-.venv/.installed: requirements.txt pyproject.toml
+.venv/.installed: requirements.txt requirements-seaweedfs.txt pyproject.toml
 	python3 -m venv .venv
 	.venv/bin/pip install -q --upgrade pip
 	.venv/bin/pip install -q -r requirements.txt
+	.venv/bin/pip install -q --require-hashes --no-deps -r requirements-seaweedfs.txt
 	# The project itself (ckptbench, ckpt_impls, infra), editable: the pins above are its dependencies.
 	.venv/bin/pip install -q --no-deps -e .
 	touch $@

@@ -7,11 +7,13 @@ from .ceph import CephStore, CephTlsStore
 from .embedded import EmbeddedStore
 from .minio import MinioStore
 from .remote import AwsS3Store, EndpointStore
+from .seaweedfs import SeaweedfsStore
 from .spark_cluster import SparkCluster
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 STORES: dict[str, type[ObjectStore]] = {
-    cls.name: cls for cls in (EmbeddedStore, CephStore, CephTlsStore, MinioStore, AwsS3Store, EndpointStore)
+    cls.name: cls for cls in (EmbeddedStore, CephStore, CephTlsStore, SeaweedfsStore, MinioStore, AwsS3Store,
+                              EndpointStore)
 }
 
 
@@ -23,4 +25,4 @@ def store_class(name: str) -> type[ObjectStore]:
 
 
 __all__ = ["STORES", "AwsS3Store", "CephStore", "CephTlsStore", "Credentials", "EmbeddedStore", "EndpointStore",
-           "MinioStore", "ObjectStore", "SparkCluster", "StoreUnavailable", "store_class"]
+           "MinioStore", "ObjectStore", "SeaweedfsStore", "SparkCluster", "StoreUnavailable", "store_class"]

@@ -17,6 +17,7 @@ import botocore.exceptions
 import pytest
 import test_fault_profiles as fault_profiles
 
+import infra
 from helpers import ckptbench, one_error_line, skip_unless_ci
 from infra.ceph import CephStore
 from infra.faults import PROFILES, Injection, Outage
@@ -87,39 +88,47 @@ def test_a_gateway_restart_is_the_fault_labs_alone(profile_store):
     assert "fault profile gateway-restart restarts the store's gateway" in line
 
 
-# -- Ceph's gateway killed and started again ---------------------------------------------------------
+# -- a gateway killed and started again (outages.RESTARTABLE) -----------------------------------------
 
-@pytest.fixture(scope="module")
-def persistent_ceph():
-    reason = CephStore.unavailable_reason()
+@pytest.fixture(scope="module", params=[pytest.param("ceph", marks=pytest.mark.ceph), "seaweedfs"])
+def restartable(request):
+    """A store of ``outages.RESTARTABLE`` of its own (the shared one's gateway stays up); Ceph's
+    keeps its objects on disk (bluestore)."""
+    cls = infra.store_class(request.param)
+    reason = cls.unavailable_reason()
     if reason is not None:
         skip_unless_ci(reason)
-    with CephStore("bluestore") as ceph:  # its own cluster: the shared one's gateway stays up
-        yield ceph
+    with (CephStore("bluestore") if cls is CephStore else cls()) as store:
+        yield store
 
 
-@pytest.mark.ceph
-def test_a_killed_gateway_comes_back_on_its_port_with_its_objects(persistent_ceph):
-    ceph = persistent_ceph
-    ceph.create_bucket(BUCKET)
-    ceph.client().put_object(Bucket=BUCKET, Key="before", Body=b"kept")
-    endpoint, port = ceph.endpoint, int(ceph.endpoint.rsplit(":", 1)[1])
-    with MeteredStore(ceph) as metered:
+def test_every_restartable_store_is_tested_here():
+    from ckptbench.experiments import outages
+
+    assert set(outages.RESTARTABLE) == {"ceph", "seaweedfs"}
+
+
+def test_a_killed_gateway_comes_back_on_its_port_with_its_objects(restartable):
+    store = restartable
+    store.create_bucket(BUCKET)
+    store.client().put_object(Bucket=BUCKET, Key="before", Body=b"kept")
+    endpoint, port, running = store.endpoint, int(store.endpoint.rsplit(":", 1)[1]), len(store.processes)
+    with MeteredStore(store) as metered:
         s3 = metered.client(retries=NO_RETRIES)
-        ceph.kill_gateway()
-        assert not any("radosgw" in p.args for p in ceph.processes)
+        store.kill_gateway()
+        assert len(store.processes) == running - 1
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
         with pytest.raises(botocore.exceptions.ClientError) as raised:  # the proxy cannot reach it: 502
             s3.head_object(Bucket=BUCKET, Key="before")
         assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 502
-        ceph.start_gateway()
-        assert ceph.endpoint == endpoint
+        store.start_gateway()
+        assert store.endpoint == endpoint and len(store.processes) == running
         # Through the same proxy, which reconnects, and directly: the object written before.
         assert s3.get_object(Bucket=BUCKET, Key="before")["Body"].read() == b"kept"
-    assert ceph.client().get_object(Bucket=BUCKET, Key="before")["Body"].read() == b"kept"
+    assert store.client().get_object(Bucket=BUCKET, Key="before")["Body"].read() == b"kept"
     with pytest.raises(RuntimeError, match="was killed"):
-        ceph.start_gateway()  # one gateway at a time
+        store.start_gateway()  # one gateway at a time
 
 
 # -- the times a run records ----------------------------------------------------------------------

@@ -8,11 +8,12 @@ the same point of its query (after start-up and a committed batch), however load
 * a proxy outage (``Outage``): the profile is put in force; the window opens at the next request
   and lasts the profile's seconds. Its start is the first ``outage`` injection's (the request that
   opened it), its end that plus the seconds: the rule's own definition, not a reading of a clock.
-* a gateway restart (``StoreOutage.restart``): the store's radosgw is SIGKILLed, and started again
-  after the profile's seconds, from this (the main) thread, because a server started from another
-  thread dies with that thread (``infra.net.ending_with_us``). The outage runs from the kill to the
+* a gateway restart (``StoreOutage.restart``): the store's S3 gateway (Ceph's radosgw, SeaweedFS's
+  ``weed s3``) is SIGKILLed, and started again after the profile's seconds, from this (the main)
+  thread, because a server started from another thread dies with that thread
+  (``infra.net.ending_with_us``). The outage runs from the kill to the
   moment the restarted gateway answered an S3 request (its start-up included, so longer than the
-  pause). Only a store with ``kill_gateway``/``start_gateway`` (``infra.CephStore``) can run it.
+  pause). Only a store with ``kill_gateway``/``start_gateway`` (``RESTARTABLE``) can run it.
 
 The times (seconds, NaN where they do not apply): ``outage_s``, how long the store was away;
 ``died_after_s``, from the outage's start to when the lab saw the query dead (it polls every
@@ -50,7 +51,7 @@ def of(profile: str) -> StoreOutage | None:
 
 
 #: The stores (``infra.STORES`` names) whose gateway the lab can kill and start again.
-RESTARTABLE = ("ceph",)
+RESTARTABLE = ("ceph", "seaweedfs")
 
 
 def can_run(profile: str, store: str) -> bool:

