@@ -32,6 +32,7 @@ import urllib.parse
 from pathlib import Path
 
 import browser  # tests/browser.py
+import pandas as pd
 import pytest
 
 from ckptbench import config, decide
@@ -303,6 +304,26 @@ def test_a_job_two_records_measured_has_one_answer_in_every_section_and_the_summ
     assert re.findall(rf"^\s*{job} on ceph:\s+run (.+?)(?::|$)", text, re.M) == [answer] * 3, text
     assert "stateful on ceph" not in text
     assert f"The job {job}, measured here as stateful:" in text
+
+
+def test_the_report_shows_the_probed_stores_side_by_side(tmp_path):
+    """Two stores' probes (the sample's Ceph record, and a copy of it as a store whose conditional
+    PUT failed) make one matrix: the failed check and the strategies it rules out show per store."""
+    raw = tmp_path / "raw"
+    shutil.copytree(SAMPLE / "raw" / "ceph-store", raw / "ceph-store")
+    broken = raw / "seaweedfs-store"
+    shutil.copytree(SAMPLE / "raw" / "ceph-store", broken)
+    environment = json.loads((broken / "environment.json").read_text())
+    (broken / "environment.json").write_text(json.dumps({**environment, "store": "seaweedfs"}))
+    checks = pd.read_parquet(broken / "capabilities.parquet")
+    checks.loc[checks.capability == "conditional_put", ["ok", "detail"]] = [False, "the store ignores the header"]
+    checks.to_parquet(broken / "capabilities.parquet")
+    text = page.write(tmp_path)[0].read_text()
+    matrix = text.split("Every store side by side (the probe)", 1)[1]
+    rows = {cells[0]: cells[1:] for cells in (re.findall(r"<td[^>]*>(.*?)</td>", row)
+                                               for row in re.findall(r"<tr>(.*?)</tr>", matrix, re.S)) if cells}
+    assert rows["conditional_put"] == ["ok", "FAIL"] and rows["conditional"] == ["yes", "NO"], rows
+    assert rows["rename"] == ["yes", "yes"], rows
 
 
 # -- the report -------------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ import uuid
 import pytest
 
 import ckpt_impls
+from ckptbench import metrics
 from ckptbench.experiments import probe
-from ckptbench.report import tables
+from ckptbench.report import probing
 from helpers import ckptbench, one_error_line
 from infra.faults import Fault
 from infra.metered import MeteredStore
@@ -58,7 +59,8 @@ def test_every_capability_has_a_check():
 
 # Emulator timings mean nothing, so the embedded store gets small COPY sizes; Ceph gets the defaults.
 @pytest.mark.parametrize(("fresh_bucket", "copy_sizes"), [("embedded", (KiB, MiB, 4 * MiB)),
-                                                          ("ceph", probe.COPY_SIZES)], indirect=["fresh_bucket"])
+                                                          ("ceph", probe.COPY_SIZES), ("seaweedfs", probe.COPY_SIZES)],
+                         indirect=["fresh_bucket"])
 def test_an_honest_store_runs_every_strategy(fresh_bucket, copy_sizes):
     store, bucket, others = fresh_bucket
     data = probe.run(store, bucket, copy_sizes=copy_sizes)
@@ -68,6 +70,7 @@ def test_an_honest_store_runs_every_strategy(fresh_bucket, copy_sizes):
     if raced:  # moto's race (the store says so), caught by one of the probe's 20 races: the rest must hold
         pytest.skip(f"{store.racy_conditional_put}: {failed['exclusive_create']}")
     assert not failed
+    assert metrics.lost_race_answers(data["checks"]["exclusive_create"]["detail"]).startswith(("HTTP 412", "HTTP 409"))
     assert list(data["checks"]) == list(ckpt_impls.CAPABILITIES)
     for name, verdict in data["strategies"].items():
         assert verdict["can_run"] and not verdict["reasons"] and not verdict["settings"], name
@@ -75,7 +78,7 @@ def test_an_honest_store_runs_every_strategy(fresh_bucket, copy_sizes):
     assert data["prefix"].startswith(probe.PREFIX_ROOT)
     assert_only(store, bucket, others)
     json.dumps(data, allow_nan=False)  # JSON-ready as it is
-    text = tables.probe_table(data)
+    text = probing.probe_table(data)
     for name in ckpt_impls.STRATEGIES:
         assert any(line.startswith(f"| {name} | yes |") for line in text.splitlines()), text
     # Timings decide the COPY fit's verdict, which a loaded machine can tip either way: what the test
@@ -88,17 +91,19 @@ def test_an_honest_store_runs_every_strategy(fresh_bucket, copy_sizes):
 
 
 # What the checks that send If-None-Match: * say when the proxy drops the header. moto accepts the
-# PUT and so ignores the condition, as a broken store would. Ceph RGW checks boto3's SigV4 signature,
+# PUT and so ignores the condition, as a broken store would. Ceph RGW and SeaweedFS check boto3's SigV4 signature,
 # which covers the header, so the PUT is refused (403): a store that refuses conditional PUTs, as
 # OpenStack Swift's s3api does with a 501.
 BROKEN = {
     "embedded": {"conditional_put": "ignores the header", "exclusive_create": "both writers won on 5"},
     "ceph": {"conditional_put": "refused (HTTP 403", "exclusive_create": "neither won on 5",
              "user_metadata": "HTTP 403"},
+    "seaweedfs": {"conditional_put": "refused (HTTP 403", "exclusive_create": "neither won on 5",
+                  "user_metadata": "HTTP 403"},
 }
 
 
-@pytest.mark.parametrize("fresh_bucket", ["embedded", "ceph"], indirect=True)
+@pytest.mark.parametrize("fresh_bucket", ["embedded", "ceph", "seaweedfs"], indirect=True)
 def test_a_store_that_ignores_if_none_match_cannot_run_the_conditional_strategies(fresh_bucket):
     store, bucket, others = fresh_bucket
     with MeteredStore(store) as metered:
@@ -114,9 +119,17 @@ def test_a_store_that_ignores_if_none_match_cannot_run_the_conditional_strategie
         assert not strategies[name]["can_run"]
         assert any(r.startswith("conditional_put: ") and "If-None-Match" in r for r in strategies[name]["reasons"])
     assert all(strategies[name]["can_run"] for name in ("rename", "direct", "abortable"))
-    text = tables.probe_table(data)
+    text = probing.probe_table(data)
     assert "cannot run: conditional_put:" in text
     assert any(line.startswith("| conditional | NO |") for line in text.splitlines()), text
+    # Side by side with an honest probe of the same store, the matrix shows where they differ.
+    honest = probe.run(store, bucket, copy_sizes=(KiB, MiB), copy_samples=2, race_keys=5)
+    kept, runs = probing.store_matrix({f"{store.name} behind the proxy": {**data, "emulator": store.emulator},
+                                       store.name: {**honest, "emulator": store.emulator}})
+    rows = {row[0]: row[1:] for row in kept.rows}
+    assert rows["conditional_put"] == ["FAIL", "ok"] and rows["copy"] == ["ok", "ok"], kept.rows
+    assert rows["a lost race's answer"][0] == "-" and rows["a lost race's answer"][1].startswith("HTTP 412"), rows
+    assert {row[0]: row[1:] for row in runs.rows}["conditional"] == ["NO", "yes"], runs.rows
     assert {"PUT", "COPY"} <= ops  # the probe did go through the proxy
     assert_only(store, bucket, others)
 
@@ -127,6 +140,14 @@ def test_cli_probe_on_a_store_it_starts():
     data = json.loads(done.stdout)
     assert data["store"] == "embedded" and data["bucket"].startswith("ckptbench-probe-")
     assert all(v["can_run"] for v in data["strategies"].values()), data["strategies"]
+
+
+def test_cli_probe_shows_several_stores_side_by_side():
+    done = ckptbench("probe", "--store", "embedded,seaweedfs", timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "| capability | embedded (emulator) | seaweedfs |" in lines, done.stdout
+    assert "| conditional_put | ok | ok |" in lines and "| conditional | yes | yes |" in lines, done.stdout
 
 
 # -- bad input: one line, exit status 2, nothing written -------------------------------------

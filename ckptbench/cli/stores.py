@@ -22,7 +22,8 @@ def register(sub) -> None:
     sub.add_parser("fault-profiles", aliases=["faults"],
                    help="list the fault profiles the metering proxy can inject").set_defaults(run=cmd_fault_profiles)
     pr = sub.add_parser("probe", help="check what each strategy needs from a store, and say which it can run")
-    pr.add_argument("--store", help=STORE_HELP)
+    pr.add_argument("--store", help=STORE_HELP + "; several, comma-separated, are probed in turn and then shown "
+                                                 "side by side")
     pr.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO); a store the "
                                      "probe starts gets a bucket of its own. Only keys under ckptbench-probe/<run>/ "
                                      "are written, and removed at the end")
@@ -60,13 +61,23 @@ def _available(name: str) -> None:
 
 def cmd_probe(args) -> None:
     from ckptbench.experiments import probe
-    from ckptbench.report import tables
+    from ckptbench.report import probing
 
-    name = store_of(args)
-    _available(name)
-    with infra.store_class(name)() as store:
-        data = probe.on_store(store, args.bucket)
-    print(json.dumps(data, indent=1) if args.json else tables.probe_table(data))
+    names = [known_store(name) for name in args.store.split(",")] if args.store else [store_of(args)]
+    for name in names:  # all checked before any starts
+        _available(name)
+    probed = {}
+    for name in names:
+        with infra.store_class(name)() as store:
+            probed[name] = probe.on_store(store, args.bucket)
+    if args.json:
+        print(json.dumps(probed[names[0]] if len(names) == 1 else probed, indent=1))
+        return
+    print("\n\n".join(probing.probe_table(data) for data in probed.values()))
+    if len(names) > 1:
+        print("\n" + "\n\n".join(table.markdown() for table in probing.store_matrix({
+            name: {"checks": data["checks"], "emulator": infra.store_class(name).emulator, "copy": data.get("copy")}
+            for name, data in probed.items()})))
 
 
 def cmd_clean(args) -> None:

@@ -15,6 +15,7 @@ does not benchmark it (``python -m ckptbench bench`` does).
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import datetime as dt
@@ -130,9 +131,9 @@ class Probe:
                 self.put(key, f"writer {i}".encode(), create_only=True, s3=clients[i])
                 return "won"
             except botocore.exceptions.ClientError as e:
-                return "refused" if _status(e) in (412, 409) else _code(e)
+                return f"HTTP {_status(e)}" if _status(e) in (412, 409) else _code(e)
 
-        both, none, other = 0, 0, []
+        both, none, other, refused = 0, 0, [], collections.Counter()
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             for _ in range(self.race_keys):
                 key = self.key("race")
@@ -144,12 +145,15 @@ class Probe:
                     none += 1
                 elif self.get(key) != f"writer {outcome.index('won')}".encode():
                     other.append("the stored content is not the winner's")
-                other += [o for o in outcome if o not in ("won", "refused")]
+                refused.update(o for o in outcome if o.startswith("HTTP "))
+                other += [o for o in outcome if o != "won" and not o.startswith("HTTP ")]
         if both or none or other:
             parts = [f"both writers won on {both}" if both else "", f"neither won on {none}" if none else "",
                      f"errors: {', '.join(sorted(set(other)))}" if other else ""]
             raise CheckFailed(f"of {self.race_keys} keys raced by two writers: " + "; ".join(p for p in parts if p))
-        return f"{self.race_keys}/{self.race_keys} fresh keys: exactly one of two racing writers won"
+        losers = ", ".join(f"{status} ({count})" for status, count in sorted(refused.items()))
+        return (f"{self.race_keys}/{self.race_keys} fresh keys: exactly one of two racing writers won"
+                f"{metrics.LOSERS}{losers}")
 
     def check_user_metadata(self) -> str:
         key, tag = self.key("metadata"), uuid.uuid4().hex

@@ -8,7 +8,9 @@ shows the same figures everywhere. Nothing here runs Spark or a store."""
 from __future__ import annotations
 
 from .capabilities import (  # noqa: F401
+    LOSERS,
     can_run,
+    lost_race_answers,
     recorded_checks,
     verdicts,
 )

@@ -41,3 +41,13 @@ def can_run(verdict: dict) -> str:
     if verdict["can_run"] and verdict["settings"]:
         return "yes, with " + ", ".join(f"spark.hadoop.{s}" for s in verdict["settings"])
     return "yes" if verdict["can_run"] else "NO"
+
+
+#: What the probe's ``exclusive_create`` detail says before the answers the losing writers got.
+LOSERS = "; the loser got "
+
+
+def lost_race_answers(detail: str) -> str | None:
+    """The answers the losers of ``exclusive_create``'s races got (``HTTP 412 (20)``), from its
+    detail; None where it does not say (a failed check, a record from before it did)."""
+    return detail.split(LOSERS, 1)[1] if LOSERS in detail else None

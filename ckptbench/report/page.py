@@ -29,7 +29,7 @@ import pandas as pd
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import disk, results
-from ckptbench.report import levers, plots, provenance, tables
+from ckptbench.report import levers, plots, probing, provenance, tables
 from ckptbench.report.table import ENV, Table, cell
 from ckptbench.report.tables import Box, Figure, Section, crash_tables, scale_tables
 from infra.faults import PROFILES
@@ -464,6 +464,14 @@ def write(out: Path) -> list[Path]:
             sections.append(_faults(name, kinds[config.FAULTLAB]))
         if "scale" in kinds:
             sections.append(_scale(name, kinds["scale"], figures))
+    probed = {name: kinds["store"] for name, kinds in stores.items()
+              if "store" in kinds and metrics.recorded_checks(kinds["store"])}
+    if len(probed) > 1:
+        sections.append(Section("Every store side by side (the probe)", [
+            "The probe's checks of each store, and the strategies each can run: a strategy a store cannot run is "
+            "never recommended on it."], probing.store_matrix({
+                name: {"checks": metrics.recorded_checks(record), "emulator": bool(record.environment.get("emulator")),
+                       "copy": metrics.copy_fit(record)} for name, record in probed.items()})))
     if copy_plot:
         sections.append(Section("Rename cost on every store", figures=[
             Figure(copy_plot, "Server-side COPY (a rename's cost) and PUT against object size, measured on each "

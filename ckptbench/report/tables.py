@@ -15,7 +15,6 @@ import pandas as pd
 
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
-from ckptbench.metrics.capabilities import can_run
 from ckptbench.record import results
 from ckptbench.report import provenance
 from ckptbench.report.table import Table, cell
@@ -265,25 +264,6 @@ def scale_tables(record: results.Results) -> list[Table]:
               "ckptbench.checkpoint classes (jcmd GC.class_histogram; shallow sizes, a floor). Growth: the median "
               "slope between readings of the query's second half, once what Spark keeps a fixed number of (SQL "
               "executions, jobs, stages) has filled; bounded means near zero against the peak.")]
-
-
-def probe_table(data: dict) -> str:
-    """The probe's data (``experiments.probe``'s dict) as Markdown: where it probed, a table of the
-    checks, a table of what each strategy can do here, then whether a COPY here moves the data."""
-    checks = [[name, "ok" if c["ok"] else "FAIL", c["detail"]] for name, c in data["checks"].items()]
-    strategies = [[name, can_run(v), ", ".join(v["depends_on"]),
-                   "; ".join([f"cannot run: {reason}" for reason in v["reasons"]] + v["notes"]) or "-"]
-                  for name, v in data["strategies"].items()]
-    lines = [f"store: {data['describe']}, bucket {data['bucket']}",
-             f"probed under {data['prefix']}: {data['cleanup']}", "",
-             Table("", ["check", "result", "detail"], checks).markdown(), "",
-             Table("strategies this store can run", ["strategy", "can run", "depends on", "cannot run, or notes"],
-                   strategies).markdown()]
-    share = (data.get("copy") or {}).get("share_of_put")
-    if share is not None and share < 2 * metrics.COPY_MOVES_DATA:
-        lines += ["", "note: a COPY here does not move (all) the data, so a rename costs far less than on a store "
-                      "whose COPY does (AWS S3): rename timings from this store say little about those"]
-    return "\n".join(lines)
 
 
 def fault_summary(record: results.Results) -> list[dict]:
