@@ -15,13 +15,11 @@ until ``stop()``, which removes it with the executors' copies of the application
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import shutil
 import subprocess
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from .net import command_lines, ending_with_us, free_port, proc_stat, stop_process, wait_for_port
@@ -33,6 +31,8 @@ EXECUTOR_MEMORY = "1g"  # at most WORKER_MEMORY, or no executor fits on a worker
 #: Seconds a daemon may take to listen, and the workers may go without progress while registering
 #: with the master: generous, as niced on a loaded 2-core machine a daemon can take minutes to start.
 START_TIMEOUT = 300
+#: What a worker logs once the master has accepted it (Spark 3.5 and 4's ``Worker``).
+REGISTERED = "Successfully registered with master"
 
 
 def _spark_home() -> Path:
@@ -54,7 +54,6 @@ class SparkCluster:
         self.directory: Path | None = None
         self._master: subprocess.Popen | None = None
         self._workers: list[subprocess.Popen] = []
-        self._web_port = 0
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -84,10 +83,10 @@ class SparkCluster:
         self.directory = Path(tempfile.mkdtemp(prefix="ckptbench-spark-cluster-"))
         atexit.register(self.stop)  # no orphaned JVMs if the caller forgets stop()
         try:
-            port, self._web_port = free_port(), free_port()
+            port = free_port()
             self.master_url = f"spark://127.0.0.1:{port}"
             self._master = self._daemon("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                        "--port", str(port), "--webui-port", str(self._web_port))
+                                        "--port", str(port), "--webui-port", str(free_port()))
             if not wait_for_port(port, START_TIMEOUT, alive=lambda: self._master.poll() is None):
                 raise StoreUnavailable(f"spark cluster: the master did not listen on port {port}; "
                                        f"{self._log_tail('master')}")
@@ -119,7 +118,9 @@ class SparkCluster:
                                     stderr=subprocess.STDOUT)
 
     def _await_workers(self) -> None:
-        """Wait until every worker has registered with the master. The wait ends ``START_TIMEOUT``
+        """Wait until every worker has registered with the master, as its log says (``REGISTERED``:
+        the master's web UI, the other witness, can be too starved to answer for minutes while the
+        cluster works). The wait ends ``START_TIMEOUT``
         seconds after the last sign of progress (a daemon's log grew, another worker registered),
         not after a fixed time: niced beside other work, daemons starting can be starved of CPU
         for minutes while each still makes progress, and a daemon that is stuck shows none."""
@@ -131,7 +132,7 @@ class SparkCluster:
                     if p.poll() is not None]
             if dead:
                 break
-            alive = sum(w.get("state") == "ALIVE" for w in self.state().get("workers", []))
+            alive = sum(REGISTERED in self._log(f"worker-{i}") for i in range(len(self._workers)))
             if alive >= self.workers:
                 return
             now = (alive, *(self._log_size(name) for name in self._names()))
@@ -148,6 +149,10 @@ class SparkCluster:
         path = self.directory / f"{name}.log"
         return path.stat().st_size if path.exists() else 0
 
+    def _log(self, name: str) -> str:
+        path = self.directory / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
     def _names(self) -> list[str]:
         """The daemons' names, in the order of ``processes``; each names its log."""
         return ["master", *(f"worker-{i}" for i in range(len(self._workers)))]
@@ -162,18 +167,9 @@ class SparkCluster:
         return {"master": {p.pid: lines[p.pid] for p in self.processes[:1] if p.pid in lines},
                 "worker": {pid: lines[pid] for pid in workers if pid in lines}, "executor": executors}
 
-    def state(self) -> dict:
-        """The master's own view (its web UI's ``/json/``): workers, applications; {} if it does not answer."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self._web_port}/json/", timeout=2) as answer:
-                return json.loads(answer.read())
-        except (OSError, ValueError):
-            return {}
-
     def _log_tail(self, name: str) -> str:
-        path = self.directory / f"{name}.log"
-        lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
-        return f"{name}: {lines[-1] if lines else 'no output'} (log: {path})"
+        lines = self._log(name).strip().splitlines()
+        return f"{name}: {lines[-1] if lines else 'no output'} (log: {self.directory / f'{name}.log'})"
 
     def stop(self) -> None:
         """Stop the workers (each stops its executors), then the master, and remove the directory."""
