@@ -143,7 +143,7 @@ def test_cli_probe_on_a_store_it_starts():
 
 
 def test_cli_probe_shows_several_stores_side_by_side():
-    done = ckptbench("probe", "--store", "embedded,seaweedfs", timeout=300)
+    done = ckptbench("probe", "--stores", "embedded,seaweedfs", timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "| capability | embedded (emulator) | seaweedfs |" in lines, done.stdout
@@ -155,6 +155,12 @@ def test_cli_probe_shows_several_stores_side_by_side():
 def test_unknown_store():
     line = one_error_line(ckptbench("probe", "--store", "hdfs"))
     assert "'hdfs'" in line and "embedded, ceph" in line
+
+
+@pytest.mark.parametrize(("args", "said"), [(["--stores", "embedded,hdfs"], "unknown store 'hdfs'"),
+                                            (["--store", "embedded", "--stores", "embedded"], "not both")])
+def test_bad_stores(args, said):
+    assert said in one_error_line(ckptbench("probe", *args))
 
 
 def test_a_remote_store_needs_a_bucket():

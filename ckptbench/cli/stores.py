@@ -10,7 +10,7 @@ import os
 
 import ckpt_impls
 import infra
-from ckptbench.cli.common import STORE_HELP, UsageError, known_store, store_of
+from ckptbench.cli.common import STORE_HELP, UsageError, known_store, parse_names, store_of
 from ckptbench.harness.stores import RUNS_ROOT
 from infra.faults import describe_profiles
 
@@ -22,8 +22,9 @@ def register(sub) -> None:
     sub.add_parser("fault-profiles", aliases=["faults"],
                    help="list the fault profiles the metering proxy can inject").set_defaults(run=cmd_fault_profiles)
     pr = sub.add_parser("probe", help="check what each strategy needs from a store, and say which it can run")
-    pr.add_argument("--store", help=STORE_HELP + "; several, comma-separated, are probed in turn and then shown "
-                                                 "side by side")
+    pr.add_argument("--store", help=STORE_HELP)
+    pr.add_argument("--stores", help="several stores, comma-separated (as measure takes them), instead of --store: "
+                                     "each is probed in turn, then all are shown side by side")
     pr.add_argument("--bucket", help="an existing bucket (needed for s3/endpoint/external MinIO); a store the "
                                      "probe starts gets a bucket of its own. Only keys under ckptbench-probe/<run>/ "
                                      "are written, and removed at the end")
@@ -63,7 +64,9 @@ def cmd_probe(args) -> None:
     from ckptbench.experiments import probe
     from ckptbench.report import probing
 
-    names = [known_store(name) for name in args.store.split(",")] if args.store else [store_of(args)]
+    if args.store and args.stores:
+        raise UsageError("probe takes --store or --stores, not both")
+    names = parse_names(args.stores, infra.STORES, "store") if args.stores else [store_of(args)]
     for name in names:  # all checked before any starts
         _available(name)
     probed = {}
