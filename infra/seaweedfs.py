@@ -26,6 +26,10 @@ _SERVER_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.
 _GATEWAY_PORTS = ("port", "port.grpc")
 #: Volumes small enough that a run's few MiB do not preallocate the default 30 GiB ones.
 _VOLUME_MB = 64
+#: ``weed server``'s settings beyond ports and directory: every bucket is a collection with volumes
+#: of its own, so the default cap of 8 volumes ends writes (500 InternalError) after a few buckets;
+#: 0 sizes the cap by free disk. No pause between a stop's last heartbeat and the stop.
+_SERVER_FLAGS = ("-filer", f"-master.volumeSizeLimitMB={_VOLUME_MB}", "-volume.max=0", "-volume.preStopSeconds=0")
 
 
 class SeaweedfsStore(ObjectStore):
@@ -82,8 +86,7 @@ class SeaweedfsStore(ObjectStore):
         self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
         try:
             self._server = self._spawn("server", f"-dir={self._dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-                                       "-filer", f"-master.volumeSizeLimitMB={_VOLUME_MB}",
-                                       *(f"-{name}={self.ports[name]}" for name in _SERVER_PORTS))
+                                       *_SERVER_FLAGS, *(f"-{name}={self.ports[name]}" for name in _SERVER_PORTS))
             if not wait_for_port(self.ports["filer.port"], SERVER_START_S, alive=self._alive):
                 raise StoreUnavailable(f"seaweedfs: the filer did not listen on port {self.ports['filer.port']} "
                                        f"({self._state()}); {self._tail('server')}")
