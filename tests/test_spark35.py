@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ckptbench import config
-from helpers import ROOT, assert_beside_pytest_passed, beside_pytest, child_beside, skip_unless_ci
+from helpers import ROOT, TEST_STORES, assert_beside_pytest_passed, beside_pytest, child_beside, skip_unless_ci
 
 PYTHON = ROOT / ".venv-spark35" / "bin" / "python"
 TESTS = ["tests/test_contract.py", "tests/test_spark_versions.py", "tests/test_s3a_conditional.py",
@@ -42,7 +42,7 @@ def spark35_suite(workdir: Path) -> subprocess.Popen | None:
     every store."""
     if not PYTHON.exists():
         return None
-    others = " or ".join(sorted({"embedded", "ceph"} - {config.default_store()}))
+    others = " or ".join(sorted(set(TEST_STORES) - {config.default_store()}))
     return beside_pytest(PYTHON, [*TESTS, "-k", f"not ({others}) and not {LEFT_OUT}"], workdir)
 
 
