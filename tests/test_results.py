@@ -131,6 +131,12 @@ def test_copy_fit_says_whether_copy_moves_the_data():
     assert fit["moves_data"] and fit["mb_per_s"] == pytest.approx(2**20 / 1e6 * 1000 / 5)
 
 
+@pytest.mark.parametrize(("share", "said"), [(0.5, "moves"), (0.2, "moves"), (0.11, "near"), (0.05, "near"),
+                                             (0.049, "shares"), (float("nan"), "near")])
+def test_copy_verdict_keeps_a_margin_around_the_threshold(share, said):
+    assert metrics.copy_verdict(share) == said
+
+
 def test_a_failed_run_raises_with_its_reason():
     recorder = results.Recorder()
     run = recorder.add_run("direct", "stateful", 10, "p")

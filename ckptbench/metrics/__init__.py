@@ -145,6 +145,7 @@ from .store import (  # noqa: F401
     copy_fit,
     copy_percentile,
     copy_sizes,
+    copy_verdict,
     floor_percentile,
     projected_copy_mb_per_s,
     proxy_added_ms,

@@ -108,6 +108,17 @@ def copy_fit(results: Results, experiment: str = COPY) -> dict:
             "share_of_put": share, "moves_data": moves, "mb_per_s": _mb_per_s(per_mib) if moves else float("nan")}
 
 
+def copy_verdict(share_of_put: float) -> str:
+    """What ``copy_fit``'s ``share_of_put`` says with margin: ``moves`` the data (at least twice
+    ``COPY_MOVES_DATA``), ``shares`` it (under half of it), else ``near`` the threshold (a store that
+    copies part of an object, such as Ceph RGW's 4 MiB head, or no fit at all)."""
+    if share_of_put >= 2 * COPY_MOVES_DATA:
+        return "moves"
+    if share_of_put < COPY_MOVES_DATA / 2:
+        return "shares"
+    return "near"
+
+
 def _mb_per_s(ms_per_mib: float) -> float:
     return 2**20 / 1e6 * 1000 / ms_per_mib if ms_per_mib > 0 else float("nan")
 

@@ -23,7 +23,7 @@ def probe_table(data: dict) -> str:
              Table("strategies this store can run", ["strategy", "can run", "depends on", "cannot run, or notes"],
                    strategies).markdown()]
     share = (data.get("copy") or {}).get("share_of_put")
-    if share is not None and share < 2 * metrics.COPY_MOVES_DATA:
+    if share is not None and metrics.copy_verdict(share) != "moves":
         lines += ["", "note: a COPY here does not move (all) the data, so a rename costs far less than on a store "
                       "whose COPY does (AWS S3): rename timings from this store say little about those"]
     return "\n".join(lines)
@@ -50,7 +50,8 @@ def store_matrix(stores: dict[str, dict]) -> list[Table]:
         fit = said["copy"]
         if not fit or not math.isfinite(fit["ms_per_mib"]):
             return "-"
-        return f"{'moves the data' if fit['moves_data'] else 'shares it'} ({fit['ms_per_mib']:+.2f} ms/MiB)"
+        said = {"moves": "moves the data", "shares": "shares it", "near": "part, or unclear"}
+        return f"{said[metrics.copy_verdict(fit['share_of_put'])]} ({fit['share_of_put']:.2f} of a PUT's per MiB)"
 
     verdicts = {name: metrics.verdicts(said["checks"]) for name, said in stores.items() if said["checks"]}
     strategies = list(dict.fromkeys(s for v in verdicts.values() for s in v))
