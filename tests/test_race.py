@@ -14,7 +14,7 @@ import pytest
 from ckptbench import metrics
 from ckptbench.experiments import race
 from ckptbench.record import results
-from helpers import bucket_of
+from helpers import bucket_of, crash_lab
 from infra.metered import MeteredStore
 
 ROUNDS = 3
@@ -71,3 +71,30 @@ def test_the_rendezvous_keys_are_the_ones_both_writers_write():
         assert not re.fullmatch(mirror, own) and not re.fullmatch(manifest, own), own
     with pytest.raises(ValueError, match="unknown file kind"):
         race.file_of("sources", 0)
+
+
+# -- two drivers held at one file (the crash lab's two-writer run), in the suite's own process: --------
+# beside it, niced, the two drivers can be too starved to meet.
+
+def test_two_drivers_held_at_offsets_both_write_it_through_direct(spark, suite_stores):
+    """Started together, each driver's write of offsets/0 held by the proxy until the other's came:
+    through ``direct`` (check, then write) both pass their checks and both store it, damage the
+    zombie run never shows; the rendezvous met, so the run tested the window.
+
+    Starved of CPU, one driver can end before its write or reach it after the other's wait ran out
+    (``RACE_WAIT_S``, bounded by S3A's own request timeout): the row says so (``race_met``), and the
+    run is tried once more. A held
+    write whose pair never came is recorded when its wait ends, which can be during the next run,
+    so the injections are told apart by their run's key, not by when they came."""
+    rows = []
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
+        seen = len(crash.store.proxy.injections())
+        while len(rows) < 2 and not (rows and rows[-1]["race_met"]):
+            rows.append(crash.two_writers("direct", head_start=0))
+        met = [i for i in crash.store.proxy.injections()[seen:] if i.fault == "rendezvous"]
+    assert len(met) == sum(row["race_met"] for row in rows), (rows, met)
+    assert all(i.key.endswith("/checkpoint/offsets/0") for i in met), met
+    row = rows[-1]
+    assert row["race"] == "offsets" and row["race_met"], rows
+    assert row["outcome"] == "silent-damage", row
+    assert "checkpoint/offsets/0" in row["overwritten_files"].split(","), row
