@@ -35,6 +35,12 @@ def wait_for_port(port: int, timeout: float, alive=lambda: True) -> bool:
     return False
 
 
+def last_line(path: Path) -> str | None:
+    """The last non-empty line a server logged to ``path``, stripped; None if it logged nothing."""
+    lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+    return lines[-1].strip() if lines else None
+
+
 def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
     """SIGTERM, then SIGKILL if ``proc`` has not exited within ``timeout`` seconds."""
     if proc.poll() is None:

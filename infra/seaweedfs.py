@@ -15,7 +15,7 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .net import SERVER_START_S, ending_with_us, free_port, stop_process, wait_for_port
+from .net import SERVER_START_S, ending_with_us, free_port, last_line, stop_process, wait_for_port
 from .store import Credentials, ObjectStore, StoreUnavailable
 
 BINARY_ENV = "CKPT_SEAWEEDFS_BIN"
@@ -139,9 +139,7 @@ class SeaweedfsStore(ObjectStore):
 
     def _tail(self, command: str) -> str:
         """The last line ``weed command`` logged: a failed start removes the directory, log and all."""
-        path = self._log(command)
-        lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
-        return f"weed {command} last logged: {lines[-1].strip() if lines else 'nothing'}"
+        return f"weed {command} last logged: {last_line(self._log(command)) or 'nothing'}"
 
     def _filer(self) -> str:
         """The filer's address as SeaweedFS spells one whose gRPC port is not its HTTP port + 10000."""

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .net import command_lines, ending_with_us, free_port, proc_stat, stop_process, wait_for_port
+from .net import command_lines, ending_with_us, free_port, last_line, proc_stat, stop_process, wait_for_port
 from .store import StoreUnavailable
 
 DAEMON_MEMORY = "256m"
@@ -168,8 +168,8 @@ class SparkCluster:
                 "worker": {pid: lines[pid] for pid in workers if pid in lines}, "executor": executors}
 
     def _log_tail(self, name: str) -> str:
-        lines = self._log(name).strip().splitlines()
-        return f"{name}: {lines[-1] if lines else 'no output'} (log: {self.directory / f'{name}.log'})"
+        path = self.directory / f"{name}.log"
+        return f"{name}: {last_line(path) or 'no output'} (log: {path})"
 
     def stop(self) -> None:
         """Stop the workers (each stops its executors), then the master, and remove the directory."""
