@@ -259,9 +259,10 @@ class Probe:
         shown = ", ".join(f"{_size(size)} {m['COPY']:.1f}" for size, m in fastest.items())
         share, threshold = fit["share_of_put"], metrics.COPY_MOVES_DATA
         per_mib = f"+{fit['ms_per_mib']:.2f} ms/MiB, {share:.2f} of a PUT's"
-        if metrics.copy_verdict(share) == "moves":
+        kind = metrics.copy_verdict(share)
+        if kind == "moves":
             verdict = f"moves the data ({per_mib}, ~{fit['mb_per_s']:.0f} MB/s): a rename costs O(bytes)"
-        elif metrics.copy_verdict(share) == "shares":
+        elif kind == "shares":
             verdict = f"does not move the data ({per_mib}): it shares it"
         else:
             # Ceph RGW copies an object's head (4 MiB) and shares its tail: up to 32 MiB it lands here.

@@ -50,8 +50,8 @@ def store_matrix(stores: dict[str, dict]) -> list[Table]:
         fit = said["copy"]
         if not fit or not math.isfinite(fit["ms_per_mib"]):
             return "-"
-        said = {"moves": "moves the data", "shares": "shares it", "near": "part, or unclear"}
-        return f"{said[metrics.copy_verdict(fit['share_of_put'])]} ({fit['share_of_put']:.2f} of a PUT's per MiB)"
+        words = {"moves": "moves the data", "shares": "shares it", "near": "part, or unclear"}
+        return f"{words[metrics.copy_verdict(fit['share_of_put'])]} ({fit['share_of_put']:.2f} of a PUT's per MiB)"
 
     verdicts = {name: metrics.verdicts(said["checks"]) for name, said in stores.items() if said["checks"]}
     strategies = list(dict.fromkeys(s for v in verdicts.values() for s in v))
