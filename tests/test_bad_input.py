@@ -97,6 +97,8 @@ def test_cost_at_scale_needs_scale_records(tmp_path):
     (("scale", "--axes", "batches,depth"), "--axes"),
     (("scale", "--part", "3/2"), "--part"),
     (("scale", "--part", "2/2", "--strategies", "conditional"), "--part"),
+    (("faultlab", "--seeds", "2", "--part", "3/2"), "--part takes K/N with 1 <= K <= N <= 2, the seeds"),
+    (("faultlab", "--seeds", "1", "--part", "1/2"), "--part"),
     (("counting", "--queries", "1"), "--queries"),
     (("counting", "--strategies", "rename,bogus"), "'bogus'"),
 ])

@@ -223,6 +223,25 @@ def test_runs_under_profiles_are_recorded(spark, metered_stores, lab_store):
     assert not math.isnan(metrics.failed_batch_rate(record, "rename", "lost-response"))
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_seeds_split_in_parts_read_back_as_one_record(tmp_path):
+    """``--part K/N`` runs every N-th seed from the K-th, in processes of their own; the parts are
+    read merged: every seed once, the runs numbered apart."""
+    args = ("faultlab", "--store", "embedded", "--profiles", "none", "--workloads", "stateful", "--batches", "2",
+            "--strategies", "rename", "--seeds", "3")
+    env = {config.Settings.ENV["raw"]: str(tmp_path)}
+    for part in ("1/2", "2/2"):
+        done = ckptbench(*args, "--part", part, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+    assert "the parts written so far: part-1-of-2, part-2-of-2" in done.stdout, done.stdout
+    where = disk.directory(tmp_path, "embedded", config.FAULTLAB)
+    record = disk.read(where)
+    assert sorted(record.fault_runs.seed) == [0, 1, 2] and record.fault_runs.run.is_unique
+    assert [p["part"] for p in record.environment["parts"]] == [[1, 2], [2, 2]]
+    assert "| stateful | none | rename | 3 |" in ckptbench("faultlab", "--record", str(where)).stdout
+
+
 @pytest.mark.ceph
 @pytest.mark.slow
 def test_a_short_outage_on_ceph_is_ridden_out_by_our_own_sdk_calls(spark, metered_stores, suite_stores):

@@ -68,6 +68,10 @@ def register(sub) -> None:
     f.add_argument("--batches", type=int, help="batches per run under faults (default: the size's)")
     f.add_argument("--seeds", type=int,
                    help="runs per strategy x workload x profile, seeds 0..N-1 (default: the size's)")
+    f.add_argument("--part", metavar="K/N",
+                   help="run part K of N of the seeds (every N-th from the K-th), in a process of its own beside the "
+                        "others (results/raw/<store>-faultlab/part-K-of-N; report and this command read the parts "
+                        "merged)")
     f.add_argument("--bucket", help=BUCKET_HELP)
     f.add_argument("--record", metavar="DIR",
                    help="print the table of a recorded fault lab (results/raw/<store>-faultlab)")
@@ -190,12 +194,17 @@ def cmd_faultlab(args) -> None:
         if args.seeds < 1:
             raise UsageError(f"--seeds must be at least 1, not {args.seeds}")
         changes["seeds"] = tuple(range(args.seeds))
+    plan = dataclasses.replace(plan, **changes)
+    part = parse_part(args.part, len(plan.seeds), "the seeds (--seeds)")
     strategies = strategies_of(args.strategies)
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
-        record = faultlab.faultlab(settings, dataclasses.replace(plan, **changes), strategies)
+        record = faultlab.faultlab(settings, plan, strategies, part)
+    where = disk.directory(settings.raw, settings.store, FAULTLAB)
+    if part != (1, 1):
+        record = disk.read(where)  # every part written so far, merged
+        print(f"the parts written so far: {', '.join(p.name for p in disk.parts_of(where))}")
     print(tables.fault_table(record))
-    print(f"\nrecord: {shown(disk.directory(settings.raw, settings.store, FAULTLAB))} "
-          "(python -m ckptbench faultlab --record DIR prints its table again)")
+    print(f"\nrecord: {shown(where)} (python -m ckptbench faultlab --record DIR prints its table again)")
 
 
 def _crash_plan(args, points: list[str]):

@@ -207,10 +207,12 @@ def _exactly_once(spark, output: str) -> bool:
 
 
 def faultlab(settings: config.Settings, plan: FaultPlan | None = None,
-             strategies: list[str] | None = None) -> results.Results:
+             strategies: list[str] | None = None, part: tuple[int, int] = (1, 1)) -> results.Results:
     """Every strategy x workload x fault profile x seed of ``plan`` (default: the settings' size),
-    on the settings' store. Written to ``settings.raw`` as experiment ``config.FAULTLAB`` and returned."""
+    on the settings' store; of ``part`` (K, N) of the seeds, every N-th from the K-th. Written to
+    ``settings.raw`` as experiment ``config.FAULTLAB`` (as part K of N) and returned."""
     plan = plan or PLANS[settings.size]
+    plan = dataclasses.replace(plan, seeds=plan.seeds[part[0] - 1::part[1]])
     strategies = strategies or settings.measured_strategies
     settings = dataclasses.replace(settings, fault_profile="none")  # each run sets its own
     recorder = results.Recorder()
@@ -228,7 +230,7 @@ def faultlab(settings: config.Settings, plan: FaultPlan | None = None,
                                   spark=lab.spark, **lab.where,
                                   fault_profile="per run (fault_runs.profile)", fault_seed=list(plan.seeds),
                                   profiles={name: PROFILES[name].description for name in plan.profiles})
-    return disk.save(recorder.results(env), settings)
+    return disk.save(recorder.results(env), settings, part)
 
 
 faultlab.timeout = 4 * 3600
