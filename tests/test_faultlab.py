@@ -13,7 +13,7 @@ from ckptbench import config, metrics
 from ckptbench.experiments import faultlab
 from ckptbench.harness import querylab
 from ckptbench.record import disk, results, schema
-from ckptbench.report import page, tables
+from ckptbench.report import faults, page
 from helpers import T0, ckptbench, ckptbench_here, one_error_line, progress
 from infra.faults import Injection
 from infra.s3ops import Event
@@ -86,20 +86,20 @@ def test_retried_counts_what_follows_a_failure_only():
 
 def test_summary_table_and_report_section():
     record = fixed_record()
-    [rename, direct, conditional] = tables.fault_summary(record)
+    [rename, direct, conditional] = faults.fault_summary(record)
     assert (rename["strategy"], rename["runs"], rename["died"], rename["recovered"]) == ("rename", 2, 1, "1/1")
     assert rename["cause"].startswith("java.io.FileNotFoundException")
     assert (direct["died"], direct["cause"], direct["recovered"]) == (0, "", "0/0")
     assert (conditional["died"], conditional["stalled"]) == (0, 1)
     assert conditional["cause"] == "only 2 of 4 batches within 300s"
-    table = tables.fault_table(record)
+    table = faults.fault_table(record)
     assert ("| stateful | eventual | rename | 2 | 1 | 0 | 38% | 1.0 | 1.5 | 1/1 | - | "
             "java.io.FileNotFoundException") in table
     section = page._faults("embedded", record)
-    assert section.tables[0].header == tables.FAULT_HEADER and len(section.tables[0].rows) == 3
+    assert section.tables[0].header == faults.FAULT_HEADER and len(section.tables[0].rows) == 3
     assert "aws-projection" not in " ".join(section.text)
     # The eventual profile's verdict, with the run's causes, in words: conditional stalled too.
-    findings = tables.eventual_findings(record)
+    findings = faults.eventual_findings(record)
     assert findings[0].startswith("eventual x stateful: failed: rename in 1 of 2 runs (java.io.FileNotFoundException")
     assert "conditional in 1 of 1 runs (only 2 of 4 batches within 300s)" in findings[0]
     assert findings[0].endswith("no failure: direct.")
@@ -112,12 +112,12 @@ def test_the_eventual_verdict_says_when_the_reference_failure_is_reproduced_and_
     record = fixed_record()
     stalled = record.fault_runs.outcome == "stalled"
     record.fault_runs.loc[stalled, "outcome"] = "completed"  # conditional no longer fails
-    assert tables.eventual_findings(record)[-1].startswith("So this run reproduces the reference articles' failure")
+    assert faults.eventual_findings(record)[-1].startswith("So this run reproduces the reference articles' failure")
     record.fault_runs["outcome"] = "completed"  # nobody fails
-    assert tables.eventual_findings(record)[-1] == ("rename did not fail in this run, so it does not reproduce "
+    assert faults.eventual_findings(record)[-1] == ("rename did not fail in this run, so it does not reproduce "
                                                       "the reference articles' failure.")
     record.runs = record.runs[record.runs.strategy != "rename"]  # nor ran
-    assert tables.eventual_findings(record)[-1] == ("rename was not run under these profiles, so this run says "
+    assert faults.eventual_findings(record)[-1] == ("rename was not run under these profiles, so this run says "
                                                       "nothing of the reference articles' failure.")
 
 
@@ -154,16 +154,56 @@ def test_outage_times_and_table_on_a_fixed_record(tmp_path):
     assert metrics.time_to_outcome(record, "conditional", "outage-5s") == 2.0
     assert metrics.time_to_outcome(record, "rename", "outage-5s") == 6.0
     assert math.isnan(metrics.rode_out_rate(record, "rename", "eventual"))  # no outage began
-    rows = tables.outage_rows(record)
+    rows = faults.outage_rows(record)
     assert rows == [["stateful", "outage-5s", "rename", "1", "5.0", "1", "0", "0", "-", "6.0", "-", "-"],
                     ["stateful", "outage-5s", "conditional", "1", "5.0", "0", "1", "0", "2.0", "-", "1/1", "-"],
                     ["file_sink", "outage-5s", "direct", "1", "5.0", "0", "1", "0", "3.0", "-", "1/1", "1"]]
-    table = tables.fault_table(record)
+    table = faults.fault_table(record)
     assert "Store outages" in table and "| stateful | outage-5s | conditional | 1 | 5.0 | 0 | 1 | 0 | 2.0 |" in table
     section = page._faults("ceph", record)
     assert [t.caption for t in section.tables][1] == "Store outages" and section.tables[1].rows == rows
-    assert "Store outages" not in tables.fault_table(fixed_record())  # a record without outages: no such table
+    assert "Store outages" not in faults.fault_table(fixed_record())  # a record without outages: no such table
     assert len(page._faults("embedded", fixed_record()).tables) == 1
+
+
+def outage_150s_record(runs: dict[str, list[float | None]]) -> results.Results:
+    """File-sink runs under outage-150s per strategy: each a death's seconds into the outage, or
+    None for a run that rode it out."""
+    recorder = results.Recorder()
+    for strategy, deaths in runs.items():
+        for seed, died in enumerate(deaths):
+            run = recorder.add_run(strategy, "file_sink", 100, f"faults/{strategy}-{seed}")
+            recorder.add_fault_run(run, profile="outage-150s", seed=seed, batches=4,
+                                   batches_done=4 if died is None else 2,
+                                   outcome="completed" if died is None else "died", cause="", recovered=None,
+                                   exactly_once=True, seconds=9.0, outage_s=150.0,
+                                   died_after_s=math.nan if died is None else died,
+                                   resumed_after_s=155.0 if died is None else math.nan)
+    return recorder.results({"plan": {"keys": [100]}})
+
+
+def test_each_strategy_beside_sparks_default_under_an_outage():
+    """The share of the outage lived through, and the verdict against rename: sooner only where
+    the whole interval says so, a tie where the runs overlap, nothing called from one run."""
+    record = outage_150s_record({"rename": [None, 120.0, 150.0, 130.0, None], "conditional": [3.0, 2.0, 2.5, 4.0, 1.0],
+                                 "direct": [None, 125.0, 140.0, 118.0, None], "manifest": [60.0],
+                                 "abortable": [160.0, 151.0]})
+    lived = metrics.lived_through_outage(record, "rename", "outage-150s")
+    assert list(lived) == [1.0, 0.8, 1.0, pytest.approx(130 / 150), 1.0]
+    assert list(metrics.lived_through_outage(record, "abortable", "outage-150s")) == [1.0, 1.0]  # died once back
+    rows = {row[2]: row for row in faults.against_default_rows(record)}
+    assert set(rows) == {"conditional", "direct", "manifest", "abortable"}
+    assert rows["conditional"][3:5] == ["5", "5"] and rows["conditional"][-1] == "died sooner than rename"
+    assert rows["conditional"][5].startswith("2% [") and rows["conditional"][6].startswith("-98 points [")
+    assert rows["direct"][-1] == "a tie: the runs cannot tell it from rename"
+    low, high = rows["direct"][6].split("[")[1].rstrip("]").split(", ")
+    assert int(low) <= 0 <= int(high)
+    assert rows["manifest"][-1] == "too few runs to call (two or more each)"
+    assert rows["manifest"][5] == "40% (one run)"
+    assert rows["abortable"][-1] == "a tie: the runs cannot tell it from rename"  # rename died, abortable did not
+    both_rode = outage_150s_record({"rename": [None, None], "conditional": [None, None]})
+    assert faults.against_default_rows(both_rode)[0][-1] == "neither died in it"
+    assert "each strategy beside rename" in faults.fault_table(record)
 
 
 @pytest.mark.parametrize("args", [

@@ -173,11 +173,11 @@ def cmd_faultlab(args) -> None:
     from ckptbench import progress
     from ckptbench.experiments import faultlab
     from ckptbench.record import disk
-    from ckptbench.report import tables
+    from ckptbench.report import faults
 
     if args.record:
         [record] = read_records([args.record])
-        print(tables.fault_table(record))
+        print(faults.fault_table(record))
         return
     settings = lab_settings(args, args.size)
     plan = faultlab.PLANS[args.size]
@@ -203,7 +203,7 @@ def cmd_faultlab(args) -> None:
     if part != (1, 1):
         record = disk.read(where)  # every part written so far, merged
         print(f"the parts written so far: {', '.join(p.name for p in disk.parts_of(where))}")
-    print(tables.fault_table(record))
+    print(faults.fault_table(record))
     print(f"\nrecord: {shown(where)} (python -m ckptbench faultlab --record DIR prints its table again)")
 
 

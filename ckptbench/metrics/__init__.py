@@ -37,6 +37,8 @@ from .faultlab import (  # noqa: F401
     failed_batch_rate,
     fault_runs,
     injected_per_run,
+    lived_against,
+    lived_through_outage,
     outage_runs,
     retried,
     retried_per_run,

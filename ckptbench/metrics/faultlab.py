@@ -3,9 +3,12 @@ retries and injected faults per run, exactly-once violations."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ckptbench.record.results import Results
+
+from .stats import Interval, difference_interval
 
 # -- the fault lab (ckptbench.experiments.faultlab) -------------------------------------------
 
@@ -106,3 +109,23 @@ def time_to_outcome(results: Results, strategy: str, profile: str, workload: str
     runs = outage_runs(results, strategy, profile, workload)
     died = pd.to_numeric(runs.died_after_s, errors="coerce")
     return _median(died.fillna(pd.to_numeric(runs.resumed_after_s, errors="coerce")))
+
+
+def lived_through_outage(results: Results, strategy: str, profile: str, workload: str | None = None) -> np.ndarray:
+    """Per run that met the outage, the share of it the query lived through: its death's seconds
+    from the outage's start over the outage's length, or 1 for a query that did not die before the
+    store was back (it rode the outage out, stalled, or died after). A share, not seconds, so that
+    runs whose outages differ in length (a gateway's start-up) compare alike."""
+    runs = outage_runs(results, strategy, profile, workload)
+    away = pd.to_numeric(runs.outage_s, errors="coerce").to_numpy(dtype=float)
+    died = pd.to_numeric(runs.died_after_s, errors="coerce").to_numpy(dtype=float)
+    return np.fmin(np.nan_to_num(died / away, nan=1.0), 1.0)
+
+
+def lived_against(results: Results, strategy: str, against: str, profile: str,
+                  workload: str | None = None) -> Interval:
+    """The median share of the outage ``strategy``'s queries lived through (``lived_through_outage``)
+    less ``against``'s, with its bootstrap interval: below zero with the whole interval, they died
+    sooner; an interval holding zero, the runs cannot tell them apart."""
+    return difference_interval(lived_through_outage(results, strategy, profile, workload),
+                               lived_through_outage(results, against, profile, workload))

@@ -29,7 +29,7 @@ import pandas as pd
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import disk, results
-from ckptbench.report import levers, plots, probing, provenance, tables
+from ckptbench.report import faults, levers, plots, probing, provenance, tables
 from ckptbench.report.table import ENV, Table, cell
 from ckptbench.report.tables import Box, Figure, Section, crash_tables, scale_tables
 from infra.faults import PROFILES
@@ -370,32 +370,14 @@ def _faults(name: str, record: results.Results) -> Section:
             f"{len(plan['seeds'])} run(s) (seeds) per strategy x workload x profile; a query that died or stalled was "
             f"restarted with the faults off for {plan['recovery_batches']} batches.",
             "Profiles: " + "; ".join(f"{profile}: {description}" for profile, description in profiles.items()) + "."]
-    findings = tables.eventual_findings(record)
+    findings = faults.eventual_findings(record)
     if findings:
         text.append("Pre-2020 S3 consistency (the eventual profiles, emulated by the proxy), what this run shows: "
                     + " ".join(findings))
     if "aws-projection" in profiles:
         text.append("aws-projection is a projection to AWS S3 (latency and COPY throughput from published figures, "
                     "see infra/faults/profiles.py), not a measurement of it.")
-    return Section(f"{name}: failure rates under injected faults", text, [Table(
-        "Per workload x fault profile x strategy", tables.FAULT_HEADER, tables.fault_rows(record),
-        "died: the query stopped with an exception (its first line is the error); stalled: its batches did not come "
-        "in time; failed batches: asked and not done; retried: requests repeating one answered with nothing or a "
-        "5xx; recovered: restarts (faults off) that resumed; exactly-once: the file sink's output, read through "
-        "_spark_metadata, holds whole batches once."), *_outage_tables(record)])
-
-
-def _outage_tables(record: results.Results) -> list[Table]:
-    rows = tables.outage_rows(record)
-    if not rows:
-        return []
-    return [Table("Store outages", tables.OUTAGE_HEADER, rows,
-                  "The store taken away after the query's first batches: every request reset by the proxy for the "
-                  "profile's seconds (outage-*), or the gateway process killed and started again (gateway-restart). "
-                  "store away: from the outage's start until the store was back; rode it out: runs that completed "
-                  "every batch; died after: seconds from the outage's start to the query's death; resumed after: to "
-                  "the end of its first batch after the store was back (medians over the runs); recovered: "
-                  "restarts without faults that resumed.")]
+    return Section(f"{name}: failure rates under injected faults", text, faults.tables_of(record))
 
 
 #: The experiments whose runs measure jobs a decision is made for, in the order their runs are merged.
