@@ -183,27 +183,34 @@ def outage_150s_record(runs: dict[str, list[float | None]]) -> results.Results:
 
 
 def test_each_strategy_beside_sparks_default_under_an_outage():
-    """The share of the outage lived through, and the verdict against rename: sooner only where
-    the whole interval says so, a tie where the runs overlap, nothing called from one run."""
-    record = outage_150s_record({"rename": [None, 120.0, 150.0, 130.0, None], "conditional": [3.0, 2.0, 2.5, 4.0, 1.0],
+    """The chance a run outlives one of rename's, and the verdict: sooner where the whole interval
+    says so (a strategy that died every time where rename mostly rode it out, even once the store
+    was back), a tie where the runs overlap, nothing called from one run."""
+    record = outage_150s_record({"rename": [None, 120.0, None, 130.0, None], "conditional": [3.0, 2.0, 2.5, 4.0, 1.0],
                                  "direct": [None, 125.0, 140.0, 118.0, None], "manifest": [60.0],
-                                 "abortable": [160.0, 151.0]})
-    lived = metrics.lived_through_outage(record, "rename", "outage-150s")
-    assert list(lived) == [1.0, 0.8, 1.0, pytest.approx(130 / 150), 1.0]
-    assert list(metrics.lived_through_outage(record, "abortable", "outage-150s")) == [1.0, 1.0]  # died once back
+                                 "abortable": [160.0, 151.0, 155.0, 152.0, 158.0]})  # outlive 2 of rename's 5
+    lived = metrics.seconds_lived(record, "rename", "outage-150s")
+    assert list(lived) == [math.inf, 120.0, math.inf, 130.0, math.inf]
     rows = {row[2]: row for row in faults.against_default_rows(record)}
     assert set(rows) == {"conditional", "direct", "manifest", "abortable"}
-    assert rows["conditional"][3:5] == ["5", "5"] and rows["conditional"][-1] == "died sooner than rename"
-    assert rows["conditional"][5].startswith("2% [") and rows["conditional"][6].startswith("-98 points [")
+    assert rows["conditional"][3:7] == ["5", "0", "1.0, 2.0, 2.5, 3.0, 4.0", "0% [0, 0]"]
+    assert rows["conditional"][-1] == "died sooner or more often than rename"
     assert rows["direct"][-1] == "a tie: the runs cannot tell it from rename"
-    low, high = rows["direct"][6].split("[")[1].rstrip("]").split(", ")
-    assert int(low) <= 0 <= int(high)
-    assert rows["manifest"][-1] == "too few runs to call (two or more each)"
-    assert rows["manifest"][5] == "40% (one run)"
-    assert rows["abortable"][-1] == "a tie: the runs cannot tell it from rename"  # rename died, abortable did not
+    assert rows["manifest"][-1] == "too few runs to call (two or more each)" and rows["manifest"][6] == "0% (one run)"
+    assert rows["abortable"][-1] == "a tie: the runs cannot tell it from rename", rows["abortable"]
+    late = outage_150s_record({"rename": [None] * 5, "abortable": [160.0, 151.0, 155.0, 152.0, 158.0]})
+    assert faults.against_default_rows(late)[0][-1] == "died sooner or more often than rename"  # once back, too
     both_rode = outage_150s_record({"rename": [None, None], "conditional": [None, None]})
     assert faults.against_default_rows(both_rode)[0][-1] == "neither died in it"
+    assert faults.against_default_rows(outage_150s_record({"rename": [5.0, 6.0, 7.0], "direct": [None] * 3}))[0][-1] \
+        == "died later or less often than rename"
     assert "each strategy beside rename" in faults.fault_table(record)
+
+
+def test_the_chance_one_outlives_the_other_counts_ties_half():
+    assert metrics.outlives_interval([math.inf, math.inf], [math.inf, 1.0]).value == 0.75
+    assert metrics.outlives_interval([1.0, 2.0], [3.0, 4.0]).value == 0.0
+    assert math.isnan(metrics.outlives_interval([1.0], [2.0, 3.0]).low)  # one value: no interval
 
 
 @pytest.mark.parametrize("args", [

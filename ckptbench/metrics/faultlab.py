@@ -8,7 +8,7 @@ import pandas as pd
 
 from ckptbench.record.results import Results
 
-from .stats import Interval, difference_interval
+from .stats import Interval, outlives_interval
 
 # -- the fault lab (ckptbench.experiments.faultlab) -------------------------------------------
 
@@ -111,21 +111,18 @@ def time_to_outcome(results: Results, strategy: str, profile: str, workload: str
     return _median(died.fillna(pd.to_numeric(runs.resumed_after_s, errors="coerce")))
 
 
-def lived_through_outage(results: Results, strategy: str, profile: str, workload: str | None = None) -> np.ndarray:
-    """Per run that met the outage, the share of it the query lived through: its death's seconds
-    from the outage's start over the outage's length, or 1 for a query that did not die before the
-    store was back (it rode the outage out, stalled, or died after). A share, not seconds, so that
-    runs whose outages differ in length (a gateway's start-up) compare alike."""
+def seconds_lived(results: Results, strategy: str, profile: str, workload: str | None = None) -> np.ndarray:
+    """Per run that met the outage, the seconds from its start to the query's death; infinite for a
+    query that did not die (it rode the outage out or stalled), however long the outage was."""
     runs = outage_runs(results, strategy, profile, workload)
-    away = pd.to_numeric(runs.outage_s, errors="coerce").to_numpy(dtype=float)
     died = pd.to_numeric(runs.died_after_s, errors="coerce").to_numpy(dtype=float)
-    return np.fmin(np.nan_to_num(died / away, nan=1.0), 1.0)
+    return np.where(runs.outcome.to_numpy() == "died", died, np.inf)
 
 
-def lived_against(results: Results, strategy: str, against: str, profile: str,
-                  workload: str | None = None) -> Interval:
-    """The median share of the outage ``strategy``'s queries lived through (``lived_through_outage``)
-    less ``against``'s, with its bootstrap interval: below zero with the whole interval, they died
-    sooner; an interval holding zero, the runs cannot tell them apart."""
-    return difference_interval(lived_through_outage(results, strategy, profile, workload),
-                               lived_through_outage(results, against, profile, workload))
+def outlives(results: Results, strategy: str, against: str, profile: str, workload: str | None = None) -> Interval:
+    """The chance that a run of ``strategy`` outlives one of ``against`` under the outage
+    (``seconds_lived``; ties, such as two that never died, count half) with its bootstrap interval:
+    below 0.5 with the whole interval, its queries die sooner or more often; an interval holding 0.5,
+    the runs cannot tell them apart."""
+    return outlives_interval(seconds_lived(results, strategy, profile, workload),
+                             seconds_lived(results, against, profile, workload))

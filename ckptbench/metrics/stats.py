@@ -183,6 +183,21 @@ def difference_interval(a, b, statistic=np.median) -> Interval:
     return Interval(value, *_bootstrap((a, b), lambda x, y, axis: statistic(x, axis=axis) - statistic(y, axis=axis)))
 
 
+def _outlives(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    x, y = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
+    pairs = (x[..., :, None] > y[..., None, :]) + 0.5 * (x[..., :, None] == y[..., None, :])
+    return pairs.mean(axis=(-2, -1))
+
+
+def outlives_interval(a, b) -> Interval:
+    """The chance that a value of ``a`` exceeds one of ``b``, ties counting half (Mann-Whitney's U
+    over ``len(a) * len(b)``: 0.5 where neither tends higher), and its bootstrap interval. Ranks
+    only, so infinite values (a run that never died) compare as the largest and equal each other."""
+    a, b = _clean(a), _clean(b)
+    value = float(_outlives(a, b)) if len(a) and len(b) else float("nan")
+    return Interval(value, *_bootstrap((a, b), _outlives))
+
+
 def commit_ms_per_batch(runs: list[Run]) -> np.ndarray:
     """Spark's walCommit + commitOffsets (whole milliseconds each) of every measured batch of
     ``runs`` (repeats of one configuration, ``Results.runs_of``), pooled: the samples a verdict

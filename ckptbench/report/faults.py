@@ -5,6 +5,7 @@ default's."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ckptbench import config, metrics
@@ -139,49 +140,40 @@ def _outage_tables(record: results.Results) -> list[Table]:
                   "restarts without faults that resumed.")]
 
 
-AGAINST_HEADER = ["workload", "profile", "strategy", "runs", "died", "lived through (share of the outage)",
-                  f"against {config.SPARK_DEFAULT[0]} (points)", "verdict"]
+AGAINST_HEADER = ["workload", "profile", "strategy", "runs", "rode it out", "died after (s), each run",
+                  f"a run outlives one of {config.SPARK_DEFAULT[0]}'s", "verdict"]
 
 
 def against_default_rows(record: results.Results) -> list[list[str]]:
     """Per workload x outage profile, each strategy's runs beside Spark's default's
-    (``config.SPARK_DEFAULT``) where both met the outage: how many died, the median share of the
-    outage they lived through with its interval (``metrics.lived_through_outage``), the difference
-    from Spark's default's in percentage points with its interval (``metrics.lived_against``), and
-    the verdict: sooner or later only where the whole interval says so, else a tie."""
+    (``config.SPARK_DEFAULT``) where both met the outage: how many rode it out, when each other
+    died, the chance that one of its runs outlives one of Spark's default's with its interval
+    (``metrics.outlives``), and the verdict: sooner or later only where the whole interval is on one
+    side of even, else a tie."""
     default, out, summary = config.SPARK_DEFAULT[0], [], fault_summary(record)
     ran = {(r["workload"], r["profile"], r["strategy"]) for r in summary}
     for r in summary:
         if r["strategy"] == default or (r["workload"], r["profile"], default) not in ran:
             continue
         args = (r["profile"], r["workload"])
-        runs_, theirs = (metrics.outage_runs(record, s, *args) for s in (r["strategy"], default))
-        if runs_.empty or theirs.empty:
+        mine, theirs = (metrics.seconds_lived(record, s, *args) for s in (r["strategy"], default))
+        if not len(mine) or not len(theirs):
             continue
-        shares = metrics.lived_through_outage(record, r["strategy"], *args)
-        lived, diff = metrics.median_interval(shares), metrics.lived_against(record, r["strategy"], default, *args)
-        if min(shares) == 1 and min(metrics.lived_through_outage(record, default, *args)) == 1:
+        chance = metrics.outlives(record, r["strategy"], default, *args)
+        if np.isinf(mine).all() and np.isinf(theirs).all():
             verdict = "neither died in it"
-        elif diff.low != diff.low:
+        elif chance.low != chance.low:
             verdict = "too few runs to call (two or more each)"
-        elif diff.excludes_zero:
-            verdict = f"died {'sooner' if diff.value < 0 else 'later'} than {default}"
+        elif chance.low > 0.5 or chance.high < 0.5:
+            verdict = f"died {'later or less often' if chance.low > 0.5 else 'sooner or more often'} than {default}"
         else:
             verdict = f"a tie: the runs cannot tell it from {default}"
-        died = int((runs_.outcome == "died").sum())
-        out.append([r["workload"], r["profile"], r["strategy"], str(len(runs_)), str(died),
-                    _said(lived, "%"), _said(diff, " points", "+"), verdict])
+        deaths = ", ".join(f"{s:.1f}" for s in sorted(mine[np.isfinite(mine)])) or "-"
+        shown = (f"{100 * chance.value:.0f}% (one run)" if chance.low != chance.low else
+                 f"{100 * chance.value:.0f}% [{100 * chance.low:.0f}, {100 * chance.high:.0f}]")
+        out.append([r["workload"], r["profile"], r["strategy"], str(len(mine)), str(int(np.isinf(mine).sum())),
+                    deaths, shown, verdict])
     return out
-
-
-def _said(interval: metrics.Interval, unit: str, sign: str = "") -> str:
-    """A share (0 to 1) and its interval in percent: "83% [61, 100]"; "40% (one run)" with no interval."""
-    def pc(value: float) -> str:
-        return f"{100 * value:{sign}.0f}"
-
-    if interval.low != interval.low:
-        return f"{pc(interval.value)}{unit} (one run)"
-    return f"{pc(interval.value)}{unit} [{pc(interval.low)}, {pc(interval.high)}]"
 
 
 def tables_of(record: results.Results) -> list[Table]:
@@ -200,7 +192,9 @@ def tables_of(record: results.Results) -> list[Table]:
     return out
 
 
-AGAINST_NOTE = ("lived through: the share of the outage from its start to the query's death, 100% for a query "
-                "that did not die before the store was back; the median over the runs, and the difference of medians "
-                "from Spark's default's in percentage points, each with its 95% bootstrap interval. Sooner or later "
-                "only where the whole interval is on one side of zero; otherwise the runs cannot tell them apart.")
+AGAINST_NOTE = ("died after: seconds from the outage's start to the query's death, for each run that died (a "
+                "death after the store was back counts too). Outlives: the chance that one of the strategy's runs "
+                "lived longer than one of Spark's default's, a run that did not die outliving every run that did "
+                "and tying with another that did not (Mann-Whitney's U over the pairs), with its 95% bootstrap "
+                "interval. Sooner or later only where the whole interval is on one side of 50%; otherwise the runs "
+                "cannot tell them apart.")
