@@ -183,9 +183,8 @@ def outage_150s_record(runs: dict[str, list[float | None]]) -> results.Results:
 
 
 def test_each_strategy_beside_sparks_default_under_an_outage():
-    """The chance a run outlives one of rename's, and the verdict: sooner where the whole interval
-    says so (a strategy that died every time where rename mostly rode it out, even once the store
-    was back), a tie where the runs overlap, nothing called from one run."""
+    """Against rename: dying more often where the whole interval says so, then dying sooner (even
+    once the store was back), a tie where the runs overlap, nothing called from one run."""
     record = outage_150s_record({"rename": [None, 120.0, None, 130.0, None], "conditional": [3.0, 2.0, 2.5, 4.0, 1.0],
                                  "direct": [None, 125.0, 140.0, 118.0, None], "manifest": [60.0],
                                  "abortable": [160.0, 151.0, 155.0, 152.0, 158.0]})  # outlive 2 of rename's 5
@@ -193,17 +192,20 @@ def test_each_strategy_beside_sparks_default_under_an_outage():
     assert list(lived) == [math.inf, 120.0, math.inf, 130.0, math.inf]
     rows = {row[2]: row for row in faults.against_default_rows(record)}
     assert set(rows) == {"conditional", "direct", "manifest", "abortable"}
-    assert rows["conditional"][3:7] == ["5", "0", "1.0, 2.0, 2.5, 3.0, 4.0", "0% [0, 0]"]
-    assert rows["conditional"][-1] == "died sooner or more often than rename"
+    assert rows["conditional"][3:7] == ["0 of 5", "-60 points [-100, -20]", "1.0, 2.0, 2.5, 3.0, 4.0", "0% [0, 0]"]
+    assert rows["conditional"][-1] == "died more often than rename"
+    assert rows["abortable"][-1] == "died more often than rename"  # though each after rename's deaths
+    assert rows["direct"][3:5] == ["2 of 5", "-20 points [-80, +40]"]
     assert rows["direct"][-1] == "a tie: the runs cannot tell it from rename"
     assert rows["manifest"][-1] == "too few runs to call (two or more each)" and rows["manifest"][6] == "0% (one run)"
-    assert rows["abortable"][-1] == "a tie: the runs cannot tell it from rename", rows["abortable"]
-    late = outage_150s_record({"rename": [None] * 5, "abortable": [160.0, 151.0, 155.0, 152.0, 158.0]})
-    assert faults.against_default_rows(late)[0][-1] == "died sooner or more often than rename"  # once back, too
+    sooner = outage_150s_record({"rename": [150.0, 152.0, 155.0], "direct": [10.0, 11.0, 12.0]})
+    assert faults.against_default_rows(sooner)[0][-1] == "died sooner than rename"  # once back, too
+    assert faults.against_default_rows(outage_150s_record({"rename": [5.0, 6.0, 7.0], "direct": [8.0, 9.0, 10.0]})
+                                       )[0][-1] == "died later than rename"
     both_rode = outage_150s_record({"rename": [None, None], "conditional": [None, None]})
     assert faults.against_default_rows(both_rode)[0][-1] == "neither died in it"
     assert faults.against_default_rows(outage_150s_record({"rename": [5.0, 6.0, 7.0], "direct": [None] * 3}))[0][-1] \
-        == "died later or less often than rename"
+        == "died less often than rename"
     assert "each strategy beside rename" in faults.fault_table(record)
 
 

@@ -41,6 +41,7 @@ from .faultlab import (  # noqa: F401
     outlives,
     retried,
     retried_per_run,
+    rode_out_against,
     rode_out_rate,
     seconds_lived,
     time_to_death,

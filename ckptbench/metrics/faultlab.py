@@ -8,7 +8,7 @@ import pandas as pd
 
 from ckptbench.record.results import Results
 
-from .stats import Interval, outlives_interval
+from .stats import Interval, difference_interval, outlives_interval
 
 # -- the fault lab (ckptbench.experiments.faultlab) -------------------------------------------
 
@@ -126,3 +126,11 @@ def outlives(results: Results, strategy: str, against: str, profile: str, worklo
     the runs cannot tell them apart."""
     return outlives_interval(seconds_lived(results, strategy, profile, workload),
                              seconds_lived(results, against, profile, workload))
+
+
+def rode_out_against(results: Results, strategy: str, against: str, profile: str,
+                     workload: str | None = None) -> Interval:
+    """The share of ``strategy``'s runs whose query did not die in the outage (``seconds_lived``
+    infinite) less ``against``'s, with its bootstrap interval (a difference of means of 0s and 1s)."""
+    return difference_interval(*(np.isinf(seconds_lived(results, s, profile, workload)).astype(float)
+                                 for s in (strategy, against)), statistic=np.mean)

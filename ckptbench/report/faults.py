@@ -140,16 +140,21 @@ def _outage_tables(record: results.Results) -> list[Table]:
                   "restarts without faults that resumed.")]
 
 
-AGAINST_HEADER = ["workload", "profile", "strategy", "runs", "rode it out", "died after (s), each run",
-                  f"a run outlives one of {config.SPARK_DEFAULT[0]}'s", "verdict"]
+AGAINST_HEADER = ["workload", "profile", "strategy", "did not die", f"did not die, against {config.SPARK_DEFAULT[0]}",
+                  "died after (s), each run", f"a run outlives one of {config.SPARK_DEFAULT[0]}'s", "verdict"]
+
+
+def _points(i: metrics.Interval) -> str:
+    return f"{100 * i.value:+.0f} points" + ("" if i.low != i.low else f" [{100 * i.low:+.0f}, {100 * i.high:+.0f}]")
 
 
 def against_default_rows(record: results.Results) -> list[list[str]]:
     """Per workload x outage profile, each strategy's runs beside Spark's default's
-    (``config.SPARK_DEFAULT``) where both met the outage: how many rode it out, when each other
-    died, the chance that one of its runs outlives one of Spark's default's with its interval
-    (``metrics.outlives``), and the verdict: sooner or later only where the whole interval is on one
-    side of even, else a tie."""
+    (``config.SPARK_DEFAULT``) where both met the outage: how many did not die, and that share less
+    Spark's default's in points (``metrics.rode_out_against``); when each other died; the chance
+    that one of its runs outlives one of Spark's default's (``metrics.outlives``); and the verdict,
+    on dying first, then on outliving: more or less often, sooner or later, only where the whole
+    interval says so, else a tie."""
     default, out, summary = config.SPARK_DEFAULT[0], [], fault_summary(record)
     ran = {(r["workload"], r["profile"], r["strategy"]) for r in summary}
     for r in summary:
@@ -159,20 +164,23 @@ def against_default_rows(record: results.Results) -> list[list[str]]:
         mine, theirs = (metrics.seconds_lived(record, s, *args) for s in (r["strategy"], default))
         if not len(mine) or not len(theirs):
             continue
+        rode = metrics.rode_out_against(record, r["strategy"], default, *args)
         chance = metrics.outlives(record, r["strategy"], default, *args)
         if np.isinf(mine).all() and np.isinf(theirs).all():
             verdict = "neither died in it"
         elif chance.low != chance.low:
             verdict = "too few runs to call (two or more each)"
+        elif rode.excludes_zero:
+            verdict = f"died {'less' if rode.value > 0 else 'more'} often than {default}"
         elif chance.low > 0.5 or chance.high < 0.5:
-            verdict = f"died {'later or less often' if chance.low > 0.5 else 'sooner or more often'} than {default}"
+            verdict = f"died {'later' if chance.low > 0.5 else 'sooner'} than {default}"
         else:
             verdict = f"a tie: the runs cannot tell it from {default}"
         deaths = ", ".join(f"{s:.1f}" for s in sorted(mine[np.isfinite(mine)])) or "-"
         shown = (f"{100 * chance.value:.0f}% (one run)" if chance.low != chance.low else
                  f"{100 * chance.value:.0f}% [{100 * chance.low:.0f}, {100 * chance.high:.0f}]")
-        out.append([r["workload"], r["profile"], r["strategy"], str(len(mine)), str(int(np.isinf(mine).sum())),
-                    deaths, shown, verdict])
+        out.append([r["workload"], r["profile"], r["strategy"], f"{int(np.isinf(mine).sum())} of {len(mine)}",
+                    _points(rode), deaths, shown, verdict])
     return out
 
 
@@ -192,9 +200,11 @@ def tables_of(record: results.Results) -> list[Table]:
     return out
 
 
-AGAINST_NOTE = ("died after: seconds from the outage's start to the query's death, for each run that died (a "
-                "death after the store was back counts too). Outlives: the chance that one of the strategy's runs "
-                "lived longer than one of Spark's default's, a run that did not die outliving every run that did "
-                "and tying with another that did not (Mann-Whitney's U over the pairs), with its 95% bootstrap "
-                "interval. Sooner or later only where the whole interval is on one side of 50%; otherwise the runs "
-                "cannot tell them apart.")
+AGAINST_NOTE = ("did not die: runs whose query rode the outage out (or stalled), and that share less Spark's "
+                "default's in percentage points. died after: seconds from the outage's start to the query's death, "
+                "for each run that died (a death after the store was back counts too). Outlives: the chance that "
+                "one of the strategy's runs lived longer than one of Spark's default's, a run that did not die "
+                "outliving every run that did and tying with another that did not (Mann-Whitney's U over the "
+                "pairs). The verdict reads dying first, then outliving; each interval is 95% (bootstrap), and a "
+                "difference is called only where the whole interval is on one side (of 0 points, of 50%); "
+                "otherwise the runs cannot tell them apart.")
