@@ -62,6 +62,15 @@ def motos_race(failed: dict[str, str]) -> bool:
     return list(failed) == ["exclusive_create"] and "both writers won" in failed["exclusive_create"]
 
 
+def test_the_matrix_says_unclear_where_a_puts_cost_did_not_grow_with_size():
+    checks = {name: {"ok": True, "detail": ""} for name in ckpt_impls.CAPABILITIES}
+    kept, _ = probing.store_matrix({
+        "flat": {"checks": checks, "emulator": True, "copy": {"ms_per_mib": 0.5, "share_of_put": None}},
+        "real": {"checks": checks, "emulator": False, "copy": {"ms_per_mib": 3.0, "share_of_put": 0.4}}})
+    assert kept.rows[-1] == ["COPY (a rename's cost)", "part, or unclear (a PUT's cost did not grow with size)",
+                             "moves the data (0.40 of a PUT's per MiB)"]
+
+
 def test_every_capability_has_a_check():
     checks = {name[len("check_"):] for name in vars(probe.Probe) if name.startswith("check_")}
     assert checks == set(ckpt_impls.CAPABILITIES)

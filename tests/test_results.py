@@ -132,7 +132,7 @@ def test_copy_fit_says_whether_copy_moves_the_data():
 
 
 @pytest.mark.parametrize(("share", "said"), [(0.5, "moves"), (0.2, "moves"), (0.11, "near"), (0.05, "near"),
-                                             (0.049, "shares"), (float("nan"), "near")])
+                                             (0.049, "shares"), (float("nan"), "near"), (None, "near")])
 def test_copy_verdict_keeps_a_margin_around_the_threshold(share, said):
     assert metrics.copy_verdict(share) == said
 

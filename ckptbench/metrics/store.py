@@ -108,10 +108,13 @@ def copy_fit(results: Results, experiment: str = COPY) -> dict:
             "share_of_put": share, "moves_data": moves, "mb_per_s": _mb_per_s(per_mib) if moves else float("nan")}
 
 
-def copy_verdict(share_of_put: float) -> str:
+def copy_verdict(share_of_put: float | None) -> str:
     """What ``copy_fit``'s ``share_of_put`` says with margin: ``moves`` the data (at least twice
     ``COPY_MOVES_DATA``), ``shares`` it (under half of it), else ``near`` the threshold (a store that
-    copies part of an object, such as Ceph RGW's 4 MiB head, or no fit at all)."""
+    copies part of an object, such as Ceph RGW's 4 MiB head, or no fit at all: NaN, or None as a
+    probe's JSON holds NaN)."""
+    if share_of_put is None:
+        return "near"
     if share_of_put >= 2 * COPY_MOVES_DATA:
         return "moves"
     if share_of_put < COPY_MOVES_DATA / 2:

@@ -51,7 +51,10 @@ def store_matrix(stores: dict[str, dict]) -> list[Table]:
         if not fit or not math.isfinite(fit["ms_per_mib"]):
             return "-"
         words = {"moves": "moves the data", "shares": "shares it", "near": "part, or unclear"}
-        return f"{words[metrics.copy_verdict(fit['share_of_put'])]} ({fit['share_of_put']:.2f} of a PUT's per MiB)"
+        share = fit["share_of_put"]
+        said = f"{share:.2f} of a PUT's per MiB" if share is not None and math.isfinite(share) else \
+            "a PUT's cost did not grow with size"
+        return f"{words[metrics.copy_verdict(share)]} ({said})"
 
     verdicts = {name: metrics.verdicts(said["checks"]) for name, said in stores.items() if said["checks"]}
     strategies = list(dict.fromkeys(s for v in verdicts.values() for s in v))
