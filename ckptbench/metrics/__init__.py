@@ -32,16 +32,16 @@ from .crashlab import (  # noqa: F401
     two_writer_run,
 )
 from .faultlab import (  # noqa: F401
+    Beside,
+    beside,
     death_rate,
     exactly_once_violations,
     failed_batch_rate,
     fault_runs,
     injected_per_run,
     outage_runs,
-    outlives,
     retried,
     retried_per_run,
-    rode_out_against,
     rode_out_rate,
     seconds_lived,
     time_to_death,

@@ -3,6 +3,8 @@ retries and injected faults per run, exactly-once violations."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -119,18 +121,24 @@ def seconds_lived(results: Results, strategy: str, profile: str, workload: str |
     return np.where(runs.outcome.to_numpy() == "died", died, np.inf)
 
 
-def outlives(results: Results, strategy: str, against: str, profile: str, workload: str | None = None) -> Interval:
-    """The chance that a run of ``strategy`` outlives one of ``against`` under the outage
-    (``seconds_lived``; ties, such as two that never died, count half) with its bootstrap interval:
-    below 0.5 with the whole interval, its queries die sooner or more often; an interval holding 0.5,
-    the runs cannot tell them apart."""
-    return outlives_interval(seconds_lived(results, strategy, profile, workload),
-                             seconds_lived(results, against, profile, workload))
+@dataclasses.dataclass(frozen=True)
+class Beside:
+    """One strategy's runs under an outage beside another's (``beside``)."""
+
+    lived: np.ndarray  # ``seconds_lived`` of the strategy's runs
+    other_lived: np.ndarray  # and of the other's
+    did_not_die: Interval  # the share of its runs that did not die less the other's (a difference of means)
+    outlives: Interval  # the chance that one of its runs outlives one of the other's (``outlives_interval``)
 
 
-def rode_out_against(results: Results, strategy: str, against: str, profile: str,
-                     workload: str | None = None) -> Interval:
-    """The share of ``strategy``'s runs whose query did not die in the outage (``seconds_lived``
-    infinite) less ``against``'s, with its bootstrap interval (a difference of means of 0s and 1s)."""
-    return difference_interval(*(np.isinf(seconds_lived(results, s, profile, workload)).astype(float)
-                                 for s in (strategy, against)), statistic=np.mean)
+def beside(results: Results, strategy: str, other: str, profile: str, workload: str | None = None) -> Beside:
+    """``strategy``'s runs under the outage beside ``other``'s, each with its bootstrap interval:
+    how much more often its queries did not die (a whole interval below zero: they died more
+    often), and the chance that one of its runs outlives one of the other's, ties (such as two that
+    never died) counting half (a whole interval below 0.5: they died sooner); an interval holding
+    the even value, the runs cannot tell them apart."""
+    lived, other_lived = (seconds_lived(results, s, profile, workload) for s in (strategy, other))
+    return Beside(lived, other_lived,
+                  difference_interval(np.isinf(lived).astype(float), np.isinf(other_lived).astype(float),
+                                      statistic=np.mean),
+                  outlives_interval(lived, other_lived))

@@ -13,15 +13,19 @@ from ckptbench.record import results
 from ckptbench.report.table import Table
 
 
+def _ran(record: results.Results) -> list[tuple[str, str, str]]:
+    """Each workload x profile x strategy a fault-lab record ran, in the order they ran."""
+    joined = record.runs.merge(record.fault_runs, on="run")
+    return list(dict.fromkeys(zip(joined.workload, joined.profile, joined.strategy, strict=True)))
+
+
 def fault_summary(record: results.Results) -> list[dict]:
     """One row per workload x profile x strategy of a fault-lab record, in the order they ran:
     runs, deaths, stalls and the rates (``ckptbench.metrics``), and what the first run that did not
     complete died of (its innermost cause, else Spark's error or why it stalled)."""
 
-    joined = record.runs.merge(record.fault_runs, on="run")
     out = []
-    combinations = zip(joined.workload, joined.profile, joined.strategy, strict=True)
-    for workload, profile, strategy in dict.fromkeys(combinations):
+    for workload, profile, strategy in _ran(record):
         runs_ = metrics.fault_runs(record, strategy, profile, workload)
         deaths = runs_[runs_.outcome != "completed"]
         causes = [cause or error for cause, error in zip(deaths.cause, deaths.error, strict=True) if cause or error]
@@ -150,28 +154,24 @@ def _points(i: metrics.Interval) -> str:
 
 def against_default_rows(record: results.Results) -> list[list[str]]:
     """Per workload x outage profile, each strategy's runs beside Spark's default's
-    (``config.SPARK_DEFAULT``) where both met the outage: how many did not die, and that share less
-    Spark's default's in points (``metrics.rode_out_against``); when each other died; the chance
-    that one of its runs outlives one of Spark's default's (``metrics.outlives``); and the verdict,
-    on dying first, then on outliving: more or less often, sooner or later, only where the whole
-    interval says so, else a tie."""
-    default, out, summary = config.SPARK_DEFAULT[0], [], fault_summary(record)
-    ran = {(r["workload"], r["profile"], r["strategy"]) for r in summary}
-    for r in summary:
-        if r["strategy"] == default or (r["workload"], r["profile"], default) not in ran:
+    (``config.SPARK_DEFAULT``) where both met the outage (``metrics.beside``): how many did not die,
+    and that share less Spark's default's in points; when each other died; the chance that one of
+    its runs outlives one of Spark's default's; and the verdict, on dying first, then on outliving:
+    more or less often, sooner or later, only where the whole interval says so, else a tie."""
+    default, out, ran = config.SPARK_DEFAULT[0], [], _ran(record)
+    for workload, profile, strategy in ran:
+        if strategy == default or (workload, profile, default) not in ran:
             continue
-        args = (r["profile"], r["workload"])
-        mine, theirs = (metrics.seconds_lived(record, s, *args) for s in (r["strategy"], default))
+        found = metrics.beside(record, strategy, default, profile, workload)
+        mine, theirs, chance = found.lived, found.other_lived, found.outlives
         if not len(mine) or not len(theirs):
             continue
-        rode = metrics.rode_out_against(record, r["strategy"], default, *args)
-        chance = metrics.outlives(record, r["strategy"], default, *args)
         if np.isinf(mine).all() and np.isinf(theirs).all():
             verdict = "neither died in it"
         elif chance.low != chance.low:
             verdict = "too few runs to call (two or more each)"
-        elif rode.excludes_zero:
-            verdict = f"died {'less' if rode.value > 0 else 'more'} often than {default}"
+        elif found.did_not_die.excludes_zero:
+            verdict = f"died {'less' if found.did_not_die.value > 0 else 'more'} often than {default}"
         elif chance.low > 0.5 or chance.high < 0.5:
             verdict = f"died {'later' if chance.low > 0.5 else 'sooner'} than {default}"
         else:
@@ -179,8 +179,8 @@ def against_default_rows(record: results.Results) -> list[list[str]]:
         deaths = ", ".join(f"{s:.1f}" for s in sorted(mine[np.isfinite(mine)])) or "-"
         shown = (f"{100 * chance.value:.0f}% (one run)" if chance.low != chance.low else
                  f"{100 * chance.value:.0f}% [{100 * chance.low:.0f}, {100 * chance.high:.0f}]")
-        out.append([r["workload"], r["profile"], r["strategy"], f"{int(np.isinf(mine).sum())} of {len(mine)}",
-                    _points(rode), deaths, shown, verdict])
+        out.append([workload, profile, strategy, f"{int(np.isinf(mine).sum())} of {len(mine)}",
+                    _points(found.did_not_die), deaths, shown, verdict])
     return out
 
 
