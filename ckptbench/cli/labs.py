@@ -119,6 +119,17 @@ def _counts(text: str | None, fallback: tuple[int, ...], option: str) -> tuple[i
     return tuple(sorted({int(v) for v in values}))
 
 
+def _merged(record, where, part: tuple[int, int]):
+    """``record``, or for part K of N (``part``) of a lab split over processes, every part written
+    so far under ``where``, merged (``record.disk.read``), saying which."""
+    from ckptbench.record import disk
+
+    if part == (1, 1):
+        return record
+    print(f"the parts written so far: {', '.join(p.name for p in disk.parts_of(where))}")
+    return disk.read(where)
+
+
 def cmd_scale(args) -> None:
     from ckptbench.experiments import scale
     from ckptbench.record import disk
@@ -142,9 +153,7 @@ def cmd_scale(args) -> None:
     part = parse_part(args.part, len(strategies), "the strategies asked for")
     record = scale.scale(settings, strategies, axes, part)
     where = disk.directory(settings.raw, settings.store, "scale")
-    if part != (1, 1):
-        record = disk.read(where)  # every part written so far, merged
-        print(f"the parts written so far: {', '.join(p.name for p in disk.parts_of(where))}")
+    record = _merged(record, where, part)
     print("\n\n".join(table.markdown() for table in tables.scale_tables(record)))
     print(f"\nrecord: {where} "
           "(python -m ckptbench cost --partitions N projects from it; the report shows it after a bench or report run)")
@@ -200,9 +209,7 @@ def cmd_faultlab(args) -> None:
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = faultlab.faultlab(settings, plan, strategies, part)
     where = disk.directory(settings.raw, settings.store, FAULTLAB)
-    if part != (1, 1):
-        record = disk.read(where)  # every part written so far, merged
-        print(f"the parts written so far: {', '.join(p.name for p in disk.parts_of(where))}")
+    record = _merged(record, where, part)
     print(faults.fault_table(record))
     print(f"\nrecord: {shown(where)} (python -m ckptbench faultlab --record DIR prints its table again)")
 
@@ -253,9 +260,7 @@ def cmd_crashlab(args) -> None:
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = crashlab.crashes(settings, strategies, plan, points=tuple(points), seed=args.seed)
     where = disk.directory(settings.raw, settings.store, CRASHLAB)
-    if plan.part != (1, 1):
-        record = disk.read(where)  # every part written so far, merged
-        print(f"the parts written so far: {', '.join(p.name for p in disk.parts_of(where))}")
+    record = _merged(record, where, plan.part)
     print("\n\n".join(table.markdown() for table in tables.crash_tables(record)))
     print(f"\nrecord: {shown(where)} (seed {args.seed}; the same tables are in "
           f"{shown(results_root() / 'report' / 'index.html')} after a bench run or "
