@@ -27,9 +27,9 @@ def bar(**kwargs) -> tqdm:
 
 
 class Recorder:
-    """The child's side, with the two calls of a tqdm bar that the experiments make:
-    ``update(n)`` and ``set_postfix_str(label)``. Records nothing when ``$CKPT_BENCH_PROGRESS``
-    is unset (asv run by hand, or a test)."""
+    """The child's side, with the calls of a tqdm bar that the experiments make: ``update(n)``,
+    ``set_postfix_str(label)``, and ``grow(n)`` where more work than planned is added. Records
+    nothing when ``$CKPT_BENCH_PROGRESS`` is unset (asv run by hand, or a test)."""
 
     def __init__(self, desc: str, total: int, unit: str) -> None:
         self.path = Path(os.environ[ENV]) if os.environ.get(ENV) else None
@@ -37,6 +37,10 @@ class Recorder:
 
     def update(self, n: int = 1) -> None:
         self.state["done"] += n
+        self._write()
+
+    def grow(self, n: int) -> None:
+        self.state["total"] += n
         self._write()
 
     def set_postfix_str(self, label: str) -> None:
@@ -75,6 +79,7 @@ def shown(path: Path):
             if shown_bar is None or shown_bar.desc != now["desc"]:
                 close()
                 shown_bar = state["bar"] = bar(total=now["total"], unit=now["unit"], desc=now["desc"])
+            shown_bar.total = now["total"]
             shown_bar.set_postfix_str(now["label"], refresh=False)
             shown_bar.update(now["done"] - shown_bar.n)
 

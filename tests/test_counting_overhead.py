@@ -93,6 +93,15 @@ def test_a_batch_a_switch_landed_in_joins_neither_arm_whatever_its_count():
     timed = counting.Overhead(recorder.results(env), {"on_ns": 6600.0, "off_ns": 20.0})
     assert timed.batches("rename").arm.tolist() == arms
     assert timed.wal_commit_requests("rename") == 24
+    # Two batches counted, four not: the experiment adds a query until each arm has MIN_ARM.
+    assert counting.short(recorder, switches, "rename")
+
+
+def test_a_query_is_added_only_while_an_arm_is_short(overhead):
+    recorder = results.Recorder()
+    recorder.rows = {name: overhead.record.tables[name].to_dict("records") for name in overhead.record.tables}
+    assert not counting.short(recorder, [], "conditional")
+    assert counting.short(recorder, [], "rename")  # no batches of it at all
 
 
 def test_the_trigger_leaves_the_last_warm_up_batch_room_to_end():

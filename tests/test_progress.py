@@ -38,3 +38,21 @@ def test_the_check_catches_a_line_printed_onto_the_bars_line(tmp_path):
     output = _logged(tmp_path, "print")
     assert "crash check, job: 1 cycle" in output, output
     assert not re.search(r"^crash check, job: 1 cycle$", output, re.M), output
+
+
+GROWN = """
+import os, time
+from ckptbench import progress
+with progress.shown_for(os.environ):
+    bar = progress.Recorder("JVM counting overhead", 2, "batch")
+    bar.update(2)
+    time.sleep(1.2)
+    bar.grow(1)
+    bar.update()
+    time.sleep(1.2)
+"""
+
+
+def test_a_bar_given_more_work_ends_at_its_new_total(tmp_path):
+    output = subprocess.run([sys.executable, "-c", GROWN], capture_output=True, text=True, check=True).stderr
+    assert re.search(r"JVM counting overhead: 100%.*\b3/3\b", output), output

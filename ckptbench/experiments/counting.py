@@ -32,6 +32,7 @@ Two measurements, both in ``experiment(settings)``:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import random
 import subprocess
@@ -60,6 +61,10 @@ QUERIES = {"smallest": 1, "quick": 6, "full": 20}
 TRIM = 0.1
 #: Enough measured batches per query that both arms have some, even in the smallest run.
 MIN_BATCHES = 10
+#: Batches each arm needs at least: where a loaded machine's batches outran their trigger and the
+#: switches landed inside them, leaving an arm fewer, queries are added, up to ``EXTRA_QUERIES``.
+MIN_ARM = 5
+EXTRA_QUERIES = 4
 KEYS = 100
 #: Trigger intervals in seconds, per strategy, long enough that a batch ends well before the next
 #: trigger, so that the switch lands between batches. Each is above the strategy's stateful batch
@@ -253,6 +258,14 @@ def _switched(batches: pd.DataFrame, switches: pd.DataFrame) -> np.ndarray:
     return ((before[None, :] <= end[:, None]) & (after[None, :] >= start[:, None])).any(axis=1)
 
 
+def short(recorder: results.Recorder, switches: list[dict], strategy: str) -> bool:
+    """Whether either arm of ``strategy``'s queries so far (``recorder``'s rows, and ``switches``,
+    the rows of ``counting_switches`` so far) has fewer than ``MIN_ARM`` batches."""
+    rows = {**recorder.rows, "counting_switches": switches}
+    so_far = Overhead(results.Results({}, {name: schema.frame(name, r) for name, r in rows.items()}), {})
+    return min(so_far.count(strategy, "on"), so_far.count(strategy, "off")) < MIN_ARM
+
+
 def _added_ms(on, off) -> float:
     return metrics.trimmed_mean(on, TRIM) - metrics.trimmed_mean(off, TRIM)
 
@@ -290,8 +303,14 @@ def experiment(settings: config.Settings, strategies=STRATEGIES, queries: int | 
                     lab.run(warmup, strategy, "stateful", KEYS, 0, jvm_warmup, bar)
                     lab.spaced[strategy] = trigger_s(strategy, warmup.results({}).batches)
                     lab.spark.streams.addListener(alternate)
-                    for i in range(queries):
-                        bar.set_postfix_str(f"{strategy}: query {i + 1}/{queries}")
+                    for i in itertools.count():
+                        if i >= queries and not (i < queries + EXTRA_QUERIES
+                                                 and short(recorder, alternate.switches, strategy)):
+                            break
+                        if i >= queries:
+                            bar.grow(per_query)
+                        bar.set_postfix_str(f"{strategy}: query {i + 1}/{queries}" if i < queries else
+                                            f"{strategy}: query {i + 1}, added: an arm had under {MIN_ARM} batches")
                         alternate.set(i % 2 == 0)
                         lab.run(recorder, strategy, "stateful", KEYS, plan.warmup, batches, bar)
                     lab.spark.streams.removeListener(alternate)
