@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 
 import ckpt_impls
+from ckptbench import config
 
 # Spark settings that keep a 2-core machine measuring checkpoints rather than scheduling:
 # two shuffle partitions (so a stateful batch writes two state files), no UI.
@@ -18,13 +20,31 @@ BASE_CONF = {
         "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
 
+#: Spark's own default of ``spark.task.maxFailures``: the tries a task gets on a cluster before its
+#: job fails. A local master takes it from its URL alone (``local_with_retries``).
+TASK_MAX_FAILURES = "4"
 
-def session(strategy: str, stores: dict, master: str = "local[2]", conf: dict | None = None):
+
+def local_with_retries(master: str, settings: dict) -> str:
+    """``master`` with the task tries of a cluster: ``local`` or ``local[N]`` as ``local[N,F]``, F the
+    settings' ``spark.task.maxFailures`` (Spark's default, 4, where unset). Spark tries a task once
+    under ``local[N]`` and ignores ``spark.task.maxFailures`` there, so one failed store request in
+    a task (its retries spent) would end a query that a cluster, trying the task again, carries on:
+    the lab would measure local mode, not the strategy. Any other master, or one naming F, is
+    returned as it is."""
+    match = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master.replace(" ", ""))
+    if match is None:
+        return master
+    return f"local[{match.group(1) or 1},{settings.get('spark.task.maxFailures', TASK_MAX_FAILURES)}]"
+
+
+def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, conf: dict | None = None):
     """A SparkSession using ``strategy``, reaching each ``{bucket: store}`` through S3A.
 
     S3A settings are per bucket name, so each store needs buckets of its own; the last of
     ``stores`` is the store under test, whose keys the driver's JVM starts with in its environment
     (``ckpt_impls.chain_env``). ``conf`` adds or overrides Spark settings (e.g. for a real ``--master``).
+    A local master tries a task as often as a cluster would (``local_with_retries``).
     """
     from pyspark.sql import SparkSession
 
@@ -38,7 +58,7 @@ def session(strategy: str, stores: dict, master: str = "local[2]", conf: dict | 
         jars = settings.pop("spark.jars").split(",")
         before = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
         settings["spark.driver.extraClassPath"] = os.pathsep.join(dict.fromkeys([*before, *jars]))
-    builder = SparkSession.builder.master(master).appName("ckptbench")
+    builder = SparkSession.builder.master(local_with_retries(master, settings)).appName("ckptbench")
     for key, value in settings.items():
         builder = builder.config(key, value)
     with environment(ckpt_impls.chain_env(list(stores.values())[-1] if stores else None)):

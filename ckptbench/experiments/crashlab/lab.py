@@ -425,7 +425,7 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
 
         # Taken at the start: the commit that ran, not the one checked out when a part is saved.
         env = results.environment(store, CRASHLAB, settings.size, dataclasses.asdict(plan), seed=seed,
-                                  points=list(points), spark_master="local[2]")
+                                  points=list(points), spark_master=spark.sparkContext.master)
 
         def save(finished: bool) -> results.Results:
             """The record so far, written: after every series, so that a long run stopped (or out
