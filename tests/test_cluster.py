@@ -44,6 +44,36 @@ def test_an_application_waits_for_its_masters_executors(master, least):
     assert spark.least_executors(master) == least
 
 
+@pytest.mark.parametrize(("master", "conf", "started"), [
+    ("local[2]", {}, "local[2,4]"), ("local", {}, "local[1,4]"), ("local[*]", {}, "local[*,4]"),
+    ("local[2]", {"spark.task.maxFailures": "1"}, "local[2,1]"), ("local[2,3]", {}, "local[2,3]"),
+    ("local-cluster[3,1,1024]", {}, "local-cluster[3,1,1024]"), ("spark://h:7077", {}, "spark://h:7077")])
+def test_a_local_master_tries_a_task_as_often_as_a_cluster(master, conf, started):
+    assert spark.local_with_retries(master, conf) == started
+
+
+FAILS_ONCE = """
+from pyspark import TaskContext
+
+
+def once(rows):
+    if TaskContext.get().attemptNumber() == 0:
+        raise OSError("the store did not answer")
+    return rows
+"""
+
+
+@pytest.mark.spark
+def test_a_task_that_fails_once_is_tried_again(spark, tmp_path):
+    """The suite's session is started as every lab's is (``harness.spark.session``)."""
+    (tmp_path / "fails_once.py").write_text(FAILS_ONCE)
+    spark.sparkContext.addPyFile(str(tmp_path / "fails_once.py"))
+    import fails_once
+
+    assert spark.sparkContext.master == "local[2,4]"
+    assert spark.sparkContext.parallelize(range(4), 2).mapPartitions(fails_once.once).sum() == 6
+
+
 def test_a_master_the_lab_cannot_run_on_is_refused_in_one_line():
     for master in ("cluster", "local[2]", "spark://h:7077"):
         assert config.check_master(master) == master
