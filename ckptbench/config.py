@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import re
 from pathlib import Path
 
 import ckpt_impls
@@ -306,6 +307,19 @@ PROJECTION = "aws-projection"
 #: The parts of ``record_store_alone``, in the order it runs them.
 STORE_ALONE_PARTS = ("floor", "overhead", "copy", "projected copy", "probe")
 DEFAULT_MASTER = "local[2]"
+#: A local master's URL: ``local``, ``local[N]`` or ``local[*]``, and ``local[N,F]`` with F, the tries a
+#: task gets (groups: N, F).
+LOCAL_MASTER = re.compile(r"local(?:\[(\d+|\*)(?:,(\d+))?\])?")
+#: Spark's own default of ``spark.task.maxFailures``: the tries a task gets on a cluster before its
+#: job fails. A local master takes it from its URL alone (``harness.spark.local_with_retries``).
+TASK_MAX_FAILURES = "4"
+
+
+def task_tries(master: str) -> int | None:
+    """How often a local ``master`` tries a task before its job fails: ``local[N,F]``'s F, once for
+    ``local`` or ``local[N]``; None for any other master (its ``spark.task.maxFailures`` decides)."""
+    match = LOCAL_MASTER.fullmatch(master.replace(" ", ""))
+    return None if match is None else int(match.group(2) or 1)
 #: The master that starts a Spark standalone cluster on this machine for the run (``infra.SparkCluster``).
 CLUSTER = "cluster"
 

@@ -44,12 +44,14 @@ def test_an_application_waits_for_its_masters_executors(master, least):
     assert spark.least_executors(master) == least
 
 
-@pytest.mark.parametrize(("master", "conf", "started"), [
-    ("local[2]", {}, "local[2,4]"), ("local", {}, "local[1,4]"), ("local[*]", {}, "local[*,4]"),
-    ("local[2]", {"spark.task.maxFailures": "1"}, "local[2,1]"), ("local[2,3]", {}, "local[2,3]"),
-    ("local-cluster[3,1,1024]", {}, "local-cluster[3,1,1024]"), ("spark://h:7077", {}, "spark://h:7077")])
-def test_a_local_master_tries_a_task_as_often_as_a_cluster(master, conf, started):
+@pytest.mark.parametrize(("master", "conf", "started", "tries"), [
+    ("local[2]", {}, "local[2,4]", 4), ("local", {}, "local[1,4]", 4), ("local[*]", {}, "local[*,4]", 4),
+    ("local[2]", {"spark.task.maxFailures": "1"}, "local[2,1]", 1), ("local[2,3]", {}, "local[2,3]", 3),
+    ("local-cluster[3,1,1024]", {}, "local-cluster[3,1,1024]", None), ("spark://h:7077", {}, "spark://h:7077", None)])
+def test_a_local_master_tries_a_task_as_often_as_a_cluster(master, conf, started, tries):
     assert spark.local_with_retries(master, conf) == started
+    assert config.task_tries(started) == tries
+    assert config.task_tries("local[2]") == config.task_tries("local") == 1  # what older records ran
 
 
 FAILS_ONCE = """
@@ -87,9 +89,10 @@ def test_the_report_says_where_spark_ran():
     assert page._endpoint(cluster) == ("endpoint kind not recorded; master spark://127.0.0.1:7077, 2 executors; "
                                          "Spark standalone cluster at spark://...")
     assert page._endpoint({"spark_master": "local[2]", "cluster": None, "executors": 0}) == (
-        "endpoint kind not recorded; master local[2], executors in the driver JVM")
-    assert page._endpoint({"spark_master": "local[2]", "executors": 0, "jvm_flags": ["-Xmx1g", "-XX:-X"]}) == (
-        "endpoint kind not recorded; master local[2], executors in the driver JVM; driver JVM flags -Xmx1g -XX:-X")
+        "endpoint kind not recorded; master local[2] (a task tried once), executors in the driver JVM")
+    assert page._endpoint({"spark_master": "local[2,4]", "executors": 0, "jvm_flags": ["-Xmx1g", "-XX:-X"]}) == (
+        "endpoint kind not recorded; master local[2,4] (a task tried 4 times), executors in the driver JVM; "
+        "driver JVM flags -Xmx1g -XX:-X")
 
 
 # -- with a cluster ------------------------------------------------------------------------------

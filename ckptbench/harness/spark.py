@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 
 import ckpt_impls
@@ -20,11 +19,6 @@ BASE_CONF = {
         "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
 
-#: Spark's own default of ``spark.task.maxFailures``: the tries a task gets on a cluster before its
-#: job fails. A local master takes it from its URL alone (``local_with_retries``).
-TASK_MAX_FAILURES = "4"
-
-
 def local_with_retries(master: str, settings: dict) -> str:
     """``master`` with the task tries of a cluster: ``local`` or ``local[N]`` as ``local[N,F]``, F the
     settings' ``spark.task.maxFailures`` (Spark's default, 4, where unset). Spark tries a task once
@@ -32,10 +26,10 @@ def local_with_retries(master: str, settings: dict) -> str:
     a task (its retries spent) would end a query that a cluster, trying the task again, carries on:
     the lab would measure local mode, not the strategy. Any other master, or one naming F, is
     returned as it is."""
-    match = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master.replace(" ", ""))
-    if match is None:
+    match = config.LOCAL_MASTER.fullmatch(master.replace(" ", ""))
+    if match is None or match.group(2):
         return master
-    return f"local[{match.group(1) or 1},{settings.get('spark.task.maxFailures', TASK_MAX_FAILURES)}]"
+    return f"local[{match.group(1) or 1},{settings.get('spark.task.maxFailures', config.TASK_MAX_FAILURES)}]"
 
 
 def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, conf: dict | None = None):

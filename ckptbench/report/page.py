@@ -58,7 +58,9 @@ def _endpoint(env: dict) -> str:
             if where else ["endpoint kind not recorded"])
     if "spark_master" in env:
         executors = env.get("executors")
-        said.append(f"master {env['spark_master']}" + ("" if executors is None else
+        tries = config.task_tries(env["spark_master"])
+        said.append(f"master {env['spark_master']}" + ("" if tries is None else
+                    f" (a task tried {'once' if tries == 1 else f'{tries} times'})") + ("" if executors is None else
                     ", executors in the driver JVM" if executors == 0 else f", {executors} executors"))
     if env.get("cluster"):
         said.append(env["cluster"])
