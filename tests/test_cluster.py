@@ -11,6 +11,7 @@ operation, and nothing left running once it ended. tests/test_secrets.py checks 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -44,36 +45,51 @@ def test_an_application_waits_for_its_masters_executors(master, least):
     assert spark.least_executors(master) == least
 
 
+RETRIED = {"spark.task.maxFailures": "4"}
+
+
 @pytest.mark.parametrize(("master", "conf", "started", "tries"), [
-    ("local[2]", {}, "local[2,4]", 4), ("local", {}, "local[1,4]", 4), ("local[*]", {}, "local[*,4]", 4),
-    ("local[2]", {"spark.task.maxFailures": "1"}, "local[2,1]", 1), ("local[2,3]", {}, "local[2,3]", 3),
-    ("local-cluster[3,1,1024]", {}, "local-cluster[3,1,1024]", None), ("spark://h:7077", {}, "spark://h:7077", None)])
-def test_a_local_master_tries_a_task_as_often_as_a_cluster(master, conf, started, tries):
+    ("local[2]", {}, "local[2]", 1), ("local", {}, "local", 1), ("local[2]", RETRIED, "local[2,4]", 4),
+    ("local", RETRIED, "local[1,4]", 4), ("local[*]", RETRIED, "local[*,4]", 4),
+    ("local[2,3]", RETRIED, "local[2,3]", 3),
+    ("local-cluster[3,1,1024]", RETRIED, "local-cluster[3,1,1024]", None),
+    ("spark://h:7077", RETRIED, "spark://h:7077", None)])
+def test_a_local_master_tries_a_task_as_its_settings_say(master, conf, started, tries):
     assert spark.local_with_retries(master, conf) == started
     assert config.task_tries(started) == tries
-    assert config.task_tries("local[2]") == config.task_tries("local") == 1  # what older records ran
 
 
 FAILS_ONCE = """
+import sys
 from pyspark import TaskContext
+from ckptbench.harness import spark
 
 
 def once(rows):
     if TaskContext.get().attemptNumber() == 0:
         raise OSError("the store did not answer")
     return rows
+
+
+if __name__ == "__main__":
+    session = spark.session("rename", {}, conf={"spark.task.maxFailures": sys.argv[1]})
+    print(session.sparkContext.master, session.sparkContext.parallelize(range(4), 2).mapPartitions(once).sum())
 """
 
 
 @pytest.mark.spark
-def test_a_task_that_fails_once_is_tried_again(spark, tmp_path):
-    """The suite's session is started as every lab's is (``harness.spark.session``)."""
+def test_a_task_that_fails_once_is_tried_again_where_the_settings_say(spark, tmp_path):
+    """Spark's local mode alone (the suite's session, ``local[2]``) fails the job on the task's
+    first failure; a session given ``spark.task.maxFailures`` (as the fault lab's) tries it again."""
     (tmp_path / "fails_once.py").write_text(FAILS_ONCE)
     spark.sparkContext.addPyFile(str(tmp_path / "fails_once.py"))
     import fails_once
 
-    assert spark.sparkContext.master == "local[2,4]"
-    assert spark.sparkContext.parallelize(range(4), 2).mapPartitions(fails_once.once).sum() == 6
+    with pytest.raises(Exception, match="the store did not answer"):
+        spark.sparkContext.parallelize(range(4), 2).mapPartitions(fails_once.once).sum()
+    done = subprocess.run([sys.executable, str(tmp_path / "fails_once.py"), "4"], capture_output=True, text=True,
+                          cwd=Path(__file__).parent.parent, timeout=300)
+    assert done.stdout.split() == ["local[2,4]", "6"], done.stderr[-3000:]
 
 
 def test_a_master_the_lab_cannot_run_on_is_refused_in_one_line():

@@ -237,7 +237,7 @@ def test_bench_on_an_https_endpoint_end_to_end(tls, users_bucket, tmp_path):
     record = disk.read(out / "raw" / "endpoint-streaming")
     env_json = json.loads((out / "raw" / "endpoint-streaming" / "environment.json").read_text())
     assert env_json["where"] == {"scheme": "https", "location": "local", "counted_by": ["jvm"]}
-    assert env_json["spark_master"] == "local[2,4]" and env_json["executors"] == 0
+    assert env_json["spark_master"] == "local[2]" and env_json["executors"] == 0
     assert TEST_JVM_OPTS in env_json["jvm_flags"]  # the JIT setting it ran with (conftest), recorded
     assert set(record.requests.source) == {"jvm", "memory"}  # memory: the benchmark floor's files
     assert record.runs.error.isna().all(), record.runs.error

@@ -79,8 +79,10 @@ PLANS = {
 }
 OUTCOMES = ("completed", "died", "stalled")
 #: The session's settings for the lab: a query stopped in the middle of a store's retries gives up
-#: after a minute instead of waiting for them forever.
-SPARK_CONF = {"spark.sql.streaming.stopTimeout": "60000"}
+#: after a minute instead of waiting for them forever; a task is tried as often as on a cluster
+#: (``harness.spark.local_with_retries``), since a fault that ends a task's store retries would
+#: otherwise end the query under a local master, where a cluster runs the task again.
+SPARK_CONF = {"spark.sql.streaming.stopTimeout": "60000", "spark.task.maxFailures": config.TASK_MAX_FAILURES}
 
 
 def batch_limit(batches: int) -> float:

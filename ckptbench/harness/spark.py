@@ -20,16 +20,15 @@ BASE_CONF = {
 }
 
 def local_with_retries(master: str, settings: dict) -> str:
-    """``master`` with the task tries of a cluster: ``local`` or ``local[N]`` as ``local[N,F]``, F the
-    settings' ``spark.task.maxFailures`` (Spark's default, 4, where unset). Spark tries a task once
-    under ``local[N]`` and ignores ``spark.task.maxFailures`` there, so one failed store request in
-    a task (its retries spent) would end a query that a cluster, trying the task again, carries on:
-    the lab would measure local mode, not the strategy. Any other master, or one naming F, is
-    returned as it is."""
+    """``master`` trying a task as ``settings``' ``spark.task.maxFailures`` says, where set: ``local``
+    or ``local[N]`` as ``local[N,F]``. Spark tries a task once under ``local[N]`` and ignores that
+    setting there, so one failed store request in a task (its retries spent) ends a query that a
+    cluster (4 tries by default, ``config.TASK_MAX_FAILURES``) carries on. Any other master, one
+    naming F, or settings without the key: ``master`` as it is."""
     match = config.LOCAL_MASTER.fullmatch(master.replace(" ", ""))
-    if match is None or match.group(2):
+    if match is None or match.group(2) or "spark.task.maxFailures" not in settings:
         return master
-    return f"local[{match.group(1) or 1},{settings.get('spark.task.maxFailures', config.TASK_MAX_FAILURES)}]"
+    return f"local[{match.group(1) or 1},{settings['spark.task.maxFailures']}]"
 
 
 def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, conf: dict | None = None):
@@ -38,7 +37,7 @@ def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, co
     S3A settings are per bucket name, so each store needs buckets of its own; the last of
     ``stores`` is the store under test, whose keys the driver's JVM starts with in its environment
     (``ckpt_impls.chain_env``). ``conf`` adds or overrides Spark settings (e.g. for a real ``--master``).
-    A local master tries a task as often as a cluster would (``local_with_retries``).
+    A local master tries a task as often as ``spark.task.maxFailures`` in ``conf`` says (``local_with_retries``).
     """
     from pyspark.sql import SparkSession
 
@@ -49,7 +48,7 @@ def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, co
         # Tasks run in the driver's JVM, so the jars go on its class path: as ``spark.jars`` every
         # session would copy them (185 MiB) into a scratch directory that a killed JVM never removes,
         # and start later (measured: docs/findings/timings.md). Executors elsewhere need spark.jars.
-        jars = settings.pop("spark.jars").split(",")
+        jars = [jar for jar in settings.pop("spark.jars", "").split(",") if jar]  # none without a store
         before = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
         settings["spark.driver.extraClassPath"] = os.pathsep.join(dict.fromkeys([*before, *jars]))
     builder = SparkSession.builder.master(local_with_retries(master, settings)).appName("ckptbench")
