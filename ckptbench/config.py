@@ -313,13 +313,6 @@ LOCAL_MASTER = re.compile(r"local(?:\[(\d+|\*)(?:,(\d+))?\])?")
 #: Spark's own default of ``spark.task.maxFailures``: the tries a task gets on a cluster before its
 #: job fails. A local master takes it from its URL alone (``harness.spark.local_with_retries``).
 TASK_MAX_FAILURES = "4"
-
-
-def task_tries(master: str) -> int | None:
-    """How often a local ``master`` tries a task before its job fails: ``local[N,F]``'s F, once for
-    ``local`` or ``local[N]``; None for any other master (its ``spark.task.maxFailures`` decides)."""
-    match = LOCAL_MASTER.fullmatch(master.replace(" ", ""))
-    return None if match is None else int(match.group(2) or 1)
 #: The master that starts a Spark standalone cluster on this machine for the run (``infra.SparkCluster``).
 CLUSTER = "cluster"
 
@@ -330,6 +323,13 @@ def check_master(master: str, what: str = "--master") -> str:
         return master
     raise ValueError(f"{what} must be local[N], spark://HOST:PORT or {CLUSTER} (a standalone cluster started "
                      f"on this machine), not {master!r}")
+
+
+def task_tries(master: str) -> int | None:
+    """How often a local ``master`` tries a task before its job fails: ``local[N,F]``'s F, once for
+    ``local`` or ``local[N]``; None for any other master (its ``spark.task.maxFailures`` decides)."""
+    match = LOCAL_MASTER.fullmatch(master.replace(" ", ""))
+    return None if match is None else int(match.group(2) or 1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -261,8 +261,9 @@ def _switched(batches: pd.DataFrame, switches: pd.DataFrame) -> np.ndarray:
 def short(recorder: results.Recorder, switches: list[dict], strategy: str) -> bool:
     """Whether either arm of ``strategy``'s queries so far (``recorder``'s rows, and ``switches``,
     the rows of ``counting_switches`` so far) has fewer than ``MIN_ARM`` batches."""
-    rows = {**recorder.rows, "counting_switches": switches}
-    so_far = Overhead(results.Results({}, {name: schema.frame(name, r) for name, r in rows.items()}), {})
+    record = recorder.results({})
+    record.tables["counting_switches"] = schema.frame("counting_switches", switches)
+    so_far = Overhead(record, {})
     return min(so_far.count(strategy, "on"), so_far.count(strategy, "off")) < MIN_ARM
 
 
@@ -304,13 +305,14 @@ def experiment(settings: config.Settings, strategies=STRATEGIES, queries: int | 
                     lab.spaced[strategy] = trigger_s(strategy, warmup.results({}).batches)
                     lab.spark.streams.addListener(alternate)
                     for i in itertools.count():
-                        if i >= queries and not (i < queries + EXTRA_QUERIES
-                                                 and short(recorder, alternate.switches, strategy)):
+                        added = i >= queries
+                        if added and (i == queries + EXTRA_QUERIES or not short(recorder, alternate.switches,
+                                                                                 strategy)):
                             break
-                        if i >= queries:
+                        if added:
                             bar.grow(per_query)
-                        bar.set_postfix_str(f"{strategy}: query {i + 1}/{queries}" if i < queries else
-                                            f"{strategy}: query {i + 1}, added: an arm had under {MIN_ARM} batches")
+                        bar.set_postfix_str(f"{strategy}: query {i + 1}, added: an arm had under {MIN_ARM} batches"
+                                            if added else f"{strategy}: query {i + 1}/{queries}")
                         alternate.set(i % 2 == 0)
                         lab.run(recorder, strategy, "stateful", KEYS, plan.warmup, batches, bar)
                     lab.spark.streams.removeListener(alternate)

@@ -19,6 +19,7 @@ BASE_CONF = {
         "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
 
+
 def local_with_retries(master: str, settings: dict) -> str:
     """``master`` trying a task as ``settings``' ``spark.task.maxFailures`` says, where set: ``local``
     or ``local[N]`` as ``local[N,F]``. Spark tries a task once under ``local[N]`` and ignores that
