@@ -3,9 +3,10 @@ configuration (a strategy with Spark's defaults or with levers: ``config.presets
 the run size measures (``common.LEVER_SHAPES``), side by side.
 
 Per job x configuration x strategy: commit latency and batch time (Spark's own clocks, p50 over
-the measured batches), every billable request per batch (``metrics.billable_requests_all_by_op``:
-those between batches too, since async progress tracking and the state store move requests out of
-the batch), and whether Spark refused the configuration. A refused configuration has no latency or
+the measured batches), the driver JVM's CPU per batch (its tasks' too on a local master), every
+billable request per batch (``metrics.billable_requests_all_by_op``: those between batches too,
+since async progress tracking and the state store move requests out of the batch), and whether
+Spark refused the configuration. A refused configuration has no latency or
 requests (NaN: asv shows n/a) and ``track_refused`` 1. A configuration the job is not offered
 (changelog on a stateless job, say: asv's parameters are one fixed grid), or the run does not
 measure (``common.LEVER_CHOSEN``), is NaN in every track, ``track_refused`` included. A run that
@@ -60,6 +61,12 @@ class Levers:
         run = _run(results, shape, preset, strategy)
         return math.nan if run is None else metrics.duration_percentile(run, "triggerExecution", 50)
 
+    def track_cpu_per_batch(self, results, shape, preset, strategy):
+        """CPU the driver's JVM spent per measured batch, its tasks' too on a local master: the price
+        of more task slots per core beside the batch time they save."""
+        run = _run(results, shape, preset, strategy)
+        return math.nan if run is None else metrics.cpu_ms_per_batch([run])
+
     def track_requests_per_batch(self, results, shape, preset, strategy):
         """Every billable request per measured batch, whoever made it and whenever it started while
         the batches ran."""
@@ -72,6 +79,6 @@ class Levers:
             return math.nan
         return 1.0 if _run(results, shape, preset, strategy) is None else 0.0
 
-    track_commit_p50.unit = track_batch_p50.unit = "ms"
+    track_commit_p50.unit = track_batch_p50.unit = track_cpu_per_batch.unit = "ms"
     track_requests_per_batch.unit = "requests per batch"
     track_refused.unit = "refused"

@@ -134,6 +134,13 @@ WORKLOAD_CONF = {
     "stateful_rocksdb_changelog": {STATE_PROVIDER: ROCKSDB, CHANGELOG: "true"},
     "stateful_no_checksum": {FILE_CHECKSUM: "false"},
 }
+#: Task slots per core a session runs tasks in: ckptbench's setting, not Spark's. A checkpoint's
+#: state files are written from the tasks, one store round trip after another, so a slot waiting on
+#: the store holds its core idle; more slots than cores let those waits overlap. A session's slots
+#: are fixed as it starts (``harness.spark.session`` makes a local master ``local[N]`` run N x this
+#: many threads: ``with_slots``); a cluster's executors take theirs from ``spark.executor.cores``,
+#: set where they start, so the levers that set it run on a local master only.
+SLOTS_PER_CORE = "ckptbench.task.slotsPerCore"
 #: Query options of async progress tracking (Spark 3.4+): offsets and commits written off the batch's
 #: critical path, at most once per interval.
 ASYNC_PROGRESS = "asyncProgressTrackingEnabled"
@@ -163,6 +170,7 @@ LEVERS = {
     "changelog": Lever(conf={CHANGELOG: "true"}, state=True, provider="rocksdb"),
     "format-v2": Lever(conf={FORMAT_VERSION: "2"}, state=True, needs_spark=(4, 0)),
     "no-checksum": Lever(conf={FILE_CHECKSUM: "false"}, state=True, needs_spark=(4, 1)),
+    **{f"slots-{n}": Lever(conf={SLOTS_PER_CORE: str(n)}) for n in (2, 4)},
 }
 #: A configuration with none of ``LEVERS``: Spark's own defaults.
 DEFAULT_PRESET = "default"
@@ -216,8 +224,9 @@ class Shape:
 
 def presets_for(shape: Shape) -> tuple[str, ...]:
     """The configurations measured for ``shape``: Spark's defaults, each lever that can act on it
-    alone, and every combination of the state levers that act on its state store. Async progress
-    tracking is offered to a stateful job too, and format v2 to the HDFS-backed store: Spark
+    alone, and every combination of the state levers that act on its state store (task slots,
+    ``SLOTS_PER_CORE``, alone only: they act on every request a task makes, whatever the levers). Async
+    progress tracking is offered to a stateful job too, and format v2 to the HDFS-backed store: Spark
     refuses both, and says why."""
     single = [name for name, lever in LEVERS.items() if shape.stateful or not lever.state]
     state = [name for name in single if LEVERS[name].state and LEVERS[name].provider in (None, shape.provider)
@@ -317,12 +326,45 @@ TASK_MAX_FAILURES = "4"
 CLUSTER = "cluster"
 
 
+def slots_of(preset_name: str) -> int:
+    """Task slots per core configuration ``preset_name`` runs with (``SLOTS_PER_CORE``; 1 where unset)."""
+    return int(preset(preset_name)[0].get(SLOTS_PER_CORE, "1"))
+
+
+def slots_said(slots: int) -> str:
+    """How a user runs ``slots`` task slots per core (``SLOTS_PER_CORE``), which no setting of a running
+    session changes: where executors start, and in a local master's URL."""
+    return (f"run {slots} task slots per core: each executor's spark.executor.cores at {slots} x the CPUs it gets "
+            f"(on Kubernetes spark.kubernetes.executor.request.cores asks for the CPUs), or a local master "
+            f"local[{slots} x cores]")
+
+
+def with_slots(master: str, slots: int) -> str | None:
+    """Local ``master`` running ``slots`` task slots per core: ``local[N]`` as ``local[N x slots]``
+    (``local`` is one core, ``local[*]`` this machine's), a ``local[N,F]``'s F kept; ``master`` as it
+    is for one slot; None for any other master (its executors' cores set their slots)."""
+    cores = local_threads(master)
+    if slots == 1 or cores is None:
+        return master if slots == 1 else None
+    tries = task_tries(master)
+    return f"local[{cores * slots}{f',{tries}' if tries > 1 else ''}]"
+
+
 def check_master(master: str, what: str = "--master") -> str:
     """``master`` if it names a Spark master this lab can run on, else ValueError in one line."""
     if master == CLUSTER or master.startswith(("local", "spark://")):
         return master
     raise ValueError(f"{what} must be local[N], spark://HOST:PORT or {CLUSTER} (a standalone cluster started "
                      f"on this machine), not {master!r}")
+
+
+def local_threads(master: str) -> int | None:
+    """The tasks a local ``master`` runs at once (``local`` one, ``local[*]`` this machine's cores);
+    None for any other master."""
+    match = LOCAL_MASTER.fullmatch(master.replace(" ", ""))
+    if match is None:
+        return None
+    return (os.cpu_count() or 1) if match.group(1) == "*" else int(match.group(1) or 1)
 
 
 def task_tries(master: str) -> int | None:

@@ -453,8 +453,14 @@ def test_the_queries_run_in_mirrored_rounds():
         *[(s, w, 100, 1, 2, r) for w in plan.workloads
           for r, s in ((0, "rename"), (0, "conditional"), (0, floor), (1, floor), (1, "conditional"), (1, "rename"))],
         ("rename", "stateful", 1_000, 1, 2, 0), ("conditional", "stateful", 1_000, 1, 2, 0)]
-    assert levers.stage_one((config.Shape("stateless"),), ["rename", "conditional"], staged=True) == {
-        config.Shape("stateless"): [("default", "rename"), ("async-progress", "rename")]}
+    stateless = config.Shape("stateless")
+    first = levers.stage_one((stateless,), ["rename", "conditional"], staged=True)
+    assert first == {stateless: [(p, "rename") for p in ("default", "async-progress", "slots-2", "slots-4")]}
+    # A session per task slots per core, one slot first; on a cluster every one in the one-slot session.
+    assert levers.by_slots(first, "local[2]") == {
+        1: {stateless: [("default", "rename"), ("async-progress", "rename")]},
+        2: {stateless: [("slots-2", "rename")]}, 4: {stateless: [("slots-4", "rename")]}}
+    assert levers.by_slots(first, "spark://host:7077") == {1: first}
     rocksdb = config.Shape("stateful", "rocksdb")
     assert levers.stage_one((rocksdb,), ["rename", "conditional"], staged=False,
                             presets=("default", "changelog", "async-progress", "no-such")) == {

@@ -63,10 +63,11 @@ def record_of(bench: querylab.QueryLab, recorder: results.Recorder, shapes: list
 
 @pytest.fixture(scope="module")
 def hdfs_record(levers_lab) -> results.Results:
-    """The HDFS-backed stateful job in every configuration it is offered, with Spark's default manager
-    and ``conditional``."""
+    """The HDFS-backed stateful job in every configuration it is offered that the suite's one session
+    runs (task slots per core need a session each: test_recommend's end-to-end run has them), with
+    Spark's default manager and ``conditional``."""
     recorder = results.Recorder()
-    for preset in config.presets_for(STATEFUL):
+    for preset in (p for p in config.presets_for(STATEFUL) if config.slots_of(p) == 1):
         for strategy in ("rename", "conditional"):
             levers_lab.run(recorder, strategy, STATEFUL, STATEFUL.keys, PLAN.warmup, PLAN.batches, preset=preset)
     return record_of(levers_lab, recorder, [STATEFUL])
@@ -190,3 +191,16 @@ def test_async_progress_takes_the_offsets_write_off_the_batchs_path(levers_lab):
     assert metrics.duration_percentile(async_progress, "walCommit", 50) <= 5
     # ...and the offsets are still written.
     assert (async_progress.requests.area == "offsets").sum() > 0
+
+
+def test_a_session_runs_the_task_slots_it_started_with_and_a_clusters_are_not_set_here(levers_lab):
+    assert levers_lab.slots == 1 and levers_lab.task_slots == 2  # the suite's local[2]
+    assert levers_lab.lacks_slots("default") is None
+    with pytest.raises(ValueError, match="configuration slots-2 runs 2 task slots per core; this session runs 1"):
+        levers_lab.lacks_slots("slots-2")
+    on_a_cluster = querylab.QueryLab(levers_lab.spark, levers_lab.store, levers_lab.bucket, PLAN)
+    on_a_cluster.task_slots = None  # as a spark:// master's: its executors' cores set their slots
+    recorder = results.Recorder()
+    on_a_cluster.run(recorder, "rename", STATELESS, STATELESS.keys, 1, 1, preset="slots-4")
+    [run] = recorder.rows["runs"]
+    assert run["refused"] and run["error"].startswith("4 task slots per core are a local master's threads here")

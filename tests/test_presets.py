@@ -4,25 +4,42 @@ line a bad job description gets."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ckptbench import config
 from ckptbench.config import Shape, presets_for
 from ckptbench.harness import querylab
 
+SLOTS = ("slots-2", "slots-4")
+
 
 def test_a_stateless_job_is_offered_the_levers_that_act_on_it():
-    assert presets_for(Shape("stateless")) == ("default", "async-progress")
+    assert presets_for(Shape("stateless")) == ("default", "async-progress", *SLOTS)
 
 
 def test_a_stateful_job_is_offered_what_spark_will_refuse_and_combinations_of_what_acts():
     # Async progress and format v2 are offered to the HDFS-backed store so that Spark says no;
-    # changelog checkpointing is RocksDB's and never offered to it.
-    assert presets_for(Shape("stateful", "hdfs")) == ("default", "async-progress", "format-v2", "no-checksum")
+    # changelog checkpointing is RocksDB's and never offered to it; task slots alone, to every job.
+    assert presets_for(Shape("stateful", "hdfs")) == ("default", "async-progress", "format-v2", "no-checksum", *SLOTS)
     rocksdb = presets_for(Shape("stateful", "rocksdb"))
-    assert rocksdb[:5] == ("default", "async-progress", "changelog", "format-v2", "no-checksum")
-    assert set(rocksdb[5:]) == {"changelog+format-v2", "changelog+no-checksum", "format-v2+no-checksum",
+    assert rocksdb[:7] == ("default", "async-progress", "changelog", "format-v2", "no-checksum", *SLOTS)
+    assert set(rocksdb[7:]) == {"changelog+format-v2", "changelog+no-checksum", "format-v2+no-checksum",
                                 "changelog+format-v2+no-checksum"}
+
+
+def test_task_slots_per_core_are_a_local_masters_threads_and_nothing_elses():
+    assert [config.slots_of(p) for p in ("default", "changelog", *SLOTS)] == [1, 1, 2, 4]
+    assert config.preset("slots-2") == ({config.SLOTS_PER_CORE: "2"}, {})
+    assert config.with_slots("local[2]", 4) == "local[8]"
+    assert config.with_slots("local[2,4]", 2) == "local[4,4]"  # a task's tries are kept
+    assert config.with_slots("local", 2) == "local[2]"
+    assert config.with_slots("local[*]", 2) == f"local[{2 * (os.cpu_count() or 1)}]"
+    for master in ("spark://host:7077", config.CLUSTER):
+        assert config.with_slots(master, 1) == master
+        assert config.with_slots(master, 2) is None
+    assert "spark.executor.cores at 2 x the CPUs" in config.slots_said(2)
 
 
 def test_a_preset_is_its_levers_settings_and_options():

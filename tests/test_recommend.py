@@ -144,16 +144,25 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     said = record.environment["recommend"]
     assert said["strategies"] == ["rename", "conditional"]  # Spark's default first, the baseline
     # Each configuration in two queries (experiments.recommend.REPEATS) of 2 measured batches (--batches
-    # 3 split over them), in mirrored rounds per stage (experiments.levers); one Spark refused, once.
+    # 3 split over them), in mirrored rounds per stage and session (experiments.levers: a session per
+    # task slots per core, one slot first); one Spark refused, once.
     runs = record.runs
     refused = set(zip(runs.strategy[runs.refused], runs.preset[runs.refused], strict=True))
     stateless = config.Shape("stateless")
     presets = config.presets_for(stateless)
+    assert {"slots-2", "slots-4"} <= set(presets)
     stages = [[(p, "rename") for p in presets],
               [(p, "conditional") for p in presets if ((runs.strategy == "conditional") & (runs.preset == p)).any()]]
+    sessions = [[c for c in stage if config.slots_of(c[0]) == slots] for stage in stages for slots in (1, 2, 4)]
     assert list(zip(runs.strategy, runs.preset, runs.repeat, strict=True)) == [
-        (s, p, r) for stage in stages for r, (p, s) in config.interleaved(stage, 2) if r == 0 or (s, p) not in refused]
+        (s, p, r) for session in sessions for r, (p, s) in config.interleaved(session, 2)
+        if r == 0 or (s, p) not in refused]
     assert {len(record.run(s, stateless.name, preset=p).batches) for p, s in stages[1]} == {2}
+    # Each session ran the tasks its slots say on the 2-core local master, and its runs' CPU was read.
+    ran = runs[~runs.refused]
+    assert {"default", "slots-2", "slots-4"} <= set(ran.preset)
+    assert dict(zip(ran.preset, ran.task_slots, strict=True)) == {p: 2 * config.slots_of(p) for p in set(ran.preset)}
+    assert (ran.cpu_s > 0).all(), ran.cpu_s
     assert set(record.races.strategy) == {"rename", "conditional"}
     assert set(record.races.kind) == {"offsets", "commits"} and len(record.capabilities)
     decision = recommendation.decision_of(record)

@@ -109,6 +109,7 @@ def _candidate(record: results.Results, strategy: str, workload: str, trigger_s:
     repeats = record.runs_of(strategy, workload, keys=keys, preset=preset) or [run]
     c.runs = len(repeats)
     c.batch_p50_ms = metrics.durations_percentile(repeats, "triggerExecution", 50)
+    c.cpu_ms_per_batch = metrics.cpu_ms_per_batch(repeats)
     c.commit_p50_ms = (metrics.durations_percentile(repeats, "walCommit", 50)
                        + metrics.durations_percentile(repeats, "commitOffsets", 50))
     c.commit_p95_ms = (metrics.durations_percentile(repeats, "walCommit", 95)

@@ -6,8 +6,11 @@ batch time and requests recorded like any strategy's. Where Spark refuses a conf
 job (async progress tracking with state, format v2 on the HDFS-backed store, a sink async progress
 does not support) or lacks a lever, the run is recorded as refused with Spark's reason: a result.
 Each configuration runs in ``Plan.repeats`` queries, in mirrored rounds (``config.interleaved``)
-over the configurations of one shape and stage, so that a drift in the machine's load reaches
-those alike; a drift between stage one and stage two (below) is not balanced so: a limit.
+over the configurations of one shape, stage and session, so that a drift in the machine's load
+reaches those alike; a drift between stage one and stage two (below), or between the sessions, is
+not balanced so: a limit. Task slots per core (``config.SLOTS_PER_CORE``) are fixed as a session
+starts, so the configurations that set them run in a session of their own per value (``by_slots``),
+each session's runs recording its slots (``runs.task_slots``) and the CPU they cost (``runs.cpu_s``).
 
 Staged (``python -m ckptbench recommend``): Spark's default strategy (``config.SPARK_DEFAULT``)
 in every configuration first, then every other strategy in Spark's defaults and in the
@@ -22,7 +25,18 @@ from __future__ import annotations
 import dataclasses
 
 from ckptbench import metrics, progress
-from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT, Plan, Settings, Shape, interleaved, presets_for
+from ckptbench.config import (
+    DEFAULT_PRESET,
+    SLOTS_PER_CORE,
+    SPARK_DEFAULT,
+    Plan,
+    Settings,
+    Shape,
+    interleaved,
+    presets_for,
+    slots_of,
+    with_slots,
+)
 from ckptbench.harness.querylab import checkpoint_settings, lab
 from ckptbench.harness.stores import started_store
 from ckptbench.metrics import cost
@@ -86,42 +100,78 @@ def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: li
             refused.add((preset, strategy))
 
 
+def by_slots(configurations: dict[Shape, list[tuple[str, str]]], master: str
+             ) -> dict[int, dict[Shape, list[tuple[str, str]]]]:
+    """``configurations`` (per shape, (preset, strategy)) split by the task slots per core their
+    session runs (``config.slots_of``), one slot first. On a master whose slots are not set here (a
+    cluster's executors set theirs: ``config.with_slots``) every one goes to the one-slot session,
+    whose lab records the others refused with why."""
+    split: dict[int, dict[Shape, list[tuple[str, str]]]] = {}
+    for shape, found in configurations.items():
+        for preset, strategy in found:
+            slots = slots_of(preset) if with_slots(master, slots_of(preset)) else 1
+            split.setdefault(slots, {}).setdefault(shape, []).append((preset, strategy))
+    return dict(sorted(split.items()))
+
+
+def _warmups(split: dict[int, dict[Shape, list]]) -> int:
+    """The untimed queries ``_sessions`` runs for ``split``: one per shape per session."""
+    return sum(map(len, split.values()))
+
+
+def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, recorder: results.Recorder,
+              split: dict[int, dict[Shape, list[tuple[str, str]]]], bar) -> dict:
+    """The configurations of ``split`` (``by_slots``) measured (``_measure``), a session (``lab``) per
+    task slots per core, each warmed up first with an untimed query per shape it runs; what the first
+    session (the one-slot one, where there is one) says for the record's environment."""
+    said: dict = {}
+    for slots, group in split.items():
+        with lab(store, bucket, plan, first, conf={SLOTS_PER_CORE: str(slots)}, master=settings.master) as bench:
+            for shape, found in group.items():  # JIT, class loading, the state store's first use: untimed
+                bench.run(None, first, shape, shape.keys, 0, plan.jvm_warmup, bar, preset=found[0][0])
+            for shape, found in group.items():
+                _measure(bench, recorder, shape, found, plan, bar)
+            said = said or {**results.session_said(bench.spark), **bench.where,
+                            "checkpoint_settings": checkpoint_settings(bench.spark)}
+    return said
+
+
 def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strategies: list[str] | None = None,
            plan: Plan | None = None, staged: bool = False, experiment: str = "levers",
            presets: tuple[str, ...] | None = None) -> results.Results:
     """Every configuration of every shape (``staged``: as the module says; ``presets``: of those
     alone, where a shape is offered them), each ``plan.repeats``
     queries of ``plan``'s warm-up and ``plan.batches_per_query`` measured batches, in mirrored rounds
-    per shape and stage, after an untimed query per shape has warmed the JVM; written to
-    ``settings.raw`` as ``experiment`` and returned."""
+    per shape, stage and session (a session per task slots per core: ``by_slots``), after an untimed
+    query per shape has warmed each session; written to ``settings.raw`` as ``experiment`` and returned."""
     plan = plan or settings.plan
     strategies = strategies or settings.measured_strategies
     first = SPARK_DEFAULT[0] if SPARK_DEFAULT[0] in strategies else strategies[0]
     strategies = [first, *(s for s in strategies if s != first)]
     recorder = results.Recorder()
     not_measured: dict[str, dict[str, str]] = {}
-    with started_store(settings) as (store, bucket), lab(store, bucket, plan, first, master=settings.master) as bench:
+    with started_store(settings) as (store, bucket):
         per_configuration = plan.repeats * (plan.warmup + plan.batches_per_query)
-        first_stage = stage_one(shapes, strategies, staged, presets)
-        expected = len(shapes) * plan.jvm_warmup + per_configuration * (
-            sum(map(len, first_stage.values()))
+        first_stage = by_slots(stage_one(shapes, strategies, staged, presets), settings.master)
+        # Stage two's sessions beyond one are added to the bar once they are known.
+        expected = plan.jvm_warmup * (_warmups(first_stage) + (len(shapes) if staged else 0)) + per_configuration * (
+            sum(len(found) for group in first_stage.values() for found in group.values())
             + (len(shapes) * (len(strategies) - 1) * (1 + STAGE_TWO) if staged else 0))
         bar = progress.Recorder("configurations", expected, "batch")
-        for shape in shapes:  # JIT, class loading, the state store's first use: untimed
-            bench.run(None, first, shape, shape.keys, 0, plan.jvm_warmup, bar)
-        for shape in shapes:
-            _measure(bench, recorder, shape, first_stage[shape], plan, bar)
+        said = _sessions(settings, store, bucket, plan, first, recorder, first_stage, bar)
         if staged:
             so_far = recorder.results({"plan": dataclasses.asdict(plan)})
+            crossed = {}
             for shape in shapes:
-                crossed, not_measured[shape.name] = _stage_two(so_far, shape, first)
-                _measure(bench, recorder, shape, [(preset, s) for preset in crossed for s in strategies[1:]], plan,
-                         bar)
-        env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan), spark=bench.spark,
-                                  **bench.where, checkpoint_settings=checkpoint_settings(bench.spark),
+                presets_crossed, not_measured[shape.name] = _stage_two(so_far, shape, first)
+                crossed[shape] = [(preset, s) for preset in presets_crossed for s in strategies[1:]]
+            second_stage = by_slots(crossed, settings.master)
+            bar.grow(plan.jvm_warmup * (_warmups(second_stage) - len(shapes)))
+            _sessions(settings, store, bucket, plan, first, recorder, second_stage, bar)
+        env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan),
                                   shapes=[dataclasses.asdict(s) | {"name": s.name} for s in shapes],
                                   staged=staged, not_measured=not_measured, presets=presets)
-    return save(recorder.results(env), settings)
+    return save(recorder.results({**env, **said}), settings)
 
 
 levers.timeout = 3 * 3600  # a full plan over every shape; a stuck query fails sooner, in await_batches

@@ -8,6 +8,7 @@ request, store side). Spark starts once per experiment, before anything is timed
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import uuid
 from pathlib import Path
@@ -23,10 +24,13 @@ from ckptbench.config import (
     LEVERS,
     MANIFEST_ROOT,
     ROWS_PER_BATCH,
+    SLOTS_PER_CORE,
     SPARK_CONF,
     WORKLOAD_CONF,
     Plan,
     Shape,
+    local_threads,
+    slots_of,
     version_of,
 )
 from ckptbench.config import preset as preset_settings
@@ -42,9 +46,9 @@ FIRST_BATCH_S = 600
 
 # -- streaming queries ----------------------------------------------------------------------
 
-class DriverMemory:
-    """Peak resident set of the driver JVM (in local mode also the executor) since ``reset()``:
-    Linux's VmHWM, NaN elsewhere."""
+class DriverProcess:
+    """The driver JVM's process as Linux shows it (in local mode the executor's too): its peak
+    resident set since ``reset()`` (VmHWM) and the CPU time it has spent; NaN off Linux."""
 
     def __init__(self, spark) -> None:
         pid = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid()
@@ -60,6 +64,15 @@ class DriverMemory:
         except OSError:
             return float("nan")
         return next((float(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:")), float("nan"))
+
+    def cpu_s(self) -> float:
+        """User and system CPU seconds of every thread of the process so far (``/proc/PID/stat``'s
+        utime and stime: clock ticks, read past the command's name, which may hold spaces)."""
+        try:
+            fields = (self._proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class QueryLab:
@@ -81,6 +94,10 @@ class QueryLab:
         self.watches_maintenance = spark.sparkContext.master.startswith("local[")
         #: The files' commits drained from the JVM (``pull``) and not yet recorded with their run.
         self.commits: list[dict] = []
+        #: Task slots per core the session runs (``config.SLOTS_PER_CORE``: ``lab`` sets it), and the
+        #: tasks it can run at once: a local master's threads (None: a cluster's).
+        self.slots = 1
+        self.task_slots = local_threads(spark.sparkContext.master)
 
     @property
     def where(self) -> dict:
@@ -104,6 +121,18 @@ class QueryLab:
         ``commits`` (none off local mode)."""
         if self.watches_maintenance:
             self.commits += file_commits(self.spark, self.bucket, self.store.run_prefix)
+
+    def lacks_slots(self, preset: str) -> str | None:
+        """Why this session cannot run ``preset``'s task slots per core: a cluster's executors set
+        theirs; else None. ValueError where a local session runs other slots than ``preset``'s (an
+        experiment runs a lab per value: ``lab``'s ``conf``)."""
+        wanted = slots_of(preset)
+        if wanted == self.slots:
+            return None
+        if self.task_slots is None:
+            return (f"{wanted} task slots per core are a local master's threads here: "
+                    f"{self.spark.sparkContext.master}'s executors take theirs from spark.executor.cores")
+        raise ValueError(f"configuration {preset} runs {wanted} task slots per core; this session runs {self.slots}")
 
     def start(self, workload: str | Shape, base: str, keys: int, options: dict | None = None):
         """Start ``workload`` (a named one, or a job a user described) with everything under
@@ -138,6 +167,7 @@ class QueryLab:
         name, keys = (shape.name, shape.keys) if shape else (workload, keys)
         prefix = f"{self.store.run_prefix}bench/{strategy}-{name}-{keys}-{uuid.uuid4().hex[:8]}"
         lever_conf, options = preset_settings(preset)
+        lever_conf.pop(SLOTS_PER_CORE, None)  # the session's, fixed as it started (``lacks_slots``)
         if shape:
             conf, options = {**shape.conf(), **lever_conf}, measured_options(options, shape.trigger_s)
         else:
@@ -147,7 +177,7 @@ class QueryLab:
         run = recorder.add_run(strategy, name, keys, prefix, settings, preset, repeat) if recorder else None
         if bar:
             bar.set_postfix_str(f"{strategy} x {name} ({preset}), {keys:,} keys")
-        lacking = lacks(self.spark.version, preset)
+        lacking = lacks(self.spark.version, preset) or self.lacks_slots(preset)
         if lacking:
             if recorder:
                 recorder.fail_run(run, lacking, refused=True)
@@ -155,7 +185,7 @@ class QueryLab:
                 bar.update(warmup + batches)
             return
         ckpt_impls.use(self.spark, strategy, watch_maintenance=self.watches_maintenance)
-        memory = DriverMemory(self.spark)
+        process = DriverProcess(self.spark)
         mark = self.proxy.mark() if self.proxy else None
         jvm_mark = self.jvm.mark()
         on_batch = bar.update if bar else None
@@ -168,9 +198,10 @@ class QueryLab:
             try:
                 # A slow store or a big state makes batches slow: the limit grows with the count.
                 warm = workloads.await_batches(query, warmup, FIRST_BATCH_S + 30 * warmup, on_batch)
-                memory.reset()
+                process.reset()
+                cpu = process.cpu_s()
                 measured = workloads.await_batches(query, batches, 120 + 30 * batches, on_batch)
-                peak = memory.peak_mib()
+                peak, cpu = process.peak_mib(), process.cpu_s() - cpu
             finally:
                 query.stop()
         except Exception as e:
@@ -197,7 +228,8 @@ class QueryLab:
             temps = [k for k in self.inner.list_keys(self.bucket, mine) if ckpt_impls.TEMP_FILE.search(k)]
             self.inner.empty_bucket(self.bucket, mine)  # an in-memory store would fill up
         if recorder:
-            recorder.rows["runs"][run].update(peak_rss_mib=peak, temp_objects=len(temps))
+            recorder.rows["runs"][run].update(peak_rss_mib=peak, temp_objects=len(temps), task_slots=self.task_slots,
+                                              cpu_s=cpu if self.task_slots else float("nan"))
             recorder.add_batches(run, "warmup", warm)
             recorder.add_batches(run, "measured", measured)
             if self.proxy:
@@ -333,6 +365,7 @@ def lab(store: MeteredStore, bucket: str, plan: Plan, strategy: str, conf: dict 
         stack.callback(spark.stop)
         hosts = await_executors(spark, cluster.workers if cluster else least_executors(master))
         bench = QueryLab(spark, store, bucket, plan)
+        bench.slots = int(conf.get(SLOTS_PER_CORE, "1"))
         bench.cluster = cluster
         bench.placement = {"cluster": cluster.describe() if cluster else None,
                            "executors": len(hosts), "executor_hosts": hosts}

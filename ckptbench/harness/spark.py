@@ -38,11 +38,18 @@ def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, co
     S3A settings are per bucket name, so each store needs buckets of its own; the last of
     ``stores`` is the store under test, whose keys the driver's JVM starts with in its environment
     (``ckpt_impls.chain_env``). ``conf`` adds or overrides Spark settings (e.g. for a real ``--master``).
-    A local master tries a task as often as ``spark.task.maxFailures`` in ``conf`` says (``local_with_retries``).
+    A local master tries a task as often as ``spark.task.maxFailures`` in ``conf`` says (``local_with_retries``),
+    and runs ``config.SLOTS_PER_CORE`` in ``conf`` task slots per core (``config.with_slots``); ValueError
+    for more than one on another master.
     """
     from pyspark.sql import SparkSession
 
     settings = {**BASE_CONF, **(conf or {})}
+    slots = int(settings.pop(config.SLOTS_PER_CORE, "1"))
+    slotted = config.with_slots(master, slots)
+    if slotted is None:
+        raise ValueError(f"{slots} task slots per core are a local master's threads here, not {master}'s: a "
+                         "cluster's executors take theirs from spark.executor.cores, set where they start")
     for bucket, store in stores.items():
         settings = ckpt_impls.configure(settings, strategy, store, bucket)
     if master.startswith("local["):
@@ -52,7 +59,7 @@ def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, co
         jars = [jar for jar in settings.pop("spark.jars", "").split(",") if jar]  # none without a store
         before = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
         settings["spark.driver.extraClassPath"] = os.pathsep.join(dict.fromkeys([*before, *jars]))
-    builder = SparkSession.builder.master(local_with_retries(master, settings)).appName("ckptbench")
+    builder = SparkSession.builder.master(local_with_retries(slotted, settings)).appName("ckptbench")
     for key, value in settings.items():
         builder = builder.config(key, value)
     with environment(ckpt_impls.chain_env(list(stores.values())[-1] if stores else None)):

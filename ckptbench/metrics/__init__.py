@@ -123,6 +123,7 @@ from .stats import (  # noqa: F401
     CONFIDENCE,
     Interval,
     commit_ms_per_batch,
+    cpu_ms_per_batch,
     difference_interval,
     duration_percentile,
     durations_percentile,

@@ -88,6 +88,17 @@ def durations_percentile(runs: list[Run], name: str, q: float) -> float:
                                               or [np.array([])]), q)
 
 
+def cpu_ms_per_batch(runs: list[Run]) -> float:
+    """CPU the driver's JVM spent per measured batch (``runs.cpu_s``: in local mode its tasks' too),
+    every run of ``runs`` (repeats of one configuration) pooled: their CPU over their measured
+    batches; NaN where a run's was not measured (off local mode, or an older record)."""
+    if not runs:
+        return float("nan")
+    table = runs[0].results.runs.set_index("run")["cpu_s"]
+    batches = sum(len(run.batches) for run in runs)
+    return 1000 * sum(float(table.at[run.run]) for run in runs) / batches if batches else float("nan")
+
+
 def state_commit_percentile(run: Run, q: float) -> float:
     """Spark's state store commit time per batch (all stateful operators together). It writes the
     state files through the checkpoint manager: their upload and, for rename, the rename."""

@@ -50,9 +50,13 @@ def environment(store, experiment: str, size: str, plan: dict, spark=None, **ext
            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "versions": jars.versions(), "where": where(store), "foreign_strategies": foreign_strategies(),
            "settings": settings.recorded()}
-    if spark is not None:
-        env.update(spark_master=spark.sparkContext.master, executors=executors(spark), jvm_flags=jvm_flags(spark))
-    return {**env, **extra}
+    return {**env, **(session_said(spark) if spark is not None else {}), **extra}
+
+
+def session_said(spark) -> dict:
+    """What a record's environment says of the running ``spark`` session: its master, executor count
+    and the driver JVM's ``-X`` flags."""
+    return {"spark_master": spark.sparkContext.master, "executors": executors(spark), "jvm_flags": jvm_flags(spark)}
 
 
 def foreign_strategies() -> dict:
@@ -306,7 +310,7 @@ class Recorder:
         self.add("runs", [{"run": run, "strategy": strategy, "workload": workload, "keys": keys, "prefix": prefix,
                            "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0,
                            "settings": json.dumps(settings or {}, sort_keys=True), "preset": preset,
-                           "refused": False, "repeat": repeat}])
+                           "refused": False, "repeat": repeat, "task_slots": None, "cpu_s": float("nan")}])
         return run
 
     def fail_run(self, run: int, error: str, refused: bool = False) -> None:

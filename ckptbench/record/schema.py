@@ -28,7 +28,7 @@ from ckptbench.config import CRASHLAB, FAULTLAB
 
 #: The schema records are written with. What each version changed is ``CHANGES`` and the ``since``
 #: of the columns and tables.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 #: Versions this reader reads: an older record lacks the tables and columns added since, which read
 #: as their defaults.
 READABLE = tuple(range(1, SCHEMA_VERSION + 1))
@@ -107,7 +107,13 @@ SCHEMAS: dict[str, pa.Schema] = {
         column("repeat", INT, "which of its configuration's independent queries the run is (0, 1...: "
                "``config.Plan.repeats``, run in mirrored rounds); ``Results.runs_of`` pools them, and the "
                "reproducibility figure decides on each half of them (``decide.halves``); 0 where one query was run",
-               since=10, default=0)),
+               since=10, default=0),
+        column("task_slots", INT, "the tasks its session could run at once: a local master's threads, "
+               "``config.SLOTS_PER_CORE`` per core (NA: a cluster's, set by its executors' cores)", "count",
+               nullable=True, since=13),
+        column("cpu_s", FLOAT, "CPU time, user and system, the driver's JVM spent over the run's measured batches; "
+               "in local mode its tasks' too (NaN: not measured, as off local mode)", "s", nullable=True,
+               since=13)),
     "batches": table(
         "One row per micro-batch of a run, as Spark's progress reported it.",
         _RUN,

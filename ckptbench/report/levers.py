@@ -21,7 +21,7 @@ from ckptbench.report.table import Table, cell
 from ckptbench.report.tables import OUTAGE_COLUMN, TRIGGER_S, Box, Section
 
 TITLE = "configurations side by side"
-HEADER = ["configuration", "commits p50 (ms)", "batch p50 (ms)",
+HEADER = ["configuration", "commits p50 (ms)", "batch p50 / CPU per batch (ms)",
           "billable requests per batch: the strategy's / others'",
           f"$ per month at one batch every {TRIGGER_S:g} s (projection)", "a second writer", OUTAGE_COLUMN, "verdict"]
 
@@ -62,7 +62,7 @@ def table(d: decide.Decision, shape: dict, not_measured: dict[str, str] | None =
         if c.refused:
             rows.append([label, "-", "-", "-", "-", "-", "-", _verdict(d, c)])
             continue
-        rows.append([label, cell(c.commit_p50_ms), cell(c.batch_p50_ms),
+        rows.append([label, cell(c.commit_p50_ms), f"{cell(c.batch_p50_ms)} / {cell(c.cpu_ms_per_batch, ',.0f')}",
                      f"{cell(c.requests_per_batch, '.1f')} / {cell(c.other_requests_per_batch, '.1f')}",
                      cell(c.dollars_per_month, ",.2f"), c.second_writer, c.outage, _verdict(d, c)])
     note = "; ".join(f"{preset}: not crossed with the other strategies ({why})"
@@ -83,13 +83,20 @@ def _against_default(d: decide.Decision) -> str:
             f"a month ({cost.LABEL}).")
 
 
+def _lever_said(lever: config.Lever) -> str:
+    """A lever's settings and options as ``key=value``; task slots per core as what they are."""
+    said = {**lever.conf, **lever.options}
+    if config.SLOTS_PER_CORE in said:
+        return f"{said[config.SLOTS_PER_CORE]} task slots per core, in a session of their own"
+    return ", ".join(f"{k}={v}" for k, v in said.items())
+
+
 def section(store: str, record: results.Results, where: str, decisions: dict[str, decide.Decision]) -> Section:
     """The section for ``record`` (a ``levers`` record on ``store``, measured as ``where`` says), per
     job its decision (``decisions``: ``decide.per_job`` over the store's records, the runs of this
     job in other records included) and a table of it."""
     plan, env = record.environment["plan"], record.environment
-    levers = "; ".join(f"{name} ({', '.join(f'{k}={v}' for k, v in {**lever.conf, **lever.options}.items())})"
-                       for name, lever in config.LEVERS.items())
+    levers = "; ".join(f"{name} ({_lever_said(lever)})" for name, lever in config.LEVERS.items())
     text = [
         f"Measured on {where}.",
         "A configuration is a checkpoint strategy with Spark's own settings, or with some of Spark's checkpoint "
@@ -100,7 +107,9 @@ def section(store: str, record: results.Results, where: str, decisions: dict[str
         "batches whose offsets and commits are written is the job's (a batch slower than the measured trigger "
         "writes them more often than the job would).",
         "commits: Spark's walCommit + commitOffsets, each a p50 over the measured batches; batch: triggerExecution "
-        f"p50. Requests: every billable request per measured batch, counted by {counted_by(record)}, those that "
+        "p50; CPU: what the driver's JVM spent per measured batch, its tasks' too on a local master (n/a on a "
+        "cluster), so that more task slots show their price. Requests: every billable request per measured batch, "
+        f"counted by {counted_by(record)}, those that "
         "started between batches while the query ran too (async progress's log writes, the state store's "
         "maintenance): the strategy's own, then the others' (a sink's files, RocksDB's uploads, checksum files: the "
         "mean over the strategies run in that configuration, as the decision charges them). Dollars: "

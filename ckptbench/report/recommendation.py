@@ -116,6 +116,7 @@ class Summary:
     comparison: Table
     options: dict[str, str]  # the chosen configuration's query options, for writeStream
     submit: list[str]  # spark-submit's lines: the deploy plan's, then the levers' --conf
+    slots: str  # how to run the chosen configuration's task slots per core ("": it sets none)
     deploy_command: str
     lost: list[tuple[str, str]]  # (configuration, why it lost or is out)
     not_measured: list[tuple[str, str]]
@@ -164,6 +165,7 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
     second = decide.runner_up(decision)
     chosen = decision.chosen
     conf, options = config.preset(chosen.preset) if chosen else ({}, {})
+    slots = int(conf.pop(config.SLOTS_PER_CORE, "1"))  # not a setting: where executors start (``slots``)
     submit, command = _submit(record, chosen, conf) if chosen else ([], "")
     first = config.SPARK_DEFAULT[0] if config.SPARK_DEFAULT[0] in said["strategies"] else said["strategies"][0]
     rows = []
@@ -171,15 +173,17 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
         verdict = (decide.recommended_said(c) if c is chosen else f"runner-up: {c.note}" if c is second
                    else f"out: {c.out}" if c.out else c.note)
         rows.append([c.label + (" (Spark's default)" if c is decision.baseline else ""),
-                     f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}", cell(c.batch_p50_ms),
+                     f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}",
+                     f"{cell(c.batch_p50_ms)} / {cell(c.cpu_ms_per_batch, ',.0f')}",
                      f"{cell(c.requests_per_batch, '.1f')} + {cell(c.other_requests_per_batch, '.1f')}",
                      cell(c.dollars_per_month, ",.2f"), c.second_writer, c.outage, verdict])
     candidates = Table(
-        "Every configuration measured", ["configuration", "commit p50 / p95 (ms)", "batch p50 (ms)",
+        "Every configuration measured", ["configuration", "commit p50 / p95 (ms)", "batch p50 / CPU per batch (ms)",
                                          "requests per batch: strategy + others", f"$ per month ({cost.LABEL})",
                                          "a second writer", tables.OUTAGE_COLUMN, "verdict"], rows,
         "Commit: walCommit + commitOffsets; batch: triggerExecution; both p50 over "
-        f"{provenance.measured_said(env['plan'])}"
+        f"{provenance.measured_said(env['plan'])}; CPU: the driver JVM's per measured batch, its tasks' too on a "
+        "local master (n/a on a cluster)"
         ". The verdicts compare medians over every measured batch, each "
         "with its 95% bootstrap interval, and call a difference only where the interval of the difference excludes "
         "zero and it is large enough (the rule: ckptbench.decide). Requests are billable ones counted by "
@@ -191,7 +195,8 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
         measured_on=f"{env['describe']}; {provenance.runtime_said(env)}{provenance.foreign_said(env)}"
                     f"{provenance.settings_said(env)}",
         decision=decision, runner_up=second, comparison=comparison(decision), options=options,
-        submit=submit, deploy_command=command, lost=_lost(decision, second),
+        submit=submit, slots=config.slots_said(slots) if slots > 1 else "", deploy_command=command,
+        lost=_lost(decision, second),
         not_measured=_not_measured(record, shape["name"], first), candidates=candidates,
         notes=[n for n in notes if n], fresh=bool(said.get("fresh")), crashes=crash_lines(record))
 
@@ -231,6 +236,7 @@ def text(record: results.Results, decision: decide.Decision) -> str:
     if c is not None:
         lines += ["", f"How to run it: the manager's settings as `{s.deploy_command}` prints them, then Spark's "
                       "levers:", *([FRESH] if s.fresh else []), " \\\n  ".join(s.submit)]
+        lines += [f"and {s.slots}"] if s.slots else []
         if s.options:
             lines += ["", "and on writeStream (query options):", *(f"  {line}" for line in _option_lines(s.options))]
     lines += ["", s.candidates.markdown()]
