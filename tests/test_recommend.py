@@ -13,7 +13,8 @@ from pathlib import Path
 import browser  # tests/browser.py
 import pytest
 
-from ckptbench import config
+import ckpt_impls
+from ckptbench import config, metrics
 from ckptbench.record import disk, results, schema
 from ckptbench.report import recommendation
 from helpers import ROOT, event, progress, skip_unless_ci
@@ -151,7 +152,8 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     stateless = config.Shape("stateless")
     presets = config.presets_for(stateless)
     assert {"slots-2", "slots-4"} <= set(presets)
-    stages = [[(p, "rename") for p in presets],
+    floor = ckpt_impls.FLOOR.name
+    stages = [[*((p, "rename") for p in presets), *((p, floor) for p in ("default", "slots-2", "slots-4"))],
               [(p, "conditional") for p in presets if ((runs.strategy == "conditional") & (runs.preset == p)).any()]]
     sessions = [[c for c in stage if config.slots_of(c[0]) == slots] for stage in stages for slots in (1, 2, 4)]
     assert list(zip(runs.strategy, runs.preset, runs.repeat, strict=True)) == [
@@ -163,6 +165,13 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     assert {"default", "slots-2", "slots-4"} <= set(ran.preset)
     assert dict(zip(ran.preset, ran.task_slots, strict=True)) == {p: 2 * config.slots_of(p) for p in set(ran.preset)}
     assert (ran.cpu_s > 0).all(), ran.cpu_s
+    # The floor, a checkpoint that costs nothing, ran at each task slots per core, and every candidate's
+    # batch is read against the one at its slots.
+    for c in recommendation.decision_of(record).candidates:
+        if not c.refused:
+            at = c.preset if config.slots_of(c.preset) > 1 else "default"
+            floors = record.runs_of(floor, stateless.name, preset=at, source="memory")
+            assert c.floor_batch_p50_ms == metrics.durations_percentile(floors, "triggerExecution", 50) > 0
     assert set(record.races.strategy) == {"rename", "conditional"}
     assert set(record.races.kind) == {"offsets", "commits"} and len(record.capabilities)
     decision = recommendation.decision_of(record)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import ckpt_impls
 from ckptbench import metrics, progress
 from ckptbench.config import (
     DEFAULT_PRESET,
@@ -33,6 +34,7 @@ from ckptbench.config import (
     Settings,
     Shape,
     interleaved,
+    local_threads,
     presets_for,
     slots_of,
     with_slots,
@@ -76,12 +78,19 @@ def _stage_two(record: results.Results, shape: Shape, strategy: str) -> tuple[li
 
 
 def stage_one(shapes: tuple[Shape, ...], strategies: list[str], staged: bool,
-              presets: tuple[str, ...] | None = None) -> dict[Shape, list[tuple[str, str]]]:
+              presets: tuple[str, ...] | None = None, floor: bool = False) -> dict[Shape, list[tuple[str, str]]]:
     """Each shape's configurations (preset, strategy) measured first: every one (``staged``: Spark's
-    default strategy, ``strategies[0]``, in every preset), of ``presets`` alone if given."""
-    return {shape: [(preset, s) for preset in presets_for(shape) if presets is None or preset in presets
-                    for s in (strategies[:1] if staged else strategies)]
-            for shape in shapes}
+    default strategy, ``strategies[0]``, in every preset), of ``presets`` alone if given; ``floor``:
+    and the benchmark floor (``ckpt_impls.FLOOR``) in the first of them per task slots per core: a
+    batch whose checkpoint costs nothing, which every configuration's at those slots is read against."""
+    out = {}
+    for shape in shapes:
+        chosen = [preset for preset in presets_for(shape) if presets is None or preset in presets]
+        first = {slots_of(preset): preset for preset in reversed(chosen)}  # per slots value, its first preset
+        firsts = [first[slots] for slots in sorted(first)] if floor else []
+        out[shape] = [*((preset, s) for preset in chosen for s in (strategies[:1] if staged else strategies)),
+                      *((preset, ckpt_impls.FLOOR.name) for preset in firsts)]
+    return out
 
 
 def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: list[tuple[str, str]], plan: Plan,
@@ -152,7 +161,9 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
     not_measured: dict[str, dict[str, str]] = {}
     with started_store(settings) as (store, bucket):
         per_configuration = plan.repeats * (plan.warmup + plan.batches_per_query)
-        first_stage = by_slots(stage_one(shapes, strategies, staged, presets), settings.master)
+        # The floor keeps its files in the driver JVM's memory: only where the tasks run in that JVM.
+        floor = local_threads(settings.master) is not None
+        first_stage = by_slots(stage_one(shapes, strategies, staged, presets, floor), settings.master)
         # Stage two's sessions beyond one are added to the bar once they are known.
         expected = plan.jvm_warmup * (_warmups(first_stage) + (len(shapes) if staged else 0)) + per_configuration * (
             sum(len(found) for group in first_stage.values() for found in group.values())

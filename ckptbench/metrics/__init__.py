@@ -55,6 +55,7 @@ from .file_commits import (  # noqa: F401
 )
 from .overhead import (  # noqa: F401
     checkpoint_files_per_batch,
+    floor_batch_p50_ms,
     floor_run,
     has_floor,
     requests_per_checkpoint_file,

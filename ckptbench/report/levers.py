@@ -18,10 +18,10 @@ from ckptbench.metrics import cost
 from ckptbench.record import results
 from ckptbench.report.provenance import counted_by, measured_said
 from ckptbench.report.table import Table, cell
-from ckptbench.report.tables import OUTAGE_COLUMN, TRIGGER_S, Box, Section
+from ckptbench.report.tables import BATCH_COLUMN, OUTAGE_COLUMN, TRIGGER_S, Box, Section, batch_cell
 
 TITLE = "configurations side by side"
-HEADER = ["configuration", "commits p50 (ms)", "batch p50 / CPU per batch (ms)",
+HEADER = ["configuration", "commits p50 (ms)", BATCH_COLUMN,
           "billable requests per batch: the strategy's / others'",
           f"$ per month at one batch every {TRIGGER_S:g} s (projection)", "a second writer", OUTAGE_COLUMN, "verdict"]
 
@@ -62,7 +62,7 @@ def table(d: decide.Decision, shape: dict, not_measured: dict[str, str] | None =
         if c.refused:
             rows.append([label, "-", "-", "-", "-", "-", "-", _verdict(d, c)])
             continue
-        rows.append([label, cell(c.commit_p50_ms), f"{cell(c.batch_p50_ms)} / {cell(c.cpu_ms_per_batch, ',.0f')}",
+        rows.append([label, cell(c.commit_p50_ms), batch_cell(c),
                      f"{cell(c.requests_per_batch, '.1f')} / {cell(c.other_requests_per_batch, '.1f')}",
                      cell(c.dollars_per_month, ",.2f"), c.second_writer, c.outage, _verdict(d, c)])
     note = "; ".join(f"{preset}: not crossed with the other strategies ({why})"
@@ -107,8 +107,11 @@ def section(store: str, record: results.Results, where: str, decisions: dict[str
         "batches whose offsets and commits are written is the job's (a batch slower than the measured trigger "
         "writes them more often than the job would).",
         "commits: Spark's walCommit + commitOffsets, each a p50 over the measured batches; batch: triggerExecution "
-        "p50; CPU: what the driver's JVM spent per measured batch, its tasks' too on a local master (n/a on a "
-        "cluster), so that more task slots show their price. Requests: every billable request per measured batch, "
+        "p50, and that over the benchmark floor's (its files in the JVM's memory: a checkpoint that costs nothing) "
+        "at the same task slots (run in stage one's session of those); CPU: what the driver's JVM spent per "
+        "measured batch, its tasks' too on a local master (n/a on a cluster), so that more task slots show their "
+        "price. Requests: "
+        "every billable request per measured batch, "
         f"counted by {counted_by(record)}, those that "
         "started between batches while the query ran too (async progress's log writes, the state store's "
         "maintenance): the strategy's own, then the others' (a sink's files, RocksDB's uploads, checksum files: the "

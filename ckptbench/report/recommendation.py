@@ -174,16 +174,17 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
                    else f"out: {c.out}" if c.out else c.note)
         rows.append([c.label + (" (Spark's default)" if c is decision.baseline else ""),
                      f"{cell(c.commit_p50_ms)} / {cell(c.commit_p95_ms)}",
-                     f"{cell(c.batch_p50_ms)} / {cell(c.cpu_ms_per_batch, ',.0f')}",
+                     tables.batch_cell(c),
                      f"{cell(c.requests_per_batch, '.1f')} + {cell(c.other_requests_per_batch, '.1f')}",
                      cell(c.dollars_per_month, ",.2f"), c.second_writer, c.outage, verdict])
     candidates = Table(
-        "Every configuration measured", ["configuration", "commit p50 / p95 (ms)", "batch p50 / CPU per batch (ms)",
+        "Every configuration measured", ["configuration", "commit p50 / p95 (ms)", tables.BATCH_COLUMN,
                                          "requests per batch: strategy + others", f"$ per month ({cost.LABEL})",
                                          "a second writer", tables.OUTAGE_COLUMN, "verdict"], rows,
         "Commit: walCommit + commitOffsets; batch: triggerExecution; both p50 over "
-        f"{provenance.measured_said(env['plan'])}; CPU: the driver JVM's per measured batch, its tasks' too on a "
-        "local master (n/a on a cluster)"
+        f"{provenance.measured_said(env['plan'])}; the batch over the benchmark floor's (a checkpoint that costs "
+        "nothing) at the same task slots; CPU: the driver JVM's per measured batch, its tasks' too on a local master "
+        "(n/a on a cluster)"
         ". The verdicts compare medians over every measured batch, each "
         "with its 95% bootstrap interval, and call a difference only where the interval of the difference excludes "
         "zero and it is large enough (the rule: ckptbench.decide). Requests are billable ones counted by "

@@ -62,6 +62,18 @@ def jvm_ms(i: metrics.Interval | None) -> str:
 OUTAGE_COLUMN = "store away 30 s (fault lab)"
 
 
+#: The configuration tables' column of a batch's time (against a batch whose checkpoint is free) and CPU.
+BATCH_COLUMN = "batch p50 (x the floor's) / CPU per batch (ms)"
+
+
+def batch_cell(c: decide.Candidate) -> str:
+    """``BATCH_COLUMN``'s cell for ``c``: its batch p50, that over the benchmark floor's at the same
+    job and task slots where the record has it, and the driver JVM's CPU per batch."""
+    ratio = c.batch_p50_ms / c.floor_batch_p50_ms if c.floor_batch_p50_ms > 0 else math.nan
+    against = f" ({ratio:,.2f}x)" if math.isfinite(ratio) else ""
+    return f"{cell(c.batch_p50_ms)}{against} / {cell(c.cpu_ms_per_batch, ',.0f')}"
+
+
 def candidates_table(d: decide.Decision) -> Table:
     """A job's decision's candidates, one row per configuration (a strategy, with Spark's levers where
     the job ran some): commit p50 / p95, beside it the offsets and commits files' commit as the JVM
