@@ -339,6 +339,25 @@ def slots_said(slots: int) -> str:
             f"local[{slots} x cores]")
 
 
+def slots_preset(slots: int) -> str:
+    """The configuration that sets ``slots`` task slots per core and nothing else (Spark's defaults
+    for one); ValueError where no lever sets that many."""
+    if slots == 1:
+        return DEFAULT_PRESET
+    found = [name for name, lever in LEVERS.items() if lever.conf.get(SLOTS_PER_CORE) == str(slots)]
+    if not found:
+        raise ValueError(f"no lever sets {slots} task slots per core")
+    return found[0]
+
+
+def at_slots(preset_name: str, slots: int) -> str:
+    """Configuration ``preset_name`` with ``slots`` task slots per core instead of its own."""
+    levers = [name for name in ([] if preset_name == DEFAULT_PRESET else preset_name.split("+"))
+              if SLOTS_PER_CORE not in LEVERS[name].conf]
+    with_them = [*levers, *([slots_preset(slots)] if slots > 1 else [])]
+    return "+".join(with_them) or DEFAULT_PRESET
+
+
 def with_slots(master: str, slots: int) -> str | None:
     """Local ``master`` running ``slots`` task slots per core: ``local[N]`` as ``local[N x slots]``
     (``local`` is one core, ``local[*]`` this machine's), a ``local[N,F]``'s F kept; ``master`` as it

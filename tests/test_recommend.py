@@ -14,7 +14,7 @@ import browser  # tests/browser.py
 import pytest
 
 import ckpt_impls
-from ckptbench import config, metrics
+from ckptbench import config, decide, metrics
 from ckptbench.record import disk, results, schema
 from ckptbench.report import recommendation
 from helpers import ROOT, event, progress, skip_unless_ci
@@ -138,8 +138,11 @@ def run_recommend(*args: str, out: Path) -> subprocess.CompletedProcess:
 @pytest.mark.spark
 def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     out = tmp_path / "out"
-    done = run_recommend("--store", "embedded", "--workload", "stateless", "--partitions", "2", "--trigger", "10s",
-                         "--batches", "3", "--crash-cycles", "1", "--strategies", "conditional,rename", out=out)
+    # A job of 3 partitions ranked at 2 (--ranked-at; 8 by default): every configuration at 2, the
+    # finalists at 3, where the decision is made.
+    done = run_recommend("--store", "embedded", "--workload", "stateless", "--partitions", "3", "--trigger", "10s",
+                         "--batches", "3", "--crash-cycles", "1", "--strategies", "conditional,rename",
+                         "--ranked-at", "2", out=out)
     assert done.returncode == 0, done.stderr[-3000:]
     record = disk.read(out)
     said = record.environment["recommend"]
@@ -147,9 +150,10 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     # Each configuration in two queries (experiments.recommend.REPEATS) of 2 measured batches (--batches
     # 3 split over them), in mirrored rounds per stage and session (experiments.levers: a session per
     # task slots per core, one slot first); one Spark refused, once.
-    runs = record.runs
+    stateless, ranked = config.Shape("stateless", partitions=3), config.Shape("stateless", partitions=2)
+    assert said["ranked"]["name"] == ranked.name
+    runs = record.runs[record.runs.workload == ranked.name]
     refused = set(zip(runs.strategy[runs.refused], runs.preset[runs.refused], strict=True))
-    stateless = config.Shape("stateless")
     presets = config.presets_for(stateless)
     assert {"slots-2", "slots-4"} <= set(presets)
     floor = ckpt_impls.FLOOR.name
@@ -159,17 +163,39 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     assert list(zip(runs.strategy, runs.preset, runs.repeat, strict=True)) == [
         (s, p, r) for session in sessions for r, (p, s) in config.interleaved(session, 2)
         if r == 0 or (s, p) not in refused]
-    assert {len(record.run(s, stateless.name, preset=p).batches) for p, s in stages[1]} == {2}
+    assert {len(record.run(s, ranked.name, preset=p).batches) for p, s in stages[1]} == {2}
+    # At the job's own 3 partitions: Spark's default, the two leading at 2 and the first of them at 2
+    # and 4 task slots per core, with the floor at each slots, after every run at 2.
+    final = record.runs[record.runs.workload == stateless.name]
+    assert final.run.min() > runs.run.max()
+    leading = recommendation.decision_of(record, untested_out=False, job=ranked.name)
+    first = leading.chosen
+    assert set(zip(final.preset, final.strategy, strict=True)) == {
+        ("default", "rename"), (first.preset, first.strategy),
+        *((config.at_slots(first.preset, n), first.strategy) for n in (2, 4)),
+        (decide.runner_up(leading).preset, decide.runner_up(leading).strategy),
+        *((p, floor) for p in ("default", "slots-2", "slots-4"))}
+    assert (final.groupby(["preset", "strategy"]).size() == 2).all()
+    # Requests per batch projected from 2 partitions to 3 for every configuration, and measured for those
+    # that ran at 3: a stateless job's do not grow with partitions.
+    projection = said["projection"]
+    assert (projection["from_partitions"], projection["to_partitions"]) == (2, 3)
+    rows = {(row["preset"], row["strategy"]): row for row in projection["configurations"]}
+    assert set(rows) == set(zip(runs.preset[~runs.refused], runs.strategy[~runs.refused], strict=True)) - {
+        (p, floor) for p in ("default", "slots-2", "slots-4")}
+    for key in set(zip(final.preset, final.strategy, strict=True)) & set(rows):
+        assert rows[key]["measured"] == pytest.approx(rows[key]["projected"], abs=1), rows[key]
+    assert any(line.startswith("Every configuration ran at 2 partitions") for line in done.stdout.splitlines())
     # Each session ran the tasks its slots say on the 2-core local master, and its runs' CPU was read.
-    ran = runs[~runs.refused]
+    ran = record.runs[~record.runs.refused]
     assert {"default", "slots-2", "slots-4"} <= set(ran.preset)
-    assert dict(zip(ran.preset, ran.task_slots, strict=True)) == {p: 2 * config.slots_of(p) for p in set(ran.preset)}
+    assert all(slots == 2 * config.slots_of(p) for p, slots in zip(ran.preset, ran.task_slots, strict=True))
     assert (ran.cpu_s > 0).all(), ran.cpu_s
     # The floor, a checkpoint that costs nothing, ran at each task slots per core, and every candidate's
     # batch is read against the one at its slots.
     for c in recommendation.decision_of(record).candidates:
         if not c.refused:
-            at = c.preset if config.slots_of(c.preset) > 1 else "default"
+            at = config.slots_preset(config.slots_of(c.preset))
             floors = record.runs_of(floor, stateless.name, preset=at, source="memory")
             assert c.floor_batch_p50_ms == metrics.durations_percentile(floors, "triggerExecution", 50) > 0
     assert set(record.races.strategy) == {"rename", "conditional"}
@@ -229,3 +255,32 @@ def test_the_race_covers_the_files_the_job_writes(shape, kinds):
     from ckptbench.experiments import recommend
 
     assert recommend.race_kinds(shape) == kinds
+
+
+def test_a_projection_to_more_partitions_grows_the_state_files_requests_alone():
+    """A batch's own requests at 2 partitions, 1 offsets PUT and 2 state PUTs (one file a partition),
+    projected to 200: the offsets PUT as it is, the state's 100 times; and the page's lines say which
+    figure is projected and how far off it was where the configuration ran there too."""
+    recorder = results.Recorder()
+    runs = []
+    for partitions in (2, 200):
+        run = recorder.add_run("conditional", f"stateful-hdfs-noop-{partitions}p", 1_000, "p")
+        batches = [progress(b, 10.0, 100.0) for b in (1, 2, 3)]
+        recorder.add_batches(run, "measured", batches)
+        recorder.add_requests(run, [event(b + 0.01, "PUT", f"p/offsets/{b}") for b in (1, 2, 3)]
+                              + [event(b + 0.02 + 0.0001 * n, "PUT", f"p/state/0/{n}/{b + 1}.delta")
+                                 for b in (1, 2, 3) for n in range(partitions)], batches)
+        runs.append(run)
+    record = recorder.results({"schema_version": schema.SCHEMA_VERSION, "plan": {"keys": [1_000]}})
+    at_2, at_200 = (record.runs_of("conditional", f"stateful-hdfs-noop-{p}p", 1_000) for p in (2, 200))
+    assert metrics.requests_per_batch(at_2[0]) == 3 and metrics.requests_per_batch(at_200[0]) == 201
+    assert metrics.projected_requests_per_batch(at_2, 2, 200) == 201
+    assert metrics.projected_requests_per_batch(at_2, 2, 2) == 3
+    said = {"projection": {"from_partitions": 2, "to_partitions": 200, "configurations": [
+        {"strategy": "conditional", "preset": "default", "projected": 201.0, "measured": 190.0},
+        {"strategy": "rename", "preset": "no-checksum", "projected": 4_000.0, "measured": None}]}}
+    lines = recommendation.ranked_lines(results.Results({**record.environment, "recommend": said}, record.tables))
+    assert lines[0].startswith("Every configuration ran at 2 partitions and was ranked there")
+    assert "(a projection" in lines[0]
+    assert lines[1:] == ["conditional: 201.0 projected, 190.0 measured (+5.8% off)",
+                         "rename + no-checksum: 4,000.0 projected, not measured there"]

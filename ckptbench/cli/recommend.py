@@ -56,6 +56,8 @@ def register(sub) -> None:
     r.add_argument("--strategies", help=argparse.SUPPRESS)  # tests: fewer candidates
     r.add_argument("--crash-cycles", type=int, default=experiment.CRASH_CYCLES,
                    help=argparse.SUPPRESS)  # tests: 0 skips it
+    r.add_argument("--ranked-at", type=int, default=experiment.RANKED_AT,
+                   help=argparse.SUPPRESS)  # tests: the two-step run at a few partitions
     r.set_defaults(run=cmd_recommend)
 
 
@@ -86,6 +88,8 @@ def _checked(args) -> tuple[config.Shape, list[str], Path]:
                          f"batch), not {args.repeats}")
     if args.crash_cycles < 0:
         raise UsageError(f"--crash-cycles must be 0 (no crash check) or more, not {args.crash_cycles}")
+    if args.ranked_at < 1:
+        raise UsageError(f"--ranked-at must be 1 or more, not {args.ranked_at}")
     if args.bucket and experiment.fresh_store(args.store):
         raise UsageError(f"--store {args.store} starts a store of its own with a fresh bucket: leave out --bucket "
                          "(it names an existing bucket on a store you run: s3, endpoint or an external minio)")
@@ -108,13 +112,14 @@ def _deploy_plan(said: dict, strategy: str) -> dict:
     return deploy.plan(strategy, target, said["bucket"])
 
 
-def leaders(record) -> list[decide.Candidate]:
-    """The decision's chosen configuration on ``record`` and its runner-up, those there are, ranked as
-    if nothing were out for want of a crash test (``untested_out`` False): what the experiment
-    crash-checks."""
+def leaders(record, job: str | None = None) -> list[decide.Candidate]:
+    """The decision's chosen configuration for ``job`` (by default the one asked about) on ``record``
+    and its runner-up, those there are, ranked as if nothing were out for want of a crash test
+    (``untested_out`` False): what the experiment crash-checks, and measures at the job's own
+    partitions when it ranked them at fewer."""
     from ckptbench.report import page, recommendation
 
-    return page.leaders(recommendation.decision_of(record, untested_out=False))
+    return page.leaders(recommendation.decision_of(record, untested_out=False, job=job))
 
 
 def cmd_recommend(args) -> None:
@@ -126,7 +131,7 @@ def cmd_recommend(args) -> None:
     with tempfile.TemporaryDirectory(prefix="ckptbench-recommend-") as raw, progress.shown_for(os.environ):
         settings = config.Settings(args.store, "recommend", args.bucket, Path(raw))
         record = experiment.recommend(settings, shape, strategies, leaders, args.trigger, args.batches,
-                                      args.crash_cycles, args.repeats)
+                                      args.crash_cycles, args.repeats, args.ranked_at)
     said = record.environment["recommend"]
     decision = recommendation.decision_of(record)
     if decision.chosen is not None:

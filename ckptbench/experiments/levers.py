@@ -23,6 +23,7 @@ ones worth crossing with the others; a configuration outside them is not measure
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import ckpt_impls
 from ckptbench import metrics, progress
@@ -37,6 +38,7 @@ from ckptbench.config import (
     local_threads,
     presets_for,
     slots_of,
+    slots_preset,
     with_slots,
 )
 from ckptbench.harness.querylab import checkpoint_settings, lab
@@ -81,16 +83,21 @@ def stage_one(shapes: tuple[Shape, ...], strategies: list[str], staged: bool,
               presets: tuple[str, ...] | None = None, floor: bool = False) -> dict[Shape, list[tuple[str, str]]]:
     """Each shape's configurations (preset, strategy) measured first: every one (``staged``: Spark's
     default strategy, ``strategies[0]``, in every preset), of ``presets`` alone if given; ``floor``:
-    and the benchmark floor (``ckpt_impls.FLOOR``) in the first of them per task slots per core: a
-    batch whose checkpoint costs nothing, which every configuration's at those slots is read against."""
+    with the benchmark floor (``with_floor``)."""
     out = {}
     for shape in shapes:
-        chosen = [preset for preset in presets_for(shape) if presets is None or preset in presets]
-        first = {slots_of(preset): preset for preset in reversed(chosen)}  # per slots value, its first preset
-        firsts = [first[slots] for slots in sorted(first)] if floor else []
-        out[shape] = [*((preset, s) for preset in chosen for s in (strategies[:1] if staged else strategies)),
-                      *((preset, ckpt_impls.FLOOR.name) for preset in firsts)]
+        chosen = [(preset, s) for preset in presets_for(shape) if presets is None or preset in presets
+                  for s in (strategies[:1] if staged else strategies)]
+        out[shape] = with_floor(chosen) if floor else chosen
     return out
+
+
+def with_floor(configurations: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``configurations`` (preset, strategy) and the benchmark floor (``ckpt_impls.FLOOR``) at each
+    of their task slots per core (``config.slots_preset``): a batch whose checkpoint costs nothing,
+    which every configuration's at those slots is read against."""
+    slots = sorted({slots_of(preset) for preset, _ in configurations})
+    return [*configurations, *((slots_preset(n), ckpt_impls.FLOOR.name) for n in slots)]
 
 
 def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: list[tuple[str, str]], plan: Plan,
@@ -128,6 +135,11 @@ def _warmups(split: dict[int, dict[Shape, list]]) -> int:
     return sum(map(len, split.values()))
 
 
+def _configurations(split: dict[int, dict[Shape, list]]) -> int:
+    """The configurations ``_sessions`` measures for ``split``."""
+    return sum(len(found) for group in split.values() for found in group.values())
+
+
 def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, recorder: results.Recorder,
               split: dict[int, dict[Shape, list[tuple[str, str]]]], bar) -> dict:
     """The configurations of ``split`` (``by_slots``) measured (``_measure``), a session (``lab``) per
@@ -145,14 +157,21 @@ def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, re
     return said
 
 
+#: A last stage (``levers``' ``final``): a job, and what picks its configurations (preset, strategy)
+#: from the record of the stages before it.
+Final = tuple[Shape, Callable[[results.Results], list[tuple[str, str]]]]
+
+
 def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strategies: list[str] | None = None,
            plan: Plan | None = None, staged: bool = False, experiment: str = "levers",
-           presets: tuple[str, ...] | None = None) -> results.Results:
+           presets: tuple[str, ...] | None = None, final: Final | None = None) -> results.Results:
     """Every configuration of every shape (``staged``: as the module says; ``presets``: of those
     alone, where a shape is offered them), each ``plan.repeats``
     queries of ``plan``'s warm-up and ``plan.batches_per_query`` measured batches, in mirrored rounds
     per shape, stage and session (a session per task slots per core: ``by_slots``), after an untimed
-    query per shape has warmed each session; written to ``settings.raw`` as ``experiment`` and returned."""
+    query per shape has warmed each session; then ``final``'s job in the configurations it picks from
+    that record (with the floor at their task slots, as every stage on a local master); written to
+    ``settings.raw`` as ``experiment`` and returned."""
     plan = plan or settings.plan
     strategies = strategies or settings.measured_strategies
     first = SPARK_DEFAULT[0] if SPARK_DEFAULT[0] in strategies else strategies[0]
@@ -166,7 +185,7 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
         first_stage = by_slots(stage_one(shapes, strategies, staged, presets, floor), settings.master)
         # Stage two's sessions beyond one are added to the bar once they are known.
         expected = plan.jvm_warmup * (_warmups(first_stage) + (len(shapes) if staged else 0)) + per_configuration * (
-            sum(len(found) for group in first_stage.values() for found in group.values())
+            _configurations(first_stage)
             + (len(shapes) * (len(strategies) - 1) * (1 + STAGE_TWO) if staged else 0))
         bar = progress.Recorder("configurations", expected, "batch")
         said = _sessions(settings, store, bucket, plan, first, recorder, first_stage, bar)
@@ -179,9 +198,16 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
             second_stage = by_slots(crossed, settings.master)
             bar.grow(plan.jvm_warmup * (_warmups(second_stage) - len(shapes)))
             _sessions(settings, store, bucket, plan, first, recorder, second_stage, bar)
+        ran = shapes if final is None else (*shapes, final[0])
         env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan),
-                                  shapes=[dataclasses.asdict(s) | {"name": s.name} for s in shapes],
+                                  shapes=[dataclasses.asdict(s) | {"name": s.name} for s in ran],
                                   staged=staged, not_measured=not_measured, presets=presets)
+        if final is not None:
+            shape, pick = final
+            picked = pick(recorder.results({**env, **said}))
+            last = by_slots({shape: with_floor(picked) if floor else picked}, settings.master)
+            bar.grow(plan.jvm_warmup * _warmups(last) + per_configuration * _configurations(last))
+            _sessions(settings, store, bucket, plan, first, recorder, last, bar)
     return save(recorder.results({**env, **said}), settings)
 
 

@@ -12,16 +12,20 @@ In order, each shown as a progress bar on stderr:
    so on a store the proxy cannot front (https, AWS S3) it is not run and the record says so;
 3. the staged levers experiment for the job's one shape (``experiments.levers``, ``staged=True``):
    Spark's default manager in every configuration of levers, then every strategy in Spark's
-   defaults and the two cheapest configurations, each configuration in ``REPEATS`` queries;
+   defaults and the two cheapest configurations, each configuration in ``REPEATS`` queries. A job
+   of more than ``RANKED_AT`` partitions runs it at that many, then its ``finalists`` at its own
+   count (the experiment's ``final`` stage), where the decision is made, with the projection of
+   every configuration's requests to that count checked on them (``projection_check``);
 4. the crash check (``experiments.crash_check.check_leaders``): crash cycles
    (``crashlab.CrashLab.series``) of the two leading configurations, whose exactly-once result
-   the final decision reads (its rule 1).
+   the final decision reads (its rule 1), at the partitions the configurations were ranked at.
 
 Which configurations lead is the decision's to say, and the decision is a layer above the
 experiments: ``recommend`` takes it as a callable (``leaders``, passed in by the CLI) of the
-record so far; the crash check asks it after the levers experiment and again after each check,
-and checks the leaders it names that were not checked yet, up to ``crash_check.CRASH_ROUNDS``
-times, so that the configuration recommended has been crash-checked.
+record so far and the job (its name; by default the job asked about); the crash check asks it
+after the levers experiment and again after each check, and checks the leaders it names that were
+not checked yet, up to ``crash_check.CRASH_ROUNDS`` times, so that the configuration recommended has
+been crash-checked.
 
 The probe and the race share one store and one SparkSession; the levers experiment starts a store
 of its own (it owns its store and session), and so does the crash check, each on the named bucket
@@ -43,6 +47,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import ckpt_impls
 import infra
 from ckptbench import config, progress
 
@@ -71,6 +76,55 @@ WARMUP = 2
 #: 2 cores it promises; two is the fewest that balances drift and gives the reproducibility check
 #: two halves to compare.
 REPEATS = 2
+
+
+#: The most shuffle partitions every configuration is measured at. A job with more is ranked at this
+#: many (stages one and two of the levers experiment, then the crash check), and only Spark's default,
+#: the configurations leading there and the first of them at more task slots per core (``finalists``)
+#: are measured at the job's own count, where its decision is made: a batch's state files, and so its
+#: time and requests, grow with the partitions, and every configuration at 200 would not end within
+#: the command's 15 minutes on 2 cores. What the configurations left at this count would request at
+#: the job's is a projection (``metrics.projected_requests_per_batch``), checked on every finalist.
+RANKED_AT = 8
+#: Task slots per core the first finalist is also measured at (``config.SLOTS_PER_CORE``).
+FINAL_SLOTS = (2, 4)
+
+
+def ranked_shape(shape: config.Shape, ranked_at: int = RANKED_AT) -> config.Shape:
+    """The job ``shape`` at the partitions its configurations are ranked at: its own, up to ``ranked_at``."""
+    return shape if shape.partitions <= ranked_at else dataclasses.replace(shape, partitions=ranked_at)
+
+
+def finalists(leading: list[crash_check.Leader]) -> list[tuple[str, str]]:
+    """(preset, strategy) measured at the job's own partitions: Spark's default configuration, the
+    ``leading`` ones, and the first of them at each of ``FINAL_SLOTS`` task slots per core."""
+    picked = [config.SPARK_DEFAULT[::-1], *((c.preset, c.strategy) for c in leading)]
+    if leading:
+        picked += [(config.at_slots(leading[0].preset, n), leading[0].strategy) for n in FINAL_SLOTS]
+    return list(dict.fromkeys(picked))
+
+
+def projection_check(record: results.Results, ranked: config.Shape, shape: config.Shape) -> dict:
+    """Each configuration ranked at ``ranked``'s partitions, its requests per batch projected to
+    ``shape``'s (``metrics.projected_requests_per_batch``) and, where it was measured there too,
+    as measured: what ``environment["recommend"]["projection"]`` holds."""
+    import numpy as np
+
+    from ckptbench import metrics
+
+    rows = []
+    runs = record.runs[(record.runs.workload == ranked.name) & ~record.runs.refused.astype(bool)]
+    for strategy, preset in dict.fromkeys(zip(runs.strategy, runs.preset, strict=True)):
+        if strategy == ckpt_impls.FLOOR.name:
+            continue
+        at = record.runs_of(strategy, ranked.name, ranked.keys, preset)
+        there = record.runs_of(strategy, shape.name, shape.keys, preset)
+        if not at:
+            continue
+        rows.append({"strategy": strategy, "preset": preset,
+                     "projected": metrics.projected_requests_per_batch(at, ranked.partitions, shape.partitions),
+                     "measured": float(np.mean([metrics.requests_per_batch(r) for r in there])) if there else None})
+    return {"from_partitions": ranked.partitions, "to_partitions": shape.partitions, "configurations": rows}
 
 
 def race_kinds(shape: config.Shape) -> tuple[str, ...]:
@@ -148,9 +202,9 @@ def combined(record: results.Results, said: dict, rows: dict[str, list[dict]]) -
 
 
 def recommend(settings: config.Settings, shape: config.Shape, strategies: list[str],
-              leaders: Callable[[results.Results], list[crash_check.Leader]],
+              leaders: Callable[..., list[crash_check.Leader]],
               trigger: str, batches: int = BATCHES, crash_cycles: int = CRASH_CYCLES,
-              repeats: int = REPEATS) -> results.Results:
+              repeats: int = REPEATS, ranked_at: int = RANKED_AT) -> results.Results:
     """The probe, race, staged levers and crash check of ``shape`` on ``settings``' store (raw
     records under ``settings.raw``), ``strategies`` with Spark's default first; ``leaders`` is the
     decision (see the module's docstring), ``trigger`` the job's interval as the user wrote it
@@ -162,12 +216,19 @@ def recommend(settings: config.Settings, shape: config.Shape, strategies: list[s
     began = time.monotonic()
     recorder, said = probe_and_race(settings, shape, strategies)
     measured = [s for s in strategies if s not in said["skipped"]]
+    ranked = ranked_shape(shape, ranked_at)
     said.update(shape={**dataclasses.asdict(shape), "name": shape.name}, trigger=trigger,
-                trigger_s=shape.trigger_s, strategies=measured)
+                trigger_s=shape.trigger_s, strategies=measured,
+                ranked={**dataclasses.asdict(ranked), "name": ranked.name} if ranked != shape else None)
     seconds = {"probe and race": time.monotonic() - began}
-    record = levers.levers(settings, (shape,), measured, plan_of(shape, batches, repeats), staged=True,
-                           experiment="recommend")
+    final = None
+    if ranked != shape:  # its finalists at the job's own partitions, from the decision at ``ranked``'s
+        final = (shape, lambda so_far: finalists(leaders(combined(so_far, said, recorder.rows), ranked.name)))
+    record = levers.levers(settings, (ranked,), measured, plan_of(shape, batches, repeats), staged=True,
+                           experiment="recommend", final=final)
     seconds["levers"] = time.monotonic() - began - sum(seconds.values())
+    if ranked != shape:
+        said["projection"] = projection_check(record, ranked, shape)
     record = combined(record, said, recorder.rows)
     leading = leaders(record)
     if not leading or crash_cycles == 0 or said.get("race_note"):
@@ -177,7 +238,7 @@ def recommend(settings: config.Settings, shape: config.Shape, strategies: list[s
     else:
         crashed: dict[str, list[dict]] = {name: [] for name in crash_check.TABLES}
         try:
-            crash_check.check_leaders(settings, shape, lambda rows: leaders(combined(record, said, {
+            crash_check.check_leaders(settings, ranked, lambda rows: leaders(combined(record, said, {
                 **recorder.rows, **rows})), crash_cycles, crashed)
         except Exception as e:  # the measurements so far stand; the record says the check is missing
             said["crash_note"] = f"the crash check failed: {' '.join(str(e).split())[:300]}"

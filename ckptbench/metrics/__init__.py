@@ -115,6 +115,7 @@ from .scale import (  # noqa: F401
     manager_objects_growth,
     memory_readings,
     projected_requests_by_op,
+    projected_requests_per_batch,
     scale_axes_run,
     scale_fit,
     scale_points,

@@ -4,7 +4,7 @@ above one PUT; checkpoint files per batch and requests per checkpoint file."""
 from __future__ import annotations
 
 import ckpt_impls
-from ckptbench.config import DEFAULT_PRESET, slots_of
+from ckptbench.config import slots_preset
 from ckptbench.metrics.requests import MANAGED, requests_per_batch
 from ckptbench.metrics.stats import duration_percentile, durations_percentile
 from ckptbench.metrics.store import put_floor_ms
@@ -26,16 +26,11 @@ def has_floor(results: Results) -> bool:
 
 def floor_batch_p50_ms(results: Results, workload: str, keys: int, slots: int) -> float:
     """The benchmark floor's batch (triggerExecution) p50 in ``workload`` at ``keys`` keys and
-    ``slots`` task slots per core (``config.slots_of``), its repeats pooled: the batch of a checkpoint
-    that costs nothing, at the task slots of the configurations read against it (the levers
-    experiment runs it in its first stage's session of each); NaN where the record has none."""
-    runs = results.runs
-    floors = runs[(runs.strategy == ckpt_impls.FLOOR.name) & (runs.workload == workload) & (runs["keys"] == keys)]
-    presets = [p for p in dict.fromkeys(floors.preset.fillna(DEFAULT_PRESET)) if slots_of(p) == slots]
-    if not presets:
-        return float("nan")
-    return durations_percentile(results.runs_of(ckpt_impls.FLOOR.name, workload, keys, presets[0], "memory"),
-                                "triggerExecution", 50)
+    ``slots`` task slots per core (its configuration ``config.slots_preset``), its repeats pooled: the
+    batch of a checkpoint that costs nothing, at the task slots of the configurations read against
+    it; NaN where the record has none."""
+    floors = results.runs_of(ckpt_impls.FLOOR.name, workload, keys, slots_preset(slots), "memory")
+    return durations_percentile(floors, "triggerExecution", 50) if floors else float("nan")
 
 
 def spark_share_ms(results: Results, workload: str, name: str = "walCommit") -> float:

@@ -152,6 +152,16 @@ def scale_fit(results: Results, axis: str, strategy: str, figure: str) -> tuple[
     return linear_fit([x / step for x, _ in points], [y for _, y in points])
 
 
+def projected_requests_per_batch(runs: list[Run], partitions: int, to: int) -> float:
+    """A batch's own requests at ``to`` shuffle partitions, projected from ``runs`` (repeats of one
+    configuration) at ``partitions``: the state area's (a state file per partition each batch) times
+    ``to / partitions``, the rest (offsets/, commits/, a sink's) as measured. A projection: whoever
+    shows it labels it one, and ``recommend`` checks it against the configurations it measures at ``to``."""
+    own = np.mean([requests_per_batch(run) for run in runs])
+    state = np.mean([requests_per_batch(run, areas=["state"]) for run in runs])
+    return float(own + np.nan_to_num(state) * (to / partitions - 1))
+
+
 def projected_requests_by_op(results: Results, strategy: str, partitions: float) -> dict[str, float]:
     """Billable requests per batch of each operation at ``partitions`` shuffle partitions (one
     stateful operator): each operation's own linear fit over the partitions axis, evaluated there

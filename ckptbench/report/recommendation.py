@@ -37,13 +37,14 @@ FRESH = ("(the endpoint and bucket below are those of the store this command sta
          "server, run that deploy command with its URL and your bucket)")
 
 
-def decision_of(record: results.Results, untested_out: bool = True) -> decide.Decision:
+def decision_of(record: results.Results, untested_out: bool = True, job: str | None = None) -> decide.Decision:
     """The record's job's one decision at its trigger (``decide.per_job``, as the report makes it), with
     the race's and the crash check's findings and the probe's verdicts as the report reads them
-    (``page.safety``, ``page.runnable``); ``untested_out`` as ``decide`` takes it."""
+    (``page.safety``, ``page.runnable``); ``untested_out`` as ``decide`` takes it; ``job``: another
+    job of the record's (the one asked about at the partitions it was ranked at)."""
     said = record.environment["recommend"]
     return decide.per_job([record], said["trigger_s"], safety=page.safety(record), runnable=page.runnable(record),
-                          untested_out=untested_out)[said["shape"]["name"]]
+                          untested_out=untested_out)[job or said["shape"]["name"]]
 
 
 def _count(value) -> str:
@@ -124,6 +125,28 @@ class Summary:
     notes: list[str]
     fresh: bool  # the store ran for the command only: its endpoint and bucket in ``submit`` are gone
     crashes: list[str]  # ``crash_lines``
+    ranked: list[str]  # ``ranked_lines``
+
+
+def ranked_lines(record: results.Results) -> list[str]:
+    """Where the job was ranked at fewer partitions than its own (``experiments.recommend.RANKED_AT``):
+    what ran where, then per configuration its requests per batch at the job's partitions as
+    projected and, where it was measured there too, as measured (``environment["recommend"]["projection"]``)."""
+    projection = record.environment["recommend"].get("projection")
+    if not projection:
+        return []
+    ranked, own = projection["from_partitions"], projection["to_partitions"]
+    lines = [f"Every configuration ran at {ranked} partitions and was ranked there (the crash check too); Spark's "
+             f"default, the leading ones and the first of them at more task slots per core ran at {own}, where "
+             f"this decision is made. Requests per batch at {own}: projected from {ranked} (a projection: a state "
+             "file per partition each batch), and as measured where it ran there:"]
+    for row in projection["configurations"]:
+        label = row["strategy"] + ("" if row["preset"] == config.DEFAULT_PRESET else f" + {row['preset']}")
+        measured = row["measured"]
+        said = (f"{measured:,.1f} measured ({(row['projected'] - measured) / measured:+.1%} off)" if measured
+                else "not measured there")
+        lines.append(f"{label}: {row['projected']:,.1f} projected, {said}")
+    return lines
 
 
 def _lost(decision: decide.Decision, second: decide.Candidate | None) -> list[tuple[str, str]]:
@@ -199,7 +222,8 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
         submit=submit, slots=config.slots_said(slots) if slots > 1 else "", deploy_command=command,
         lost=_lost(decision, second),
         not_measured=_not_measured(record, shape["name"], first), candidates=candidates,
-        notes=[n for n in notes if n], fresh=bool(said.get("fresh")), crashes=crash_lines(record))
+        notes=[n for n in notes if n], fresh=bool(said.get("fresh")), crashes=crash_lines(record),
+        ranked=ranked_lines(record))
 
 
 def _option_lines(options: dict[str, str]) -> list[str]:
@@ -226,6 +250,8 @@ def text(record: results.Results, decision: decide.Decision) -> str:
             lines += [f"  not comparable: {d.baseline.out if d.baseline else 'it was not measured'}"]
         lines += [f"  {row[0]:<{width}}  {row[1]} against {row[2]}: {row[3]}" for row in s.comparison.rows]
     lines += ["", "Why:", *(f"  - {r}" for r in d.reasons), *(f"  - {n}" for n in s.notes)]
+    if s.ranked:
+        lines += ["", s.ranked[0], *(f"  - {line}" for line in s.ranked[1:])]
     if s.crashes:
         lines += ["", "Crash check (kill -9 and restart, exactly-once checked):", *(f"  - {c}" for c in s.crashes)]
     if s.runner_up:
