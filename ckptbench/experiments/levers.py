@@ -170,7 +170,7 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
     queries of ``plan``'s warm-up and ``plan.batches_per_query`` measured batches, in mirrored rounds
     per shape, stage and session (a session per task slots per core: ``by_slots``), after an untimed
     query per shape has warmed each session; then ``final``'s job in the configurations it picks from
-    that record (with the floor at their task slots, as every stage on a local master); written to
+    that record (with the floor at their task slots, as stage one on a local master); written to
     ``settings.raw`` as ``experiment`` and returned."""
     plan = plan or settings.plan
     strategies = strategies or settings.measured_strategies
