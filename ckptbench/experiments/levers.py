@@ -170,8 +170,8 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
     queries of ``plan``'s warm-up and ``plan.batches_per_query`` measured batches, in mirrored rounds
     per shape, stage and session (a session per task slots per core: ``by_slots``), after an untimed
     query per shape has warmed each session; then ``final``'s job in the configurations it picks from
-    that record (with the floor at their task slots, as stage one on a local master); written to
-    ``settings.raw`` as ``experiment`` and returned."""
+    that record (the floor at their task slots moving there from stage one, on a local master);
+    written to ``settings.raw`` as ``experiment`` and returned."""
     plan = plan or settings.plan
     strategies = strategies or settings.measured_strategies
     first = SPARK_DEFAULT[0] if SPARK_DEFAULT[0] in strategies else strategies[0]
@@ -182,7 +182,9 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
         per_configuration = plan.repeats * (plan.warmup + plan.batches_per_query)
         # The floor keeps its files in the driver JVM's memory: only where the tasks run in that JVM.
         floor = local_threads(settings.master) is not None
-        first_stage = by_slots(stage_one(shapes, strategies, staged, presets, floor), settings.master)
+        # Stages that only rank configurations for a final one need no floor: the final stage has it.
+        first_stage = by_slots(stage_one(shapes, strategies, staged, presets, floor and final is None),
+                               settings.master)
         # Stage two's sessions beyond one are added to the bar once they are known.
         expected = plan.jvm_warmup * (_warmups(first_stage) + (len(shapes) if staged else 0)) + per_configuration * (
             _configurations(first_stage)

@@ -224,8 +224,11 @@ def recommend(settings: config.Settings, shape: config.Shape, strategies: list[s
     final = None
     if ranked != shape:  # its finalists at the job's own partitions, from the decision at ``ranked``'s
         final = (shape, lambda so_far: finalists(leaders(combined(so_far, said, recorder.rows), ranked.name)))
+    # Ranked at fewer partitions, Spark's levers alone: task slots act on the job's own tasks, so the
+    # final stage measures them, at the job's partitions.
+    presets = None if final is None else tuple(p for p in config.presets_for(ranked) if config.slots_of(p) == 1)
     record = levers.levers(settings, (ranked,), measured, plan_of(shape, batches, repeats), staged=True,
-                           experiment="recommend", final=final)
+                           experiment="recommend", presets=presets, final=final)
     seconds["levers"] = time.monotonic() - began - sum(seconds.values())
     if ranked != shape:
         said["projection"] = projection_check(record, ranked, shape)
