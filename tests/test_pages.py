@@ -37,7 +37,7 @@ import pytest
 
 from ckptbench import config, decide
 from ckptbench.record import disk
-from ckptbench.report import page, publish
+from ckptbench.report import page, provenance, publish
 from helpers import fixed_levers_record, fixed_streaming_record, skip_unless_ci
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -352,6 +352,16 @@ def test_the_report_says_at_its_top_what_ran_the_checkpoints(sample_report):
     """Each record's Spark, S3A connector and AWS SDK (``provenance.runtime_said``), once each."""
     top = sample_report.read_text().split("<h2", 1)[0]
     assert "Checkpoints ran on Spark 4.3.0, hadoop-aws 3.3.1 on AWS SDK v1 1.11.901." in top
+
+
+def test_the_strategies_an_older_s3a_cannot_run_are_named_where_it_is():
+    """Spark 3.5's hadoop-aws 3.3.4 has no conditional create: s3a-conditional is not measured on it,
+    and every line that names the runtime says so."""
+    env = {"versions": {"spark": "3.5.9", "hadoop_aws": "3.3.4", "aws_sdk": "v1 1.12.262"},
+           "not_runnable": {"s3a-conditional": "3.4.2"}}
+    assert provenance.runtime_said(env) == ("Spark 3.5.9, hadoop-aws 3.3.4 on AWS SDK v1 1.12.262 (not measured on "
+                                            "it: s3a-conditional, which needs hadoop-aws 3.4.2+)")
+    assert provenance.runtime_said({**env, "not_runnable": {}}).endswith("1.12.262")
 
 
 def test_the_committed_sample_report_is_what_report_makes_of_its_record(sample_report):

@@ -18,6 +18,7 @@ from py4j.protocol import Py4JJavaError
 import ckpt_impls
 from ckpt_impls import build, jars
 from ckptbench.cli import app, common
+from ckptbench.record import results
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,6 +71,14 @@ def test_each_spark_line_runs_the_s3a_its_users_deploy():
     assert generation == ("v2" if tuple(map(int, connector.version.split(".")[:2])) >= (3, 4) else "v1")
     assert versions["aws_sdk"] == f"{generation} {sdk.version}"
     assert jars.aws_sdk() == generation
+
+
+def test_a_record_names_the_strategies_the_loaded_s3a_cannot_run():
+    """S3A's conditional create came in hadoop-aws 3.4.2: Spark 3.5's 3.3.4 cannot run s3a-conditional,
+    Spark 4.3's 3.5.0 runs every strategy; a record says which it left out, for the report to say."""
+    expected = {} if jars.spark_version() != "3.5" else {"s3a-conditional": "3.4.2"}
+    assert results.not_runnable() == expected
+    assert [s for s in ckpt_impls.STRATEGIES if s not in ckpt_impls.runnable()] == list(expected)
 
 
 @pytest.mark.spark

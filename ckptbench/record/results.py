@@ -35,7 +35,8 @@ class Refused(RunFailed):
 def environment(store, experiment: str, size: str, plan: dict, spark=None, **extra) -> dict:
     """What an experiment ran on: the store, the fault profile its metering proxy injected and that
     profile's seed, the run size and plan, the commit and the versions of Spark, Hadoop and the S3A
-    connector that ran it (read from the jars that are loaded); the strategies from outside and the
+    connector that ran it (read from the jars that are loaded) and the strategies it cannot run; the
+    strategies from outside and the
     user's settings (``ckpt_impls.settings.recorded``: secret values redacted); where requests went
     (``where``) and, given the running ``spark`` session, its master, executor count and the driver
     JVM's ``-X`` flags (a JIT or heap setting changes what is timed: ``SPARK_SUBMIT_OPTS`` reaches them)."""
@@ -49,6 +50,7 @@ def environment(store, experiment: str, size: str, plan: dict, spark=None, **ext
            "commit": commit, "host": socket.gethostname(),
            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "versions": jars.versions(), "where": where(store), "foreign_strategies": foreign_strategies(),
+           "not_runnable": not_runnable(),
            "settings": settings.recorded()}
     return {**env, **(session_said(spark) if spark is not None else {}), **extra}
 
@@ -57,6 +59,12 @@ def session_said(spark) -> dict:
     """What a record's environment says of the running ``spark`` session: its master, executor count
     and the driver JVM's ``-X`` flags."""
     return {"spark_master": spark.sparkContext.master, "executors": executors(spark), "jvm_flags": jvm_flags(spark)}
+
+
+def not_runnable() -> dict[str, str]:
+    """The strategies the loaded S3A connector cannot run (``ckpt_impls.unavailable``), none of which
+    a run measures, each with the hadoop-aws it needs."""
+    return {name: s.min_hadoop_aws for name, s in ckpt_impls.STRATEGIES.items() if ckpt_impls.unavailable(name)}
 
 
 def foreign_strategies() -> dict:

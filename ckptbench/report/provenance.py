@@ -40,11 +40,16 @@ def settings_said(environment: dict) -> str:
 
 def runtime_said(environment: dict) -> str:
     """What ran the checkpoints: Spark and the S3A connector with the AWS SDK it is built on
-    ("Spark 4.3.0, hadoop-aws 3.5.0 on AWS SDK v2 2.35.4"), from the record's ``versions``."""
+    ("Spark 4.3.0, hadoop-aws 3.5.0 on AWS SDK v2 2.35.4"), from the record's ``versions``, and the
+    strategies that connector cannot run, so were not measured (``not_runnable``)."""
     versions = environment.get("versions") or {}
     said = f"Spark {versions.get('spark', '?')}"
     if versions.get("hadoop_aws"):
         said += f", hadoop-aws {versions['hadoop_aws']} on AWS SDK {versions.get('aws_sdk', '?')}"
+    missing = environment.get("not_runnable") or {}
+    if missing:
+        said += " (not measured on it: " + "; ".join(f"{name}, which needs hadoop-aws {need}+"
+                                                      for name, need in missing.items()) + ")"
     return said
 
 
