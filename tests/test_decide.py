@@ -456,6 +456,12 @@ def test_the_queries_run_in_mirrored_rounds():
     stateless = config.Shape("stateless")
     first = levers.stage_one((stateless,), ["rename", "conditional"], staged=True)
     assert first == {stateless: [(p, "rename") for p in ("default", "async-progress", "slots-2", "slots-4")]}
+    # The floor in Spark's defaults and at each task slots alone, not in every lever's.
+    assert levers.stage_one((stateless,), ["rename"], staged=True, floor=True)[stateless] == [
+        *first[stateless], *((p, ckpt_impls.FLOOR.name) for p in ("default", "slots-2", "slots-4"))]
+    assert levers.with_floor([("changelog", "direct"), ("default", "rename"), ("changelog", "rename")]) == [
+        ("changelog", "direct"), ("default", "rename"), ("changelog", "rename"),
+        ("changelog", ckpt_impls.FLOOR.name), ("default", ckpt_impls.FLOOR.name)]
     # A session per task slots per core, one slot first; on a cluster every one in the one-slot session.
     assert levers.by_slots(first, "local[2]") == {
         1: {stateless: [("default", "rename"), ("async-progress", "rename")]},

@@ -66,7 +66,7 @@ import numpy as np
 
 import ckpt_impls
 from ckptbench import metrics
-from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT, slots_of
+from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT
 from ckptbench.decide.model import RESOLUTION_MS, Candidate, Decision, Outage, Ranking, Safety
 from ckptbench.metrics import cost
 from ckptbench.record import jobs, results
@@ -110,7 +110,7 @@ def _candidate(record: results.Results, strategy: str, workload: str, trigger_s:
     c.runs = len(repeats)
     c.batch_p50_ms = metrics.durations_percentile(repeats, "triggerExecution", 50)
     c.cpu_ms_per_batch = metrics.cpu_ms_per_batch(repeats)
-    c.floor_batch_p50_ms = metrics.floor_batch_p50_ms(record, workload, keys, slots_of(preset))
+    c.floor_batch_p50_ms = metrics.floor_batch_p50_ms(record, workload, keys, preset)
     c.commit_p50_ms = (metrics.durations_percentile(repeats, "walCommit", 50)
                        + metrics.durations_percentile(repeats, "commitOffsets", 50))
     c.commit_p95_ms = (metrics.durations_percentile(repeats, "walCommit", 95)

@@ -20,7 +20,7 @@ class Candidate:
     preset: str = DEFAULT_PRESET  # Spark's levers (``config.presets_for``)
     batch_p50_ms: float = float("nan")  # triggerExecution, p50
     cpu_ms_per_batch: float = float("nan")  # the driver JVM's, its tasks' too in local mode (``metrics``)
-    floor_batch_p50_ms: float = float("nan")  # the benchmark floor's at the same job and task slots
+    floor_batch_p50_ms: float = float("nan")  # the benchmark floor's in the same job and preset
     commit_p50_ms: float = float("nan")  # walCommit + commitOffsets, p50
     commit_p95_ms: float = float("nan")
     requests_per_batch: float = float("nan")  # billable, made by the strategy

@@ -83,21 +83,24 @@ def stage_one(shapes: tuple[Shape, ...], strategies: list[str], staged: bool,
               presets: tuple[str, ...] | None = None, floor: bool = False) -> dict[Shape, list[tuple[str, str]]]:
     """Each shape's configurations (preset, strategy) measured first: every one (``staged``: Spark's
     default strategy, ``strategies[0]``, in every preset), of ``presets`` alone if given; ``floor``:
-    with the benchmark floor (``with_floor``)."""
+    with the benchmark floor (``with_floor``) in Spark's defaults and at each task slots per core
+    alone (``config.slots_preset``), not in every lever's (that would double the stage)."""
     out = {}
     for shape in shapes:
         chosen = [(preset, s) for preset in presets_for(shape) if presets is None or preset in presets
                   for s in (strategies[:1] if staged else strategies)]
-        out[shape] = with_floor(chosen) if floor else chosen
+        pure = {slots_preset(slots_of(preset)) for preset, _ in chosen}
+        out[shape] = with_floor(chosen, pure) if floor else chosen
     return out
 
 
-def with_floor(configurations: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """``configurations`` (preset, strategy) and the benchmark floor (``ckpt_impls.FLOOR``) at each
-    of their task slots per core (``config.slots_preset``): a batch whose checkpoint costs nothing,
-    which every configuration's at those slots is read against."""
-    slots = sorted({slots_of(preset) for preset, _ in configurations})
-    return [*configurations, *((slots_preset(n), ckpt_impls.FLOOR.name) for n in slots)]
+def with_floor(configurations: list[tuple[str, str]], presets: set[str] | None = None) -> list[tuple[str, str]]:
+    """``configurations`` (preset, strategy) and the benchmark floor (``ckpt_impls.FLOOR``: Spark's
+    checkpoint files in the JVM's memory) in each of their presets (of ``presets`` alone if given):
+    the same batch with those files free, which each configuration in that preset is read against
+    (a lever changes what the state store does, so only the floor in the same levers compares)."""
+    wanted = [p for p in dict.fromkeys(preset for preset, _ in configurations) if presets is None or p in presets]
+    return [*configurations, *((preset, ckpt_impls.FLOOR.name) for preset in wanted)]
 
 
 def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: list[tuple[str, str]], plan: Plan,

@@ -4,7 +4,6 @@ above one PUT; checkpoint files per batch and requests per checkpoint file."""
 from __future__ import annotations
 
 import ckpt_impls
-from ckptbench.config import slots_preset
 from ckptbench.metrics.requests import MANAGED, requests_per_batch
 from ckptbench.metrics.stats import duration_percentile, durations_percentile
 from ckptbench.metrics.store import put_floor_ms
@@ -24,12 +23,11 @@ def has_floor(results: Results) -> bool:
     return ckpt_impls.FLOOR.name in set(results.runs.strategy)
 
 
-def floor_batch_p50_ms(results: Results, workload: str, keys: int, slots: int) -> float:
-    """The benchmark floor's batch (triggerExecution) p50 in ``workload`` at ``keys`` keys and
-    ``slots`` task slots per core (its configuration ``config.slots_preset``), its repeats pooled: the
-    batch of a checkpoint that costs nothing, at the task slots of the configurations read against
-    it; NaN where the record has none."""
-    floors = results.runs_of(ckpt_impls.FLOOR.name, workload, keys, slots_preset(slots), "memory")
+def floor_batch_p50_ms(results: Results, workload: str, keys: int, preset: str) -> float:
+    """The benchmark floor's batch (triggerExecution) p50 in ``workload`` at ``keys`` keys in
+    configuration ``preset`` (its levers and task slots), its repeats pooled: the same batch with
+    Spark's checkpoint files in the JVM's memory; NaN where the record has none in that preset."""
+    floors = results.runs_of(ckpt_impls.FLOOR.name, workload, keys, preset, "memory")
     return durations_percentile(floors, "triggerExecution", 50) if floors else float("nan")
 
 

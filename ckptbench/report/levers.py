@@ -107,8 +107,9 @@ def section(store: str, record: results.Results, where: str, decisions: dict[str
         "batches whose offsets and commits are written is the job's (a batch slower than the measured trigger "
         "writes them more often than the job would).",
         "commits: Spark's walCommit + commitOffsets, each a p50 over the measured batches; batch: triggerExecution "
-        "p50, and that over the benchmark floor's (its files in the JVM's memory: a checkpoint that costs nothing) "
-        "at the same task slots (run in stage one's session of those); CPU: what the driver's JVM spent per "
+        "p50, and that over the benchmark floor's in the same configuration (Spark's checkpoint files in the JVM's "
+        "memory; RocksDB's own uploads still go to the store), where it ran: in Spark's defaults and at each task "
+        "slots per core alone; CPU: what the driver's JVM spent per "
         "measured batch, its tasks' too on a local master (n/a on a cluster), so that more task slots show their "
         "price. Requests: "
         "every billable request per measured batch, "

@@ -205,9 +205,9 @@ def summary(record: results.Results, decision: decide.Decision) -> Summary:
                                          "requests per batch: strategy + others", f"$ per month ({cost.LABEL})",
                                          "a second writer", tables.OUTAGE_COLUMN, "verdict"], rows,
         "Commit: walCommit + commitOffsets; batch: triggerExecution; both p50 over "
-        f"{provenance.measured_said(env['plan'])}; the batch over the benchmark floor's (a checkpoint that costs "
-        "nothing) at the same task slots; CPU: the driver JVM's per measured batch, its tasks' too on a local master "
-        "(n/a on a cluster)"
+        f"{provenance.measured_said(env['plan'])}; the batch over the benchmark floor's in the same configuration "
+        "(Spark's checkpoint files in the JVM's memory; RocksDB's own uploads still go to the store); CPU: the "
+        "driver JVM's per measured batch, its tasks' too on a local master (n/a on a cluster)"
         ". The verdicts compare medians over every measured batch, each "
         "with its 95% bootstrap interval, and call a difference only where the interval of the difference excludes "
         "zero and it is large enough (the rule: ckptbench.decide). Requests are billable ones counted by "

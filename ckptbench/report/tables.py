@@ -67,8 +67,8 @@ BATCH_COLUMN = "batch p50 (x the floor's) / CPU per batch (ms)"
 
 
 def batch_cell(c: decide.Candidate) -> str:
-    """``BATCH_COLUMN``'s cell for ``c``: its batch p50, that over the benchmark floor's at the same
-    job and task slots where the record has it, and the driver JVM's CPU per batch."""
+    """``BATCH_COLUMN``'s cell for ``c``: its batch p50, that over the benchmark floor's in the same
+    job and configuration where the record has it, and the driver JVM's CPU per batch."""
     ratio = c.batch_p50_ms / c.floor_batch_p50_ms if c.floor_batch_p50_ms > 0 else math.nan
     against = f" ({ratio:,.2f}x)" if math.isfinite(ratio) else ""
     return f"{cell(c.batch_p50_ms)}{against} / {cell(c.cpu_ms_per_batch, ',.0f')}"
