@@ -161,8 +161,8 @@ def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, re
 
 
 #: A last stage (``levers``' ``final``): a job, and what picks its configurations (preset, strategy)
-#: from the record of the stages before it.
-Final = tuple[Shape, Callable[[results.Results], list[tuple[str, str]]]]
+#: and the presets the floor runs in (``with_floor``) from the record of the stages before it.
+Final = tuple[Shape, Callable[[results.Results], tuple[list[tuple[str, str]], set[str]]]]
 
 
 def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strategies: list[str] | None = None,
@@ -173,8 +173,8 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
     queries of ``plan``'s warm-up and ``plan.batches_per_query`` measured batches, in mirrored rounds
     per shape, stage and session (a session per task slots per core: ``by_slots``), after an untimed
     query per shape has warmed each session; then ``final``'s job in the configurations it picks from
-    that record (the floor at their task slots moving there from stage one, on a local master);
-    written to ``settings.raw`` as ``experiment`` and returned."""
+    that record, and the floor in the presets it names (the floor moving there from stage one, on a
+    local master); written to ``settings.raw`` as ``experiment`` and returned."""
     plan = plan or settings.plan
     strategies = strategies or settings.measured_strategies
     first = SPARK_DEFAULT[0] if SPARK_DEFAULT[0] in strategies else strategies[0]
@@ -209,8 +209,8 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
                                   staged=staged, not_measured=not_measured, presets=presets)
         if final is not None:
             shape, pick = final
-            picked = pick(recorder.results({**env, **said}))
-            last = by_slots({shape: with_floor(picked) if floor else picked}, settings.master)
+            picked, floors = pick(recorder.results({**env, **said}))
+            last = by_slots({shape: with_floor(picked, floors) if floor else picked}, settings.master)
             bar.grow(plan.jvm_warmup * _warmups(last) + per_configuration * _configurations(last))
             _sessions(settings, store, bucket, plan, first, recorder, last, bar)
     return save(recorder.results({**env, **said}), settings)

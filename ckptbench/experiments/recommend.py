@@ -95,13 +95,19 @@ def ranked_shape(shape: config.Shape, ranked_at: int = RANKED_AT) -> config.Shap
     return shape if shape.partitions <= ranked_at else dataclasses.replace(shape, partitions=ranked_at)
 
 
-def finalists(leading: list[crash_check.Leader]) -> list[tuple[str, str]]:
+def finalists(leading: list[crash_check.Leader]) -> tuple[list[tuple[str, str]], set[str]]:
     """(preset, strategy) measured at the job's own partitions: Spark's default configuration, the
-    ``leading`` ones, and the first of them at each of ``FINAL_SLOTS`` task slots per core."""
+    ``leading`` ones, and the first of them at each of ``FINAL_SLOTS`` task slots per core; and the
+    presets the benchmark floor runs in there: the first's, at each task slots (a floor in Spark's
+    defaults, where RocksDB uploads a full snapshot a batch, would take as long as Spark's default
+    itself, and the time the command has is spent on those the answer is about)."""
     picked = [config.SPARK_DEFAULT[::-1], *((c.preset, c.strategy) for c in leading)]
+    floors = set()
     if leading:
-        picked += [(config.at_slots(leading[0].preset, n), leading[0].strategy) for n in FINAL_SLOTS]
-    return list(dict.fromkeys(picked))
+        first = [(config.at_slots(leading[0].preset, n), leading[0].strategy) for n in (1, *FINAL_SLOTS)]
+        picked += first
+        floors = {preset for preset, _ in first}
+    return list(dict.fromkeys(picked)), floors
 
 
 def projection_check(record: results.Results, ranked: config.Shape, shape: config.Shape) -> dict:
