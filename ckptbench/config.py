@@ -222,6 +222,12 @@ class Shape:
         return {"spark.sql.shuffle.partitions": str(self.partitions), STATE_PROVIDER: PROVIDERS[self.provider]}
 
 
+def configuration_label(strategy: str, preset: str | None = DEFAULT_PRESET) -> str:
+    """``strategy`` and its levers (``preset``; empty, None or NaN, as a record without one reads:
+    Spark's defaults), as the report and the CLI name a configuration: ``conditional + changelog``."""
+    return strategy if not isinstance(preset, str) or preset in ("", DEFAULT_PRESET) else f"{strategy} + {preset}"
+
+
 def presets_for(shape: Shape) -> tuple[str, ...]:
     """The configurations measured for ``shape``: Spark's defaults, each lever that can act on it
     alone, and every combination of the state levers that act on its state store (task slots,

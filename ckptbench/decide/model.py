@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from ckptbench import metrics
-from ckptbench.config import DEFAULT_PRESET
+from ckptbench.config import DEFAULT_PRESET, configuration_label
 
 #: Spark's resolution for walCommit + commitOffsets: 1 ms per duration. The smallest difference
 #: called where the record has no store floor.
@@ -59,7 +59,7 @@ class Candidate:
     @property
     def label(self) -> str:
         """``strategy`` and its levers, as the report and the CLI name a configuration."""
-        return self.strategy if self.preset == DEFAULT_PRESET else f"{self.strategy} + {self.preset}"
+        return configuration_label(self.strategy, self.preset)
 
 
 @dataclasses.dataclass

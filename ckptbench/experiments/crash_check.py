@@ -115,8 +115,7 @@ def check_leaders(settings: config.Settings, shape: config.Shape, leaders: Leade
 
 def _said(series: dict) -> str:
     """A series of the check in a line: its configuration, cycles and rows duplicated and lost, or why it stopped."""
-    preset = series.get("preset") or config.DEFAULT_PRESET
-    label = series["strategy"] + ("" if preset == config.DEFAULT_PRESET else f" + {preset}")
+    label = config.configuration_label(series["strategy"], series.get("preset"))
     cycles = series["cycles"]
     return (f"{label}, {cycles} cycle{'' if cycles == 1 else 's'}, {series.get('duplicates')} rows duplicated, "
             f"{series.get('lost')} lost"

@@ -56,8 +56,7 @@ def crash_lines(record: results.Results) -> list[str]:
     what its check found."""
     lines = []
     for row in record.crash_series.itertuples():
-        preset = row.preset if isinstance(row.preset, str) else config.DEFAULT_PRESET
-        label = row.strategy if preset == config.DEFAULT_PRESET else f"{row.strategy} + {preset}"
+        label = config.configuration_label(row.strategy, row.preset)
         found = (f"{row.cycles} crash cycle{'s' if row.cycles != 1 else ''}, {_count(row.duplicates)} rows "
                  f"duplicated, {_count(row.lost)} lost")
         lines.append(f"{label} (the crash lab's {row.workload} job): {found}"
@@ -141,7 +140,7 @@ def ranked_lines(record: results.Results) -> list[str]:
              f"this decision is made. Requests per batch at {own}: projected from {ranked} (a projection: a state "
              "file per partition each batch), and as measured where it ran there:"]
     for row in projection["configurations"]:
-        label = row["strategy"] + ("" if row["preset"] == config.DEFAULT_PRESET else f" + {row['preset']}")
+        label = config.configuration_label(row["strategy"], row["preset"])
         measured = row["measured"]
         said = (f"{measured:,.1f} measured ({(row['projected'] - measured) / measured:+.1%} off)" if measured
                 else "not measured there")

@@ -112,7 +112,7 @@ def crash_tables(record: results.Results) -> list[Table]:
                     ["strategy", "workload", "cycles (killed inside a batch)", "restart failures", "duplicated rows",
                      "lost rows", "cycles not exactly-once", "recovery p50 / p95 (ms)", "recovery requests p50",
                      "JVM start p50 (ms)", "left: temp / orphan data / pending MPU"], rows,
-                    " ".join(f"{row.strategy}{_preset(row.preset)} x {row.workload} "
+                    " ".join(f"{config.configuration_label(row.strategy, row.preset)} x {row.workload} "
                              + (f"{row.error}." if str(row.error).startswith("refused: ")
                                 else f"stopped early: {row.error}.") for row in errors.itertuples()))]
     if len(record.two_writers):
@@ -127,11 +127,6 @@ def crash_tables(record: results.Results) -> list[Table]:
     if len(record.races):
         tables.append(race_table(record))
     return tables
-
-
-def _preset(preset) -> str:
-    """`` + preset`` after a strategy's name, nothing for Spark's own settings."""
-    return "" if not isinstance(preset, str) or preset == config.DEFAULT_PRESET else f" + {preset}"
 
 
 def race_table(record: results.Results) -> Table:
