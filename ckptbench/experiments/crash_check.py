@@ -62,8 +62,7 @@ def crash_check(settings: config.Settings, shape: config.Shape, leaders: list[Le
     environment (``results.environment``). Needs the metering proxy, as the crash lab does.
 
     Runs on a store of its own, with a session in the JVM an earlier experiment of the process may
-    have used: its cached S3A filesystems are closed first, since on a store started afresh the
-    same bucket name is at another endpoint, and the lab reads the output through the session."""
+    have used (``harness.spark.session`` closes the filesystems it cached)."""
     from ckptbench.experiments.crashlab.lab import CrashLab
     from ckptbench.harness import stores
     from ckptbench.harness.spark import session
@@ -72,7 +71,6 @@ def crash_check(settings: config.Settings, shape: config.Shape, leaders: list[Le
     with stores.started_store(settings, needs_proxy="the crash check") as (store, bucket):
         spark = session(leaders[0].strategy, {bucket: store.inner})
         try:
-            spark._jvm.org.apache.hadoop.fs.FileSystem.closeAll()
             if env is not None:
                 env.update({**results.environment(store, config.CRASH_CHECK, settings.size, {"cycles": cycles},
                                                   spark=spark), **env})

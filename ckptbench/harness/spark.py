@@ -41,6 +41,12 @@ def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, co
     A local master tries a task as often as ``spark.task.maxFailures`` in ``conf`` says (``local_with_retries``),
     and runs ``config.SLOTS_PER_CORE`` in ``conf`` task slots per core (``config.with_slots``); ValueError
     for more than one on another master.
+
+    The JVM's cached filesystems (Hadoop's ``FileSystem`` cache, by scheme and bucket) are closed as
+    the session starts: a session of an earlier experiment in this process may have cached one for a
+    bucket name that is now at another endpoint (a store started afresh gets a bucket named after the
+    store, ``stores.started_stores``), and a manager given that filesystem would retry a store that
+    is gone.
     """
     from pyspark.sql import SparkSession
 
@@ -65,6 +71,7 @@ def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, co
     with environment(ckpt_impls.chain_env(list(stores.values())[-1] if stores else None)):
         spark = builder.getOrCreate()  # the driver's JVM starts here, in this environment
     spark.sparkContext.setLogLevel("ERROR")
+    spark._jvm.org.apache.hadoop.fs.FileSystem.closeAll()
     for bucket, store in stores.items():
         ckpt_impls.set_credentials(spark, store, bucket)
     ckpt_impls.set_settings(spark, strategy)
