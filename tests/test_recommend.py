@@ -166,11 +166,14 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     # and 4 task slots per core, with the floor at each slots, after every run at 2.
     final = record.runs[record.runs.workload == stateless.name]
     assert final.run.min() > runs.run.max()
-    # The leaders as the decision named them when the final stage began: before the crash check.
-    before = results.Results(record.environment, {k: v for k, v in record.tables.items()
-                                                  if k not in ("cycles", "crash_series")})
-    leading = recommendation.decision_of(before, untested_out=False, job=ranked.name)
+    # The leaders as the decision named them when the final stage began: after the crash check at 2, so
+    # none of them is one the check put out.
+    leading = recommendation.decision_of(record, untested_out=False, job=ranked.name)
     first = leading.chosen
+    checked = record.crash_series.set_index(["strategy", "preset"])
+    for c in filter(None, (first, decide.runner_up(leading))):
+        assert (c.strategy, c.preset) in checked.index, checked
+        assert (checked.loc[[(c.strategy, c.preset)]][["duplicates", "lost"]] == 0).all().all()
     assert set(zip(final.preset, final.strategy, strict=True)) == {
         ("default", "rename"), (first.preset, first.strategy),
         *((config.at_slots(first.preset, n), first.strategy) for n in (2, 4)),

@@ -23,7 +23,6 @@ ones worth crossing with the others; a configuration outside them is not measure
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import ckpt_impls
 from ckptbench import metrics, progress
@@ -160,34 +159,28 @@ def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, re
     return said
 
 
-#: A last stage (``levers``' ``final``): a job, and what picks its configurations (preset, strategy)
-#: and the presets the floor runs in (``with_floor``) from the record of the stages before it.
-Final = tuple[Shape, Callable[[results.Results], tuple[list[tuple[str, str]], set[str]]]]
-
-
 def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strategies: list[str] | None = None,
            plan: Plan | None = None, staged: bool = False, experiment: str = "levers",
-           presets: tuple[str, ...] | None = None, final: Final | None = None) -> results.Results:
+           presets: tuple[str, ...] | None = None, floor: bool = True,
+           recorder: results.Recorder | None = None) -> results.Results:
     """Every configuration of every shape (``staged``: as the module says; ``presets``: of those
     alone, where a shape is offered them), each ``plan.repeats``
     queries of ``plan``'s warm-up and ``plan.batches_per_query`` measured batches, in mirrored rounds
     per shape, stage and session (a session per task slots per core: ``by_slots``), after an untimed
-    query per shape has warmed each session; then ``final``'s job in the configurations it picks from
-    that record, and the floor in the presets it names (the floor moving there from stage one, on a
-    local master); written to ``settings.raw`` as ``experiment`` and returned."""
+    query per shape has warmed each session, with the benchmark floor (``stage_one``) unless
+    ``floor`` is False (configurations ranked for a ``final_stage``, which has it); the rows go into
+    ``recorder`` (a new one if None); the record is written to ``settings.raw`` as ``experiment``
+    and returned."""
     plan = plan or settings.plan
-    strategies = strategies or settings.measured_strategies
-    first = SPARK_DEFAULT[0] if SPARK_DEFAULT[0] in strategies else strategies[0]
-    strategies = [first, *(s for s in strategies if s != first)]
-    recorder = results.Recorder()
+    strategies = _first_is_sparks(strategies or settings.measured_strategies)
+    first = strategies[0]
+    recorder = recorder if recorder is not None else results.Recorder()
     not_measured: dict[str, dict[str, str]] = {}
     with started_store(settings) as (store, bucket):
         per_configuration = plan.repeats * (plan.warmup + plan.batches_per_query)
         # The floor keeps its files in the driver JVM's memory: only where the tasks run in that JVM.
-        floor = local_threads(settings.master) is not None
-        # Stages that only rank configurations for a final one need no floor: the final stage has it.
-        first_stage = by_slots(stage_one(shapes, strategies, staged, presets, floor and final is None),
-                               settings.master)
+        floor = floor and local_threads(settings.master) is not None
+        first_stage = by_slots(stage_one(shapes, strategies, staged, presets, floor), settings.master)
         # Stage two's sessions beyond one are added to the bar once they are known.
         expected = plan.jvm_warmup * (_warmups(first_stage) + (len(shapes) if staged else 0)) + per_configuration * (
             _configurations(first_stage)
@@ -203,17 +196,36 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
             second_stage = by_slots(crossed, settings.master)
             bar.grow(plan.jvm_warmup * (_warmups(second_stage) - len(shapes)))
             _sessions(settings, store, bucket, plan, first, recorder, second_stage, bar)
-        ran = shapes if final is None else (*shapes, final[0])
         env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan),
-                                  shapes=[dataclasses.asdict(s) | {"name": s.name} for s in ran],
+                                  shapes=[dataclasses.asdict(s) | {"name": s.name} for s in shapes],
                                   staged=staged, not_measured=not_measured, presets=presets)
-        if final is not None:
-            shape, pick = final
-            picked, floors = pick(recorder.results({**env, **said}))
-            last = by_slots({shape: with_floor(picked, floors) if floor else picked}, settings.master)
-            bar.grow(plan.jvm_warmup * _warmups(last) + per_configuration * _configurations(last))
-            _sessions(settings, store, bucket, plan, first, recorder, last, bar)
     return save(recorder.results({**env, **said}), settings)
+
+
+def final_stage(settings: Settings, shape: Shape, configurations: list[tuple[str, str]], floors: set[str],
+                plan: Plan, before: results.Results, recorder: results.Recorder) -> results.Results:
+    """A last stage after ``levers`` (its record ``before``, its rows in ``recorder``): ``shape`` in
+    ``configurations`` (preset, strategy) and, on a local master, the floor in ``floors``' presets
+    (``with_floor``), measured as ``levers`` measures, on a store of its own; the record of both,
+    ``before``'s environment naming ``shape`` too, is written as ``before``'s experiment and returned."""
+    first = _first_is_sparks([strategy for _, strategy in configurations])[0]
+    floored = with_floor(configurations, floors) if local_threads(settings.master) is not None else configurations
+    last = by_slots({shape: floored}, settings.master)
+    per_configuration = plan.repeats * (plan.warmup + plan.batches_per_query)
+    bar = progress.Recorder(f"at {shape.partitions} partitions", plan.jvm_warmup * _warmups(last)
+                            + per_configuration * _configurations(last), "batch")
+    with started_store(settings) as (store, bucket):
+        _sessions(settings, store, bucket, plan, first, recorder, last, bar)
+    env = before.environment
+    return save(recorder.results({**env, "shapes": [*env["shapes"], dataclasses.asdict(shape) | {"name": shape.name}]}),
+                settings)
+
+
+def _first_is_sparks(strategies: list[str]) -> list[str]:
+    """``strategies`` with Spark's default strategy first where it is one of them: the one each session
+    warms up with, and stage one runs in every configuration."""
+    first = SPARK_DEFAULT[0] if SPARK_DEFAULT[0] in strategies else strategies[0]
+    return list(dict.fromkeys([first, *strategies]))
 
 
 levers.timeout = 3 * 3600  # a full plan over every shape; a stuck query fails sooner, in await_batches

@@ -12,13 +12,15 @@ In order, each shown as a progress bar on stderr:
    so on a store the proxy cannot front (https, AWS S3) it is not run and the record says so;
 3. the staged levers experiment for the job's one shape (``experiments.levers``, ``staged=True``):
    Spark's default manager in every configuration of levers, then every strategy in Spark's
-   defaults and the two cheapest configurations, each configuration in ``REPEATS`` queries. A job
-   of more than ``RANKED_AT`` partitions runs it at that many, then its ``finalists`` at its own
-   count (the experiment's ``final`` stage), where the decision is made, with the projection of
-   every configuration's requests to that count checked on them (``projection_check``);
+   defaults and the two cheapest configurations, each configuration in ``REPEATS`` queries, at the
+   job's partitions or, for a job of more than ``RANKED_AT``, at that many;
 4. the crash check (``experiments.crash_check.check_leaders``): crash cycles
-   (``crashlab.CrashLab.series``) of the two leading configurations, whose exactly-once result
-   the final decision reads (its rule 1), at the partitions the configurations were ranked at.
+   (``crashlab.CrashLab.series``) of the two leading configurations at those partitions, whose
+   exactly-once result the decision reads (its rule 1);
+5. for a job of more than ``RANKED_AT`` partitions, its ``finalists`` (picked once the crash check
+   has put out any leader that broke exactly-once) at its own count (``levers.final_stage``),
+   where the decision is made, with the projection of every configuration's requests to that
+   count checked on them (``projection_check``).
 
 Which configurations lead is the decision's to say, and the decision is a layer above the
 experiments: ``recommend`` takes it as a callable (``leaders``, passed in by the CLI) of the
@@ -28,8 +30,8 @@ not checked yet, up to ``crash_check.CRASH_ROUNDS`` times, so that the configura
 been crash-checked.
 
 The probe and the race share one store and one SparkSession; the levers experiment starts a store
-of its own (it owns its store and session), and so does the crash check, each on the named bucket
-when one is named; the sessions share one JVM. A crash check that fails leaves the measurements
+of its own (it owns its store and session), and so do the crash check and the final stage, each
+on the named bucket when one is named; the sessions share one JVM. A crash check that fails leaves the measurements
 standing: the record says the check is missing (``crash_note``), and the decision that
 exactly-once under crashes was not measured.
 
@@ -218,40 +220,43 @@ def recommend(settings: config.Settings, shape: config.Shape, strategies: list[s
     ``crash_cycles`` 0 skips the crash check. Returns the combined record;
     ``environment["recommend"]["seconds"]`` holds each stage's duration."""
     from ckptbench.experiments import crash_check, levers
+    from ckptbench.record import results
 
     began = time.monotonic()
     recorder, said = probe_and_race(settings, shape, strategies)
     measured = [s for s in strategies if s not in said["skipped"]]
     ranked = ranked_shape(shape, ranked_at)
+    final = ranked != shape  # its finalists at the job's own partitions, from the decision at ``ranked``'s
     said.update(shape={**dataclasses.asdict(shape), "name": shape.name}, trigger=trigger,
                 trigger_s=shape.trigger_s, strategies=measured,
-                ranked={**dataclasses.asdict(ranked), "name": ranked.name} if ranked != shape else None)
+                ranked={**dataclasses.asdict(ranked), "name": ranked.name} if final else None)
     seconds = {"probe and race": time.monotonic() - began}
-    final = None
-    if ranked != shape:  # its finalists at the job's own partitions, from the decision at ``ranked``'s
-        final = (shape, lambda so_far: finalists(leaders(combined(so_far, said, recorder.rows), ranked.name)))
-    # Ranked at fewer partitions, Spark's levers alone: task slots act on the job's own tasks, so the
-    # final stage measures them, at the job's partitions.
-    presets = None if final is None else tuple(p for p in config.presets_for(ranked) if config.slots_of(p) == 1)
-    record = levers.levers(settings, (ranked,), measured, plan_of(shape, batches, repeats), staged=True,
-                           experiment="recommend", presets=presets, final=final)
+    # Ranked at fewer partitions, Spark's levers alone, no floor: task slots act on the job's own tasks
+    # and the floor is read at the job's, so the final stage measures them there.
+    presets = tuple(p for p in config.presets_for(ranked) if config.slots_of(p) == 1) if final else None
+    runs = results.Recorder()
+    plan = plan_of(shape, batches, repeats)
+    record = levers.levers(settings, (ranked,), measured, plan, staged=True, experiment="recommend",
+                           presets=presets, floor=not final, recorder=runs)
     seconds["levers"] = time.monotonic() - began - sum(seconds.values())
-    if ranked != shape:
-        said["projection"] = projection_check(record, ranked, shape)
-    record = combined(record, said, recorder.rows)
-    leading = leaders(record)
+    crashed: dict[str, list[dict]] = {name: [] for name in crash_check.TABLES}
+    leading = leaders(combined(record, said, recorder.rows), ranked.name)
     if not leading or crash_cycles == 0 or said.get("race_note"):
         said["crash_note"] = "exactly-once under crashes was not checked: " + (
             "no configuration leads" if not leading else "--crash-cycles is 0" if crash_cycles == 0
             else "the crash check needs the metering proxy too")
-    else:
-        crashed: dict[str, list[dict]] = {name: [] for name in crash_check.TABLES}
+    else:  # before the finalists are picked: a leader the check puts out is not one of them
         try:
             crash_check.check_leaders(settings, ranked, lambda rows: leaders(combined(record, said, {
-                **recorder.rows, **rows})), crash_cycles, crashed)
+                **recorder.rows, **rows}), ranked.name), crash_cycles, crashed)
         except Exception as e:  # the measurements so far stand; the record says the check is missing
             said["crash_note"] = f"the crash check failed: {' '.join(str(e).split())[:300]}"
-        record = combined(record, said, {**recorder.rows, **crashed})
         seconds["crash check"] = time.monotonic() - began - sum(seconds.values())
+    rows = {**recorder.rows, **crashed}
+    if final:
+        picked, floors = finalists(leaders(combined(record, said, rows), ranked.name))
+        record = levers.final_stage(settings, shape, picked, floors, plan, record, runs)
+        said["projection"] = projection_check(record, ranked, shape)
+        seconds[f"at {shape.partitions} partitions"] = time.monotonic() - began - sum(seconds.values())
     said["seconds"] = {**{k: round(v, 1) for k, v in seconds.items()}, "total": round(time.monotonic() - began, 1)}
-    return record
+    return combined(record, said, rows)
