@@ -300,6 +300,22 @@ def test_a_lever_that_broke_exactly_once_is_out_with_every_strategy():
     assert "exactly-once under crashes was not measured on this store" in d.reasons
 
 
+def test_a_configuration_at_more_task_slots_carries_the_crash_lab_findings_of_its_one_slot_self():
+    record = configured({("rename", "default"): 120, ("conditional", "changelog"): 12,
+                         ("conditional", "changelog+slots-2"): 1, ("conditional", "async-progress+slots-2"): 1})
+    safety = {**raced(rename=False, conditional=True), ("conditional", "changelog"): decide.Safety(cycles=2),
+              ("conditional", "async-progress"): decide.Safety(cycles=2, duplicated=5)}
+    d = decide.decide(record, "stateful", safety=safety)
+    crash = {c.label: (c.crash_cycles, c.out) for c in d.candidates}
+    # Crash-tested as its one-slot self, so not out as untested; it is the fastest, and says how it was tested.
+    assert crash["conditional + changelog+slots-2"] == (2, None)
+    assert d.recommended == "conditional + changelog+slots-2"
+    assert ("exactly-once held through 2 crash cycles (0 rows lost or duplicated), crash-tested at one task slot "
+            "per core (as changelog)") in d.reasons
+    # What broke exactly-once at one slot is out at two.
+    assert crash["conditional + async-progress+slots-2"][1].startswith("it broke exactly-once in the crash lab")
+
+
 # -- the statistics a verdict rests on: whole-millisecond jitter, as Spark's clocks give it --------
 
 #: Commits (walCommit + commitOffsets, whole ms) of 10 batches about 7 ms, 8 ms and 14 ms apart.

@@ -10,7 +10,8 @@ The rule, in order, so a reader can check every verdict by hand:
    crash lab saw a row lost or duplicated in it, with its strategy in Spark's own settings, or
    with its levers and any strategy (a lever's damage is Spark's). Nothing is recommended
    untested: where the crash lab ran some configuration not otherwise out in its own
-   configuration on the store (its strategy and levers: ``Candidate.crash_cycles``), every
+   configuration on the store (its strategy and levers, at any task slots per core:
+   ``Candidate.crash_cycles``), every
    configuration it did not run is out too; where it ran none, the reasons say exactly-once under
    crashes was not measured (the crash lab needs the metering proxy: not on an https store).
 2. Among the rest, a strategy measured to refuse a second writer comes before the others. The
@@ -65,7 +66,7 @@ from __future__ import annotations
 import numpy as np
 
 import ckpt_impls
-from ckptbench import metrics
+from ckptbench import config, metrics
 from ckptbench.config import DEFAULT_PRESET, SPARK_DEFAULT
 from ckptbench.decide.model import RESOLUTION_MS, Candidate, Decision, Outage, Ranking, Safety
 from ckptbench.metrics import cost
@@ -312,8 +313,12 @@ def _second_writer(c: Candidate, found: Safety | None) -> None:
 
 
 def _own_safety(safety: dict, c: Candidate) -> Safety | None:
-    """The crash lab's findings for ``c``'s very configuration (its strategy's in Spark's settings)."""
-    return safety.get(c.strategy if c.preset == DEFAULT_PRESET else (c.strategy, c.preset))
+    """The crash lab's findings for ``c``'s very configuration (its strategy's in Spark's settings),
+    at one task slot per core: task slots (``config.SLOTS_PER_CORE``) change how many of a batch's
+    tasks run at once, not which files the manager and the levers write nor in what order a batch
+    commits, and the crash lab's drivers run one slot per core."""
+    preset = config.at_slots(c.preset, 1)
+    return safety.get(c.strategy if preset == DEFAULT_PRESET else (c.strategy, preset))
 
 
 def _untested_out(candidates: list[Candidate]) -> None:
@@ -396,7 +401,9 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
                    + f": ${chosen.dollars_per_month:,.2f} a month at one batch every {trigger_s:g} s ({cost.LABEL})")
     found = _own_safety(safety, chosen)
     if found and found.cycles:
-        reasons.append(f"exactly-once held through {found.cycles} crash cycles (0 rows lost or duplicated)")
+        reasons.append(f"exactly-once held through {found.cycles} crash cycles (0 rows lost or duplicated)"
+                       + (f", crash-tested at one task slot per core (as {config.at_slots(chosen.preset, 1)})"
+                          if config.slots_of(chosen.preset) > 1 else ""))
     elif chosen.preset != DEFAULT_PRESET and safety.get(chosen.strategy) and safety[chosen.strategy].cycles:
         reasons.append(f"exactly-once held through {safety[chosen.strategy].cycles} crash cycles in Spark's own "
                        f"settings; with {chosen.preset} it was not crash-tested on this store")
