@@ -207,7 +207,8 @@ def final_stage(settings: Settings, shape: Shape, configurations: list[tuple[str
     """A last stage after ``levers`` (its record ``before``, its rows in ``recorder``): ``shape`` in
     ``configurations`` (preset, strategy) and, on a local master, the floor in ``floors``' presets
     (``with_floor``), measured as ``levers`` measures, on a store of its own; the record of both,
-    ``before``'s environment naming ``shape`` too, is written as ``before``'s experiment and returned."""
+    ``before``'s environment naming ``shape`` too and ``plan`` as ``final_plan``, is written as
+    ``before``'s experiment and returned."""
     first = _first_is_sparks([strategy for _, strategy in configurations])[0]
     floored = with_floor(configurations, floors) if local_threads(settings.master) is not None else configurations
     last = by_slots({shape: floored}, settings.master)
@@ -217,8 +218,8 @@ def final_stage(settings: Settings, shape: Shape, configurations: list[tuple[str
     with started_store(settings) as (store, bucket):
         _sessions(settings, store, bucket, plan, first, recorder, last, bar)
     env = before.environment
-    return save(recorder.results({**env, "shapes": [*env["shapes"], dataclasses.asdict(shape) | {"name": shape.name}]}),
-                settings)
+    return save(recorder.results({**env, "shapes": [*env["shapes"], dataclasses.asdict(shape) | {"name": shape.name}],
+                                  "final_plan": dataclasses.asdict(plan)}), settings)
 
 
 def _first_is_sparks(strategies: list[str]) -> list[str]:
