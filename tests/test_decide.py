@@ -483,6 +483,15 @@ def test_the_queries_run_in_mirrored_rounds():
         1: {stateless: [("default", "rename"), ("async-progress", "rename")]},
         2: {stateless: [("slots-2", "rename")]}, 4: {stateless: [("slots-4", "rename")]}}
     assert levers.by_slots(first, "spark://host:7077") == {1: first}
+    # The sessions are visited in mirrored order too, the last one's halves in one visit: every task
+    # slots' mean position over the stage is the same, so its order does not tell them apart.
+    order = levers.visits([1, 2, 4], 2)
+    assert order == [(1, range(0, 1)), (2, range(0, 1)), (4, range(0, 2)), (2, range(1, 2)), (1, range(1, 2))]
+    runs = [n for n, repeats in order for _ in repeats]
+    assert len({np.mean([i for i, x in enumerate(runs) if x == n]) for n in (1, 2, 4)}) == 1
+    assert levers.visits([1, 2, 4], 1) == [(n, range(1)) for n in (1, 2, 4)]
+    assert levers.visits([1], 4) == [(1, range(4))]
+    assert [n for n, _ in levers.visits([1, 4], 3)] == [1, 4, 1]
     rocksdb = config.Shape("stateful", "rocksdb")
     assert levers.stage_one((rocksdb,), ["rename", "conditional"], staged=False,
                             presets=("default", "changelog", "async-progress", "no-such")) == {

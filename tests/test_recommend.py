@@ -203,6 +203,11 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
         assert list(zip(session.strategy, session.preset, session.repeat, strict=True)) == [
             (s, p, r) for r, (p, s) in config.interleaved(list(dict.fromkeys(
                 zip(session.preset[session.repeat == 0], session.strategy[session.repeat == 0], strict=True))), 2)]
+    # The sessions in mirrored order (experiments.levers.visits): each slots' first repeat going up, then
+    # the second coming down.
+    visited = [slots for i, slots in enumerate(final.preset.map(config.slots_of)) if i == 0
+               or slots != config.slots_of(final.preset.iloc[i - 1])]
+    assert visited == [1, 2, 4, 2, 1], visited
     ran = record.runs[~record.runs.refused]
     assert set(ran.preset.map(config.slots_of)) == {1, 2, 4}
     assert all(slots == 2 * config.slots_of(p) for p, slots in zip(ran.preset, ran.task_slots, strict=True))

@@ -7,10 +7,11 @@ job (async progress tracking with state, format v2 on the HDFS-backed store, a s
 does not support) or lacks a lever, the run is recorded as refused with Spark's reason: a result.
 Each configuration runs in ``Plan.repeats`` queries, in mirrored rounds (``config.interleaved``)
 over the configurations of one shape, stage and session, so that a drift in the machine's load
-reaches those alike; a drift between stage one and stage two (below), or between the sessions, is
-not balanced so: a limit. Task slots per core (``config.SLOTS_PER_CORE``) are fixed as a session
-starts, so the configurations that set them run in a session of their own per value (``by_slots``),
-each session's runs recording its slots (``runs.task_slots``) and the CPU they cost (``runs.cpu_s``).
+reaches those alike; a drift between stage one and stage two (below) is not balanced so: a limit.
+Task slots per core (``config.SLOTS_PER_CORE``) are fixed as a session starts, so the configurations
+that set them run in a session of their own per value (``by_slots``), the sessions visited in mirrored
+order too (``visits``), each session's runs recording its slots (``runs.task_slots``) and the CPU
+they cost (``runs.cpu_s``).
 
 Staged (``python -m ckptbench recommend``): Spark's default strategy (``config.SPARK_DEFAULT``)
 in every configuration first, then every other strategy in Spark's defaults and in the
@@ -103,12 +104,13 @@ def with_floor(configurations: list[tuple[str, str]], presets: set[str] | None =
 
 
 def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: list[tuple[str, str]], plan: Plan,
-             bar) -> None:
-    """``configurations`` (preset, strategy) of ``shape``, ``plan.repeats`` queries of each in mirrored
-    rounds (``config.interleaved``); a configuration Spark refused once is not run again (the
-    refusal is the result, and the same every time)."""
-    refused = set()
+             bar, repeats: range, refused: set[tuple[str, str]]) -> None:
+    """The ``repeats`` of ``configurations`` (preset, strategy) of ``shape``, out of ``plan.repeats``
+    queries of each in mirrored rounds (``config.interleaved``); a configuration Spark refused once
+    (``refused``, added to here) is not run again (the refusal is the result, and the same every time)."""
     for repeat, (preset, strategy) in interleaved(configurations, plan.repeats):
+        if repeat not in repeats:
+            continue
         if (preset, strategy) in refused:
             bar.update(plan.warmup + plan.batches_per_query)
             continue
@@ -116,6 +118,19 @@ def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: li
                   repeat=repeat)
         if recorder.rows["runs"][-1]["refused"]:
             refused.add((preset, strategy))
+
+
+def visits(slots: list[int], repeats: int) -> list[tuple[int, range]]:
+    """The order the sessions of ``slots`` (task slots per core, ascending) run in, each visit with the
+    repeats it measures: mirrored like the rounds in a session (``config.interleaved``), the first half
+    of the repeats in ascending slots, the rest in descending, the last session's halves in one
+    visit; so a drift in the machine or the store that is linear over the stage adds the same to
+    every session's mean position, and a difference between task slots is not the order they ran in."""
+    if len(slots) < 2 or repeats < 2:
+        return [(n, range(repeats)) for n in slots]
+    half = (repeats + 1) // 2
+    return [*((n, range(half)) for n in slots[:-1]), (slots[-1], range(repeats)),
+            *((n, range(half, repeats)) for n in reversed(slots[:-1]))]
 
 
 def by_slots(configurations: dict[Shape, list[tuple[str, str]]], master: str
@@ -132,9 +147,9 @@ def by_slots(configurations: dict[Shape, list[tuple[str, str]]], master: str
     return dict(sorted(split.items()))
 
 
-def _warmups(split: dict[int, dict[Shape, list]]) -> int:
-    """The untimed queries ``_sessions`` runs for ``split``: one per shape per session."""
-    return sum(map(len, split.values()))
+def _warmups(split: dict[int, dict[Shape, list]], repeats: int) -> int:
+    """The untimed queries ``_sessions`` runs for ``split``: one per shape per visit of a session."""
+    return sum(len(split[slots]) for slots, _ in visits(list(split), repeats))
 
 
 def _configurations(split: dict[int, dict[Shape, list]]) -> int:
@@ -145,15 +160,18 @@ def _configurations(split: dict[int, dict[Shape, list]]) -> int:
 def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, recorder: results.Recorder,
               split: dict[int, dict[Shape, list[tuple[str, str]]]], bar) -> dict:
     """The configurations of ``split`` (``by_slots``) measured (``_measure``), a session (``lab``) per
-    task slots per core, each warmed up first with an untimed query per shape it runs; what the first
-    session (the one-slot one, where there is one) says for the record's environment."""
+    task slots per core and visit (``visits``), each warmed up first with an untimed query per shape
+    it runs; what the first session (the one-slot one, where there is one) says for the record's
+    environment."""
     said: dict = {}
-    for slots, group in split.items():
+    refused: set[tuple[str, str]] = set()
+    for slots, repeats in visits(list(split), plan.repeats):
+        group = split[slots]
         with lab(store, bucket, plan, first, conf={SLOTS_PER_CORE: str(slots)}, master=settings.master) as bench:
             for shape, found in group.items():  # JIT, class loading, the state store's first use: untimed
                 bench.run(None, first, shape, shape.keys, 0, plan.jvm_warmup, bar, preset=found[0][0])
             for shape, found in group.items():
-                _measure(bench, recorder, shape, found, plan, bar)
+                _measure(bench, recorder, shape, found, plan, bar, repeats, refused)
             said = said or {**results.session_said(bench.spark), **bench.where,
                             "checkpoint_settings": checkpoint_settings(bench.spark)}
     return said
@@ -182,9 +200,9 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
         floor = floor and local_threads(settings.master) is not None
         first_stage = by_slots(stage_one(shapes, strategies, staged, presets, floor), settings.master)
         # Stage two's sessions beyond one are added to the bar once they are known.
-        expected = plan.jvm_warmup * (_warmups(first_stage) + (len(shapes) if staged else 0)) + per_configuration * (
-            _configurations(first_stage)
-            + (len(shapes) * (len(strategies) - 1) * (1 + STAGE_TWO) if staged else 0))
+        warmups = _warmups(first_stage, plan.repeats) + (len(shapes) if staged else 0)
+        expected = plan.jvm_warmup * warmups + per_configuration * (
+            _configurations(first_stage) + (len(shapes) * (len(strategies) - 1) * (1 + STAGE_TWO) if staged else 0))
         bar = progress.Recorder("configurations", expected, "batch")
         said = _sessions(settings, store, bucket, plan, first, recorder, first_stage, bar)
         if staged:
@@ -194,7 +212,7 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
                 presets_crossed, not_measured[shape.name] = _stage_two(so_far, shape, first)
                 crossed[shape] = [(preset, s) for preset in presets_crossed for s in strategies[1:]]
             second_stage = by_slots(crossed, settings.master)
-            bar.grow(plan.jvm_warmup * (_warmups(second_stage) - len(shapes)))
+            bar.grow(plan.jvm_warmup * (_warmups(second_stage, plan.repeats) - len(shapes)))
             _sessions(settings, store, bucket, plan, first, recorder, second_stage, bar)
         env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan),
                                   shapes=[dataclasses.asdict(s) | {"name": s.name} for s in shapes],
@@ -213,7 +231,7 @@ def final_stage(settings: Settings, shape: Shape, configurations: list[tuple[str
     floored = with_floor(configurations, floors) if local_threads(settings.master) is not None else configurations
     last = by_slots({shape: floored}, settings.master)
     per_configuration = plan.repeats * (plan.warmup + plan.batches_per_query)
-    bar = progress.Recorder(f"at {shape.partitions} partitions", plan.jvm_warmup * _warmups(last)
+    bar = progress.Recorder(f"at {shape.partitions} partitions", plan.jvm_warmup * _warmups(last, plan.repeats)
                             + per_configuration * _configurations(last), "batch")
     with started_store(settings) as (store, bucket):
         _sessions(settings, store, bucket, plan, first, recorder, last, bar)
