@@ -48,8 +48,7 @@ def register(sub) -> None:
     r.add_argument("--sink", default="noop", help=f"one of: {', '.join(config.SINKS)} (default noop)")
     r.add_argument("--batches", type=int, default=experiment.BATCHES,
                    help=f"measured batches per configuration, split over its --repeats queries, each after "
-                        f"{experiment.WARMUP} warm-up ({experiment.FINAL_WARMUP} at a job's own partitions where "
-                        f"they were ranked at fewer; default {experiment.BATCHES})")
+                        f"{experiment.WARMUP} warm-up (default {experiment.BATCHES})")
     r.add_argument("--repeats", type=int, default=experiment.REPEATS,
                    help="independent queries per configuration, run in mirrored rounds so that a busy machine's "
                         f"drift reaches every configuration alike (default {experiment.REPEATS})")

@@ -161,15 +161,15 @@ def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, re
               split: dict[int, dict[Shape, list[tuple[str, str]]]], bar) -> dict:
     """The configurations of ``split`` (``by_slots``) measured (``_measure``), a session (``lab``) per
     task slots per core and visit (``visits``), each warmed up first with an untimed query per shape
-    it runs; what the first session (the one-slot one, where there is one) says for the record's
-    environment."""
+    it runs, in that shape's first configuration there; what the first session (the one-slot one,
+    where there is one) says for the record's environment."""
     said: dict = {}
     refused: set[tuple[str, str]] = set()
     for slots, repeats in visits(list(split), plan.repeats):
         group = split[slots]
         with lab(store, bucket, plan, first, conf={SLOTS_PER_CORE: str(slots)}, master=settings.master) as bench:
             for shape, found in group.items():  # JIT, class loading, the state store's first use: untimed
-                bench.run(None, first, shape, shape.keys, 0, plan.jvm_warmup, bar, preset=found[0][0])
+                bench.run(None, found[0][1], shape, shape.keys, 0, plan.jvm_warmup, bar, preset=found[0][0])
             for shape, found in group.items():
                 _measure(bench, recorder, shape, found, plan, bar, repeats, refused)
             said = said or {**results.session_said(bench.spark), **bench.where,
@@ -225,8 +225,8 @@ def final_stage(settings: Settings, shape: Shape, configurations: list[tuple[str
     """A last stage after ``levers`` (its record ``before``, its rows in ``recorder``): ``shape`` in
     ``configurations`` (preset, strategy) and, on a local master, the floor in ``floors``' presets
     (``with_floor``), measured as ``levers`` measures, on a store of its own; the record of both,
-    ``before``'s environment naming ``shape`` too and ``plan`` as ``final_plan``, is written as
-    ``before``'s experiment and returned."""
+    ``before``'s environment naming ``shape`` too, is written as ``before``'s experiment and
+    returned."""
     first = _first_is_sparks([strategy for _, strategy in configurations])[0]
     floored = with_floor(configurations, floors) if local_threads(settings.master) is not None else configurations
     last = by_slots({shape: floored}, settings.master)
@@ -236,13 +236,13 @@ def final_stage(settings: Settings, shape: Shape, configurations: list[tuple[str
     with started_store(settings) as (store, bucket):
         _sessions(settings, store, bucket, plan, first, recorder, last, bar)
     env = before.environment
-    return save(recorder.results({**env, "shapes": [*env["shapes"], dataclasses.asdict(shape) | {"name": shape.name}],
-                                  "final_plan": dataclasses.asdict(plan)}), settings)
+    return save(recorder.results({**env, "shapes": [*env["shapes"], dataclasses.asdict(shape) | {"name": shape.name}]}),
+                settings)
 
 
 def _first_is_sparks(strategies: list[str]) -> list[str]:
     """``strategies`` with Spark's default strategy first where it is one of them: the one each session
-    warms up with, and stage one runs in every configuration."""
+    starts with, and stage one runs in every configuration."""
     first = SPARK_DEFAULT[0] if SPARK_DEFAULT[0] in strategies else strategies[0]
     return list(dict.fromkeys([first, *strategies]))
 

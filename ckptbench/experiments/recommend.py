@@ -68,13 +68,12 @@ RACE_ROUNDS = 3
 CRASH_CYCLES = 2
 #: The measured batches per configuration by default, after ``WARMUP`` warm-up batches in each of
 #: its queries: enough for a median with an interval, few enough that the command ends within minutes.
+#: One warm-up: a query's first batch carries its start and the state store's first load of every
+#: partition, and the batches after it run as long as the measured ones, at 8 partitions and at
+#: hundreds (docs/findings/production-scale.md); each further one costs a batch per query, seconds
+#: with Spark's default at hundreds of partitions.
 BATCHES = 10
-WARMUP = 2
-#: Warm-up batches per query in the final stage, at the job's own partitions when it was ranked at
-#: fewer: there a query's first batch carries its start and the state store's first load of every
-#: partition, the batches after it run as long as the measured ones (docs/findings/production-scale.md),
-#: and each further batch costs up to one of Spark's default's, seconds at hundreds of partitions.
-FINAL_WARMUP = 1
+WARMUP = 1
 #: Independent queries per configuration by default, run in mirrored rounds (``config.interleaved``)
 #: so that drift on a shared machine reaches every configuration alike. ``BATCHES`` are split over
 #: them, not multiplied: the decision pools every measured batch of every repeat, so the measured
@@ -260,8 +259,7 @@ def recommend(settings: config.Settings, shape: config.Shape, strategies: list[s
     rows = {**recorder.rows, **crashed}
     if final:
         picked, floors = finalists(leaders(combined(record, said, rows), ranked.name))
-        record = levers.final_stage(settings, shape, picked, floors, dataclasses.replace(plan, warmup=FINAL_WARMUP),
-                                    record, runs)
+        record = levers.final_stage(settings, shape, picked, floors, plan, record, runs)
         said["projection"] = projection_check(record, ranked, shape)
         seconds[f"at {shape.partitions} partitions"] = time.monotonic() - began - sum(seconds.values())
     said["seconds"] = {**{k: round(v, 1) for k, v in seconds.items()}, "total": round(time.monotonic() - began, 1)}
