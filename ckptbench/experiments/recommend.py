@@ -217,11 +217,12 @@ def recommend(settings: config.Settings, shape: config.Shape, strategies: list[s
               leaders: Callable[..., list[crash_check.Leader]],
               trigger: str, batches: int = BATCHES, crash_cycles: int = CRASH_CYCLES,
               repeats: int = REPEATS, ranked_at: int = RANKED_AT) -> results.Results:
-    """The probe, race, staged levers and crash check of ``shape`` on ``settings``' store (raw
-    records under ``settings.raw``), ``strategies`` with Spark's default first; ``leaders`` is the
-    decision (see the module's docstring), ``trigger`` the job's interval as the user wrote it
-    (recorded), ``batches`` per configuration over ``repeats`` queries (``plan_of``),
-    ``crash_cycles`` 0 skips the crash check. Returns the combined record;
+    """The probe, race, staged levers, crash check and, for a job of more than ``ranked_at``
+    partitions, final stage of ``shape`` on ``settings``' store (raw records under
+    ``settings.raw``), ``strategies`` with Spark's default first; ``leaders`` is the decision (see
+    the module's docstring), ``trigger`` the job's interval as the user wrote it (recorded),
+    ``batches`` per configuration over ``repeats`` queries (``plan_of``), ``crash_cycles`` 0 skips
+    the crash check. Returns the combined record;
     ``environment["recommend"]["seconds"]`` holds each stage's duration."""
     from ckptbench.experiments import crash_check, levers
     from ckptbench.record import results
