@@ -181,6 +181,13 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
         (decide.runner_up(leading).preset, decide.runner_up(leading).strategy)} | {
         (config.at_slots(first.preset, n), floor) for n in (1, 2, 4)}
     assert (final.groupby(["preset", "strategy"]).size() == 2).all()
+    # There Spark's default measures its share of the batches (experiments.recommend.BASELINE_SHARE: --batches
+    # 3 of 2 queries, at least one a query: one each), every other configuration its 2 a query.
+    measured = {run: len(record.rows_of("batches", run).query("phase == 'measured'")) for run in final.run}
+    assert {measured[run] for run, s, p in zip(final.run, final.strategy, final.preset, strict=True)
+            if (p, s) == ("default", "rename")} == {1}
+    assert {measured[run] for run, s, p in zip(final.run, final.strategy, final.preset, strict=True)
+            if (p, s) != ("default", "rename")} == {2}
     # Each query there and at the ranked count after one warm-up batch, as the record's plan says.
     assert record.environment["plan"]["warmup"] == experiment.WARMUP == 1
     assert {len(record.rows_of("batches", run).query("phase == 'warmup'"))

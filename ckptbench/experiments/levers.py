@@ -36,6 +36,7 @@ from ckptbench.config import (
     Shape,
     interleaved,
     local_threads,
+    per_query,
     presets_for,
     slots_of,
     slots_preset,
@@ -104,18 +105,20 @@ def with_floor(configurations: list[tuple[str, str]], presets: set[str] | None =
 
 
 def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: list[tuple[str, str]], plan: Plan,
-             bar, repeats: range, refused: set[tuple[str, str]]) -> None:
+             bar, repeats: range, refused: set[tuple[str, str]], fewer: dict[tuple[str, str], int]) -> None:
     """The ``repeats`` of ``configurations`` (preset, strategy) of ``shape``, out of ``plan.repeats``
-    queries of each in mirrored rounds (``config.interleaved``); a configuration Spark refused once
-    (``refused``, added to here) is not run again (the refusal is the result, and the same every time)."""
+    queries of each in mirrored rounds (``config.interleaved``), each query measuring its share of
+    ``plan.batches`` (of ``fewer``'s, for a configuration it names); a configuration Spark refused
+    once (``refused``, added to here) is not run again (the refusal is the result, and the same every
+    time)."""
     for repeat, (preset, strategy) in interleaved(configurations, plan.repeats):
         if repeat not in repeats:
             continue
+        batches = per_query(fewer.get((preset, strategy), plan.batches), plan.repeats)
         if (preset, strategy) in refused:
-            bar.update(plan.warmup + plan.batches_per_query)
+            bar.update(plan.warmup + batches)
             continue
-        bench.run(recorder, strategy, shape, shape.keys, plan.warmup, plan.batches_per_query, bar, preset=preset,
-                  repeat=repeat)
+        bench.run(recorder, strategy, shape, shape.keys, plan.warmup, batches, bar, preset=preset, repeat=repeat)
         if recorder.rows["runs"][-1]["refused"]:
             refused.add((preset, strategy))
 
@@ -158,11 +161,13 @@ def _configurations(split: dict[int, dict[Shape, list]]) -> int:
 
 
 def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, recorder: results.Recorder,
-              split: dict[int, dict[Shape, list[tuple[str, str]]]], bar) -> dict:
+              split: dict[int, dict[Shape, list[tuple[str, str]]]], bar,
+              fewer: dict[tuple[str, str], int] | None = None) -> dict:
     """The configurations of ``split`` (``by_slots``) measured (``_measure``), a session (``lab``) per
     task slots per core and visit (``visits``), each warmed up first with an untimed query per shape
-    it runs, in that shape's first configuration there; what the first session (the one-slot one,
-    where there is one) says for the record's environment."""
+    it runs, in that shape's first configuration there, the configurations ``fewer`` names measuring
+    that many batches; what the first session (the one-slot one, where there is one) says for the
+    record's environment."""
     said: dict = {}
     refused: set[tuple[str, str]] = set()
     for slots, repeats in visits(list(split), plan.repeats):
@@ -171,7 +176,7 @@ def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, re
             for shape, found in group.items():  # JIT, class loading, the state store's first use: untimed
                 bench.run(None, found[0][1], shape, shape.keys, 0, plan.jvm_warmup, bar, preset=found[0][0])
             for shape, found in group.items():
-                _measure(bench, recorder, shape, found, plan, bar, repeats, refused)
+                _measure(bench, recorder, shape, found, plan, bar, repeats, refused, fewer or {})
             said = said or {**results.session_said(bench.spark), **bench.where,
                             "checkpoint_settings": checkpoint_settings(bench.spark)}
     return said
@@ -221,20 +226,24 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
 
 
 def final_stage(settings: Settings, shape: Shape, configurations: list[tuple[str, str]], floors: set[str],
-                plan: Plan, before: results.Results, recorder: results.Recorder) -> results.Results:
+                plan: Plan, before: results.Results, recorder: results.Recorder,
+                fewer: dict[tuple[str, str], int] | None = None) -> results.Results:
     """A last stage after ``levers`` (its record ``before``, its rows in ``recorder``): ``shape`` in
     ``configurations`` (preset, strategy) and, on a local master, the floor in ``floors``' presets
-    (``with_floor``), measured as ``levers`` measures, on a store of its own; the record of both,
+    (``with_floor``), measured as ``levers`` measures (but those ``fewer`` names, in as many measured
+    batches as it says), on a store of its own; the record of both,
     ``before``'s environment naming ``shape`` too, is written as ``before``'s experiment and
     returned."""
     first = _first_is_sparks([strategy for _, strategy in configurations])[0]
     floored = with_floor(configurations, floors) if local_threads(settings.master) is not None else configurations
     last = by_slots({shape: floored}, settings.master)
-    per_configuration = plan.repeats * (plan.warmup + plan.batches_per_query)
+    fewer = {key: n for key, n in (fewer or {}).items() if key in floored}
+    batches = sum(plan.repeats * (plan.warmup + per_query(fewer.get(key, plan.batches), plan.repeats))
+                  for key in floored)
     bar = progress.Recorder(f"at {shape.partitions} partitions", plan.jvm_warmup * _warmups(last, plan.repeats)
-                            + per_configuration * _configurations(last), "batch")
+                            + batches, "batch")
     with started_store(settings) as (store, bucket):
-        _sessions(settings, store, bucket, plan, first, recorder, last, bar)
+        _sessions(settings, store, bucket, plan, first, recorder, last, bar, fewer)
     env = before.environment
     return save(recorder.results({**env, "shapes": [*env["shapes"], dataclasses.asdict(shape) | {"name": shape.name}]}),
                 settings)
