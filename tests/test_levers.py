@@ -42,8 +42,9 @@ STATELESS = Shape("stateless")
 ASYNC_REFUSED = "Stateful streaming queries does not support async progress tracking"
 V2_REFUSED = "STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED"
 #: What the proxy adds to every PUT in the async progress test: a store's round trip the default's
-#: walCommit must wait for (the emulator alone answers in about a millisecond).
-PUT_DELAY_S = 0.02
+#: walCommit must wait for (the emulator alone answers in about a millisecond), long beside what a
+#: walCommit without a PUT takes on a loaded machine.
+PUT_DELAY_S = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -187,8 +188,8 @@ def test_async_progress_takes_the_offsets_write_off_the_batchs_path(levers_lab):
                                for preset in ("default", "async-progress"))
     # Spark's default writes offsets/N on the batch's path, through the PUT the proxy holds.
     assert metrics.duration_percentile(default, "walCommit", 50) >= PUT_DELAY_S * 1000
-    # Async progress writes it off the path: walCommit near zero, on the same store...
-    assert metrics.duration_percentile(async_progress, "walCommit", 50) <= 5
+    # Async progress writes it off the path: its walCommit waits for no PUT, on the same store...
+    assert metrics.duration_percentile(async_progress, "walCommit", 50) < PUT_DELAY_S * 1000 / 2
     # ...and the offsets are still written.
     assert (async_progress.requests.area == "offsets").sum() > 0
 
