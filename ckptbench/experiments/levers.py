@@ -114,13 +114,19 @@ def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: li
     for repeat, (preset, strategy) in interleaved(configurations, plan.repeats):
         if repeat not in repeats:
             continue
-        batches = per_query(fewer.get((preset, strategy), plan.batches), plan.repeats)
+        batches = _per_query(plan, fewer, (preset, strategy))
         if (preset, strategy) in refused:
             bar.update(plan.warmup + batches)
             continue
         bench.run(recorder, strategy, shape, shape.keys, plan.warmup, batches, bar, preset=preset, repeat=repeat)
         if recorder.rows["runs"][-1]["refused"]:
             refused.add((preset, strategy))
+
+
+def _per_query(plan: Plan, fewer: dict[tuple[str, str], int], configuration: tuple[str, str]) -> int:
+    """Measured batches of each query of ``configuration``: its share of ``plan.batches``, or of the
+    batches ``fewer`` gives it."""
+    return per_query(fewer.get(configuration, plan.batches), plan.repeats)
 
 
 def visits(slots: list[int], repeats: int) -> list[tuple[int, range]]:
@@ -237,9 +243,8 @@ def final_stage(settings: Settings, shape: Shape, configurations: list[tuple[str
     first = _first_is_sparks([strategy for _, strategy in configurations])[0]
     floored = with_floor(configurations, floors) if local_threads(settings.master) is not None else configurations
     last = by_slots({shape: floored}, settings.master)
-    fewer = {key: n for key, n in (fewer or {}).items() if key in floored}
-    batches = sum(plan.repeats * (plan.warmup + per_query(fewer.get(key, plan.batches), plan.repeats))
-                  for key in floored)
+    fewer = fewer or {}
+    batches = sum(plan.repeats * (plan.warmup + _per_query(plan, fewer, key)) for key in floored)
     bar = progress.Recorder(f"at {shape.partitions} partitions", plan.jvm_warmup * _warmups(last, plan.repeats)
                             + batches, "batch")
     with started_store(settings) as (store, bucket):
