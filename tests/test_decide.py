@@ -580,3 +580,32 @@ def test_a_jobs_record_holds_its_runs_of_every_record_renumbered():
     assert {c.label for c in decisions[job].candidates} == {"rename", "direct", "conditional", "manifest",
                                                             "conditional + no-checksum"}
     assert decisions[job].recommended == "conditional + no-checksum"
+
+
+def test_a_job_reads_the_store_outages_of_the_fault_lab_workload_closest_to_it():
+    """Each job's decision weighs the outages of its own kind of fault-lab workload: the streaming
+    record's stateful job (named as its shape) those of ``stateful``, the file sink those of
+    ``file_sink``; every workload's only where the fault lab ran none of its kind."""
+    rode = {s: {"outage-5s": outage("outage-5s", True)} for s in ("rename", "conditional")}
+    died = {"rename": rode["rename"], "conditional": {"outage-5s": outage("outage-5s", False, 1.4)}}
+    records = [fixed_streaming_record()]
+    job = config.Shape().name
+    decisions = decide.per_job(records, outages={"stateful": rode, "file_sink": died, None: died})
+    worse = {j: {c.strategy for c in d.candidates if c.outage_worse} for j, d in decisions.items()}
+    assert worse == {job: set(), "file_sink": {"conditional"}}
+    decisions = decide.per_job(records, outages={"stateless": rode, None: died})
+    assert {c.strategy for c in decisions[job].candidates if c.outage_worse} == {"conditional"}
+
+
+@pytest.mark.parametrize("kind", ["stateless", "stateful"])
+@pytest.mark.parametrize("sink", config.SINKS)
+def test_every_job_has_a_fault_lab_workload_of_its_kind_and_sink(kind, sink):
+    for provider in config.PROVIDERS:
+        job = config.Shape(kind, provider, partitions=200, sink=sink).name
+        wanted = "file_sink" if sink == "file" else kind
+        assert jobs.fault_workload(job) == wanted, job
+    for workload in (*config.FAULT_WORKLOADS, *config.STREAMING_JOBS, "windowed", "file_source"):
+        job, _ = config.job_of(workload, config.Shape().keys)
+        assert jobs.fault_workload(job) in config.FAULT_WORKLOADS
+    assert [jobs.fault_workload(w) for w in config.FAULT_WORKLOADS] == list(config.FAULT_WORKLOADS)
+    assert jobs.fault_workload("file_source") == "file_sink" and jobs.fault_workload("windowed") == "stateful"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 import ckpt_impls
@@ -270,6 +271,24 @@ def test_runs_under_profiles_are_recorded(spark, metered_stores, lab_store):
                                                 "MPU_COMPLETE", "MPU_ABORT"}
     assert metrics.retried(record.requests).sum() >= len(lost) / 2  # the SDK retries what it lost
     assert not math.isnan(metrics.failed_batch_rate(record, "rename", "lost-response"))
+
+
+@pytest.mark.slow
+def test_the_stateless_workload_checkpoints_offsets_and_commits_alone(spark, metered_stores, lab_store):
+    """The fault lab's stateless workload (rate to a noop sink) runs its batches and writes no state
+    and no output: it writes its offsets and commits logs (and the checkpoint's metadata), nothing
+    the stateful workload or the file sink adds."""
+    store, bucket = metered_stores(lab_store)
+    plan = faultlab.FaultPlan(("none",), ("stateless",), 3, (0,), 100)
+    lab = querylab.QueryLab(spark, store, bucket, config.PLANS["smallest"])
+    recorder = results.Recorder()
+    faultlab.run_one(lab, recorder, "rename", "stateless", "none", 0, plan)
+    record = recorder.results({"plan": {"keys": [100]}})
+    [run] = metrics.fault_runs(record, "rename", "none").itertuples()
+    assert (run.outcome, run.batches_done) == ("completed", 3) and pd.isna(run.exactly_once)
+    written = record.requests[record.requests.op.isin(["PUT", "COPY", "MPU_COMPLETE"])]
+    assert {"offsets", "commits"} <= set(written.area), set(written.area)
+    assert not [k for k in written.key if "/state/" in k or "/output" in k or "_spark_metadata" in k], written.key
 
 
 @pytest.mark.spark

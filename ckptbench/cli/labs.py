@@ -22,7 +22,7 @@ from ckptbench.cli.common import (
     store_of,
     strategies_of,
 )
-from ckptbench.config import CRASHLAB, FAULTLAB, PLANS
+from ckptbench.config import CRASHLAB, FAULT_WORKLOADS, FAULTLAB, PLANS
 from infra.faults import PROFILES
 
 
@@ -63,7 +63,7 @@ def register(sub) -> None:
     f.add_argument("--size", choices=["smallest", "quick", "full"], default="quick",
                    help="quick (default: the profiles make bench runs), full (every profile, 2 seeds), smallest")
     f.add_argument("--profiles", help=f"comma-separated, of: {', '.join(PROFILES)} (default: the size's)")
-    f.add_argument("--workloads", help="comma-separated, of: stateful, file_sink (default: the size's)")
+    f.add_argument("--workloads", help=f"comma-separated, of: {', '.join(FAULT_WORKLOADS)} (default: the size's)")
     f.add_argument("--strategies", help=STRATEGIES_HELP)
     f.add_argument("--batches", type=int, help="batches per run under faults (default: the size's)")
     f.add_argument("--seeds", type=int,
@@ -194,7 +194,7 @@ def cmd_faultlab(args) -> None:
     if args.profiles:
         changes["profiles"] = tuple(parse_names(args.profiles, PROFILES, "fault profile"))
     if args.workloads:
-        changes["workloads"] = tuple(parse_names(args.workloads, ("stateful", "file_sink"), "workload"))
+        changes["workloads"] = tuple(parse_names(args.workloads, FAULT_WORKLOADS, "workload"))
     if args.batches is not None:
         if args.batches < 1:
             raise UsageError(f"--batches must be at least 1, not {args.batches}")

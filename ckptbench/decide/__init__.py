@@ -446,11 +446,11 @@ def per_job(records: list[results.Results], trigger_s: float = 10.0, safety: dic
     """One decision per job the runs of ``records`` (one store's) measured, each ``decide`` once on
     all the job's runs (``record.jobs.job_record``): the one answer the report, ``recommend`` and ``drift`` give
     for a (store, job). ``safety``, ``runnable`` and ``untested_out`` as ``decide`` takes them;
-    ``outages`` per fault-lab workload, None's over every workload: a job gets its own workload's
-    where the fault lab ran it, else every workload's."""
+    ``outages`` per fault-lab workload, None's over every workload: a job gets those of the workload
+    closest to it (``record.jobs.fault_workload``) where the fault lab ran it, else every workload's."""
     outages = outages or {}
     return {job: decide(jobs.job_record(records, job), job, trigger_s, safety=safety, runnable=runnable,
-                        untested_out=untested_out, outages=outages.get(job, outages.get(None)))
+                        untested_out=untested_out, outages=outages.get(jobs.fault_workload(job), outages.get(None)))
             for job in jobs.jobs(records)}
 
 

@@ -1,12 +1,12 @@
 """The fault lab: how often a streaming query dies under each fault profile, per strategy.
 
-For each seed x workload x fault profile x strategy, one query (the stateful workload, and the
-file sink where the plan has it) runs on a fresh prefix for ``batches`` batches while the
-metering proxy injects the profile's faults (``infra.faults.PROFILES``). A run ends
-``completed`` (all its batches), ``died`` (the query stopped with an exception: Spark's first
-line is kept, and the first line of its innermost cause, which says what the store did) or
-``stalled`` (its batches did not come within the time limit). A query that
-died or stalled is restarted from its checkpoint with the faults off, for
+For each seed x workload x fault profile x strategy, one query (of ``config.FAULT_WORKLOADS``:
+stateless to a noop sink, stateful, to a file sink; those the plan has) runs on a fresh prefix
+for ``batches`` batches while the metering proxy injects the profile's faults
+(``infra.faults.PROFILES``). A run ends ``completed`` (all its batches), ``died`` (the query
+stopped with an exception: Spark's first line is kept, and the first line of its innermost
+cause, which says what the store did) or ``stalled`` (its batches did not come within the time
+limit). A query that died or stalled is restarted from its checkpoint with the faults off, for
 ``recovery_batches`` batches: ``recovered`` says whether it resumed. For the file sink the
 output is then read back through Spark (which trusts ``_spark_metadata``): ``exactly_once``
 says whether it holds every row of whole batches once, none twice and no batch in part.
@@ -74,8 +74,8 @@ class FaultPlan:
 PLANS = {
     "smallest": FaultPlan(("none", "eventual", "outage-5s"), ("stateful",), 3, (0,), 100, outage_after=1),
     "quick": FaultPlan(("lost-response", "eventual", "outage-5s", "outage-30s", "gateway-restart"),
-                       ("stateful", "file_sink"), 8, (0,), 1_000),
-    "full": FaultPlan(tuple(PROFILES), ("stateful", "file_sink"), 10, (0, 1), 1_000),
+                       config.FAULT_WORKLOADS, 8, (0,), 1_000),
+    "full": FaultPlan(tuple(PROFILES), config.FAULT_WORKLOADS, 10, (0, 1), 1_000),
 }
 OUTCOMES = ("completed", "died", "stalled")
 #: The session's settings for the lab: a query stopped in the middle of a store's retries gives up

@@ -141,6 +141,8 @@ class QueryLab:
         if isinstance(workload, Shape):
             trigger = f"{round(measured_trigger_s(workload.trigger_s) * 1000)} milliseconds"
             return workloads.described(spark, f"{base}/checkpoint", f"{base}/output", workload, options, trigger)
+        if workload == "stateless":  # the levers experiment's stateless job, at the workloads' trigger
+            return workloads.described(spark, f"{base}/checkpoint", f"{base}/output", Shape("stateless"), options)
         if workload.startswith("stateful"):
             # rows_per_batch=keys: every batch updates every key, so each state file holds them all.
             return workloads.stateful(spark, f"{base}/checkpoint", keys=keys, rows_per_batch=keys, digest=True)

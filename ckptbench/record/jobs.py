@@ -6,7 +6,7 @@ runs' repeats, for the decision on each half (``decide.halves``)."""
 
 from __future__ import annotations
 
-from ckptbench.config import DEFAULT_PRESET, job_of
+from ckptbench.config import DEFAULT_PRESET, FAULT_WORKLOADS, job_of
 from ckptbench.record import disk, results
 
 
@@ -24,6 +24,18 @@ def _job_runs(record: results.Results):
 def jobs(records: list[results.Results]) -> list[str]:
     """The jobs the runs of ``records`` measured, in the order they first appear."""
     return list(dict.fromkeys(job for record in records for job in _job_runs(record).workload))
+
+
+def fault_workload(job: str) -> str:
+    """The fault lab's workload (``config.FAULT_WORKLOADS``) closest to ``job`` (a name ``jobs``
+    gives: a ``config.Shape``'s, ``kind-[provider-]sink-Np``, or a workload's of its own): the file
+    sink for a job that writes files, as an outage meets its tasks' data writes as well as the
+    checkpoint's; else the one of the job's kind."""
+    if job in FAULT_WORKLOADS:
+        return job
+    if job.startswith("file_") or "-file-" in job:
+        return "file_sink"
+    return "stateless" if job.startswith("stateless") else "stateful"
 
 
 def job_record(records: list[results.Results], job: str) -> results.Results:
