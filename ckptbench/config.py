@@ -24,6 +24,9 @@ CRASHLAB, FAULTLAB = "crashlab", "faultlab"
 #: The record of ``bench``'s crash check of the configurations its levers experiment's jobs lead
 #: with (``experiments.crash_check.check_jobs``): ``results/raw/<store>-crash-check``.
 CRASH_CHECK = "crash-check"
+#: ``recommend``'s record, and the directory of a results directory its records go under by default
+#: (``recommend/<store>-<job>/``, each with its page), where the report finds them.
+RECOMMEND = "recommend"
 #: The fault lab's workloads: a job's store outages are read from the one ``record.jobs.fault_workload``
 #: names for it.
 FAULT_WORKLOADS = ("stateless", "stateful", "file_sink")

@@ -5,7 +5,9 @@ planted in it changes them. Bad input is in ``test_bad_input.py``."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +19,9 @@ import ckpt_impls
 from ckptbench import config, decide, metrics
 from ckptbench.experiments import recommend as experiment
 from ckptbench.record import disk, results, schema
+from ckptbench.report import page as report_page
 from ckptbench.report import recommendation
-from helpers import ROOT, event, progress, skip_unless_ci
+from helpers import FIXED_ENV, ROOT, event, progress, skip_unless_ci
 
 SHAPE = config.Shape("stateful", "hdfs", partitions=2, trigger_s=10.0)
 REFUSED = "Stateful streaming queries does not support async progress tracking at this moment."
@@ -63,7 +66,7 @@ def comparison_lines(lines: list[str]) -> list[str]:
 
 def test_the_comparison_is_worked_out_from_the_record(tmp_path):
     record = disk.read(disk.write(fixed(), tmp_path / "ceph-recommend"))
-    decision = recommendation.decision_of(record)
+    decision = report_page.recommend_decision(record)
     text = recommendation.text(record, decision)
     lines = text.splitlines()
     assert "  run: conditional" in lines and "  Spark's levers: none (Spark's defaults)" in lines
@@ -97,7 +100,7 @@ def test_the_comparison_is_worked_out_from_the_record(tmp_path):
     nth = requests.groupby(["run", "batch_id"]).cumcount()
     planted = results.Results(record.environment, {**record.tables, "batches": batches,
                                                    "requests": requests[~(requests.run.isin(renamed) & (nth >= 20))]})
-    changed = recommendation.text(planted, recommendation.decision_of(planted)).splitlines()
+    changed = recommendation.text(planted, report_page.recommend_decision(planted)).splitlines()
     assert comparison_lines(changed) == [
         "  commit latency p50 (ms)                         18 against 120: 102 ms less (6.7 times faster)",
         "  batch time p50 (ms)                             300 against 900: 600 ms less (3.0 times faster)",
@@ -109,7 +112,7 @@ def test_spark_defaults_chosen_say_there_is_nothing_to_change(tmp_path):
     record = fixed({"rename": 1, "conditional": 2})
     record.tables["races"] = record.races[record.races.strategy != "conditional"]  # no race: no preference
     record.tables["batches"].loc[:, ["walCommit", "commitOffsets"]] = 10.0
-    text = recommendation.text(record, recommendation.decision_of(record))
+    text = recommendation.text(record, report_page.recommend_decision(record))
     assert "  run: rename" in text.splitlines()
     assert "  it is Spark's default configuration: nothing to change" in text.splitlines()
 
@@ -122,7 +125,7 @@ def test_a_configuration_that_lost_rows_in_the_crash_check_is_out(tmp_path):
     record.tables["cycles"] = schema.frame("cycles", [
         {"series": 0, "strategy": "conditional", "workload": "stateful", "cycle": n, "crash_point": "random",
          "restart_ok": True, "duplicates": 0, "lost": 0} for n in (0, 1)])
-    decision = recommendation.decision_of(disk.read(disk.write(record, tmp_path / "ceph-recommend")))
+    decision = report_page.recommend_decision(disk.read(disk.write(record, tmp_path / "ceph-recommend")))
     lines = recommendation.text(record, decision).splitlines()
     assert "  run: rename" in lines  # conditional broke exactly-once: only rename is left
     assert ("  - conditional (the crash lab's stateful job): 2 crash cycles, 0 rows duplicated, 3 lost"
@@ -169,7 +172,7 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     assert final.run.min() > runs.run.max()
     # The leaders as the decision named them when the final stage began: after the crash check at 2, so
     # none of them is one the check put out.
-    leading = recommendation.decision_of(record, untested_out=False, job=ranked.name)
+    leading = report_page.recommend_decision(record, untested_out=False, job=ranked.name)
     first = leading.chosen
     checked = record.crash_series.set_index(["strategy", "preset"])
     for c in filter(None, (first, decide.runner_up(leading))):
@@ -219,7 +222,7 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
     assert (ran.cpu_s > 0).all(), ran.cpu_s
     # The floor (Spark's checkpoint files in memory) ran in the first leader's configuration at each task
     # slots, and each candidate in one of those presets is read against the floor in its own; others have none.
-    for c in recommendation.decision_of(record).candidates:
+    for c in report_page.recommend_decision(record).candidates:
         floors = record.runs_of(floor, stateless.name, preset=c.preset, source="memory")
         if config.at_slots(c.preset, 1) == first.preset:
             assert c.floor_batch_p50_ms == metrics.durations_percentile(floors, "triggerExecution", 50) > 0
@@ -227,7 +230,7 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
             assert not floors and c.floor_batch_p50_ms != c.floor_batch_p50_ms  # NaN
     assert set(record.races.strategy) == {"rename", "conditional"}
     assert set(record.races.kind) == {"offsets", "commits"} and len(record.capabilities)
-    decision = recommendation.decision_of(record)
+    decision = report_page.recommend_decision(record)
     chosen = decision.chosen
     printed = done.stdout.splitlines()
     assert f"  run: {chosen.label}" in printed
@@ -271,6 +274,41 @@ def test_recommend_end_to_end_on_the_embedded_store(tmp_path):
         check = chrome.check_page(page, screenshot=tmp_path / "recommendation.png")
     assert check.problems() == [], check.problems()
     assert check.requests == [page.resolve().as_uri()]  # nothing loaded: no CDN, no font, no script
+
+
+def test_the_report_shows_each_recommend_record_at_its_own_partitions(tmp_path):
+    """A record ``recommend`` wrote under results/recommend/ gets a section of the report: its job's
+    decision, every configuration's batch over the floor's in the same configuration, a figure, a
+    line at the page's top and a link to the command's own page; in Chromium the report fits its
+    window and the link resolves. Without the record, no such section."""
+    results_dir = tmp_path / "results"
+    record = fixed()
+    recorder = results.Recorder()
+    for preset, trigger in (("default", 200.0), ("no-checksum", 250.0)):
+        run = recorder.add_run(ckpt_impls.FLOOR.name, SHAPE.name, SHAPE.keys, "p", preset=preset)
+        recorder.add_batches(run, "measured", [progress(b, 1.0, trigger) for b in (1, 2, 3)])
+    record.environment.update({k: v for k, v in FIXED_ENV.items() if k not in record.environment})
+    record.environment["recommend"]["shape"] = dataclasses.asdict(SHAPE) | {"name": SHAPE.name}
+    record = disk.merge([record, recorder.results(record.environment)])
+    out = results_dir / config.RECOMMEND / f"ceph-{SHAPE.name}"
+    record = disk.read(disk.write(record, out))
+    recommendation.write(out, record, report_page.recommend_decision(record), "2026-11-29T00:00:00+00:00")
+    title = f"ceph: {SHAPE.name} at its own 2 partitions (recommend)"
+    index = report_page.write(results_dir)[0]
+    html = index.read_text()
+    assert title in html and f'href="../{config.RECOMMEND}/ceph-{SHAPE.name}/index.html"' in html
+    assert "(1.50x)" in html and "(4.50x)" in html  # conditional's 300 ms and rename's 900 ms over 200 ms
+    assert "The recommended conditional: batch p50 300 ms against the floor&#39;s 200 ms in the same configuration, " \
+        "1.50x" in html and f"{SHAPE.name} on ceph: run conditional" in html
+    assert (index.parent / "plots" / f"at-scale-ceph-{SHAPE.name}.png").exists()
+    if browser.executable() is None:
+        skip_unless_ci("chromium not installed (python -m ckptbench.install installs Debian's as root)")
+    with browser.Chromium() as chrome:
+        check = chrome.check_page(index)
+    assert check.problems() == [], check.problems()
+    assert any(link.endswith(f"ceph-{SHAPE.name}/index.html") for link in check.links), check.links
+    shutil.rmtree(results_dir / config.RECOMMEND)
+    assert title not in report_page.write(results_dir)[0].read_text()
 
 
 @pytest.mark.parametrize("shape, kinds", [

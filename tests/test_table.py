@@ -10,6 +10,7 @@ import pytest
 from test_recommend import fixed  # tests/test_recommend.py: a fixed recommend record
 
 from ckptbench.record import disk
+from ckptbench.report import page as report_page
 from ckptbench.report import recommendation
 from ckptbench.report.table import Table, html
 
@@ -72,7 +73,7 @@ def test_the_recommendation_text_and_page_show_the_same_cells_escaped_each_its_w
     refused = record.runs.error.notna()
     record.tables["runs"].loc[refused, "error"] = "Spark says <script>x</script> | no"
     record = disk.read(disk.write(record, tmp_path / "ceph-recommend"))
-    decision = recommendation.decision_of(record)
+    decision = report_page.recommend_decision(record)
     table = recommendation.summary(record, decision).candidates
     assert any("<script>x</script> | no" in cell for row in table.rows for cell in row)
     text = recommendation.text(record, decision)

@@ -4,7 +4,7 @@ measurements that decides it, made there and then (``ckptbench.experiments.recom
 probe, the race, the staged levers and the crash check).
 
 This module parses and checks the command line, passes the experiment the decision
-(``report.recommendation.decision_of``, which ranks the configurations between its stages), and
+(``report.page.recommend_decision``, which ranks the configurations between its stages), and
 prints and writes the result: the one record and the page (``report.recommendation``) in
 ``--out``, only once everything has run. Bad input ends before any store starts (a missing
 bucket: once the store is up, before anything runs on it), in one line and exit status 2, with
@@ -97,7 +97,7 @@ def _checked(args) -> tuple[config.Shape, list[str], Path]:
     if reason:
         raise infra.StoreUnavailable(reason)
     strategies = list(chosen_strategies(args.strategies))
-    out = Path(args.out) if args.out else results_root() / "recommend" / f"{args.store}-{shape.name}"
+    out = Path(args.out) if args.out else results_root() / config.RECOMMEND / f"{args.store}-{shape.name}"
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: name a directory (it is made if missing)")
     return shape, strategies, out
@@ -117,23 +117,23 @@ def leaders(record, job: str | None = None) -> list[decide.Candidate]:
     and its runner-up, those there are, ranked as if nothing were out for want of a crash test
     (``untested_out`` False): what the experiment crash-checks, and measures at the job's own
     partitions when it ranked them at fewer."""
-    from ckptbench.report import page, recommendation
+    from ckptbench.report import page
 
-    return page.leaders(recommendation.decision_of(record, untested_out=False, job=job))
+    return page.leaders(page.recommend_decision(record, untested_out=False, job=job))
 
 
 def cmd_recommend(args) -> None:
     from ckptbench.record import disk
-    from ckptbench.report import recommendation
+    from ckptbench.report import page, recommendation
 
     shape, strategies, out = _checked(args)
     jars.spark_jars()  # a missing jar is said before any store starts
     with tempfile.TemporaryDirectory(prefix="ckptbench-recommend-") as raw, progress.shown_for(os.environ):
-        settings = config.Settings(args.store, "recommend", args.bucket, Path(raw))
+        settings = config.Settings(args.store, config.RECOMMEND, args.bucket, Path(raw))
         record = experiment.recommend(settings, shape, strategies, leaders, args.trigger, args.batches,
                                       args.crash_cycles, args.repeats, args.ranked_at)
     said = record.environment["recommend"]
-    decision = recommendation.decision_of(record)
+    decision = page.recommend_decision(record)
     if decision.chosen is not None:
         said["deploy"] = _deploy_plan(said, decision.chosen.strategy)
     print("\n" + recommendation.text(record, decision))

@@ -38,7 +38,8 @@ def anchor(store: str, shape: dict) -> str:
     return f"levers-{store}-{shape['name']}"
 
 
-def _job(shape: dict) -> str:
+def job_said(shape: dict) -> str:
+    """The job ``shape`` describes, in one sentence."""
     what = (f"stateful: an aggregation over {shape['keys']:,} keys, {shape['provider']} state store"
             if shape["kind"] == "stateful" else "stateless")
     return (f"The job: {what}, {shape['sink']} sink, {shape['partitions']} shuffle partitions, one batch every "
@@ -122,7 +123,7 @@ def section(store: str, record: results.Results, where: str, decisions: dict[str
     out = Section(f"{store}: {TITLE}", text)
     for shape in shapes(record):
         d = decisions[shape["name"]]
-        said = [_job(shape)]
+        said = [job_said(shape)]
         if shape["trigger_s"] != TRIGGER_S:
             said.append(f"Priced at the report's one batch every {TRIGGER_S:g} s; the job's own trigger is "
                         f"{shape['trigger_s']:g} s.")

@@ -29,7 +29,7 @@ import pandas as pd
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import disk, results
-from ckptbench.report import faults, levers, plots, probing, provenance, tables
+from ckptbench.report import at_scale, faults, levers, plots, probing, provenance, recommendation, tables
 from ckptbench.report.table import ENV, Table, cell
 from ckptbench.report.tables import Box, Figure, Section, crash_tables, scale_tables
 from infra.faults import PROFILES
@@ -406,6 +406,30 @@ def decisions_of(kinds: dict[str, results.Results], untested_out: bool = True) -
                           outages=outages(kinds[config.FAULTLAB]) if config.FAULTLAB in kinds else None)
 
 
+def recommend_decision(record: results.Results, untested_out: bool = True, job: str | None = None) -> decide.Decision:
+    """A ``recommend`` record's job's one decision at its trigger (``decide.per_job``), with the race's
+    and crash check's findings and the probe's verdicts (``safety``, ``runnable``); ``untested_out``
+    as ``decide`` takes it; ``job``: another job of the record's (the one it was ranked at)."""
+    said = record.environment["recommend"]
+    return decide.per_job([record], said["trigger_s"], safety=safety(record), runnable=runnable(record),
+                          untested_out=untested_out)[job or said["shape"]["name"]]
+
+
+def recommended_at_scale(out: Path, figures: Path) -> list[Section]:
+    """A section per ``recommend`` record under ``out`` (``config.RECOMMEND``; each job's decision as
+    its page shows it), linking to its page from the report's directory (``out/report``)."""
+    found = []
+    for where in disk.record_dirs(out / config.RECOMMEND):
+        try:
+            record = disk.read(where)
+        except disk.SchemaMismatch:
+            continue
+        if record.environment["experiment"] == config.RECOMMEND:
+            page = f"../{config.RECOMMEND}/{where.name}/{recommendation.PAGE}"
+            found.append(at_scale.section(record, recommend_decision(record), _where(record), page, figures))
+    return found
+
+
 def leaders(decision: decide.Decision) -> list[decide.Candidate]:
     """The configurations ``decision`` leads with: the chosen one and its runner-up, those there are
     (what a crash check checks)."""
@@ -448,6 +472,9 @@ def write(out: Path) -> list[Path]:
             sections.append(_faults(name, kinds[config.FAULTLAB]))
         if "scale" in kinds:
             sections.append(_scale(name, kinds["scale"], figures))
+    for scaled in recommended_at_scale(out, figures):
+        sections.append(scaled)
+        summary += levers.summary(scaled.boxes[0].decision.store, scaled)
     probed = {name: kinds["store"] for name, kinds in stores.items()
               if "store" in kinds and metrics.recorded_checks(kinds["store"])}
     if len(probed) > 1:

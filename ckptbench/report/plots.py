@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ckptbench import config, metrics
+from ckptbench import config, decide, metrics
 from ckptbench.record import results
 
 
@@ -59,6 +59,27 @@ def save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def against_floor(title: str, decision: decide.Decision, path: Path) -> Path | None:
+    """Each measured configuration of ``decision``: its batch p50 as a bar, the benchmark floor's in the
+    same configuration as a mark on it (None: nothing measured)."""
+    shown = [c for c in decision.candidates if np.isfinite(c.batch_p50_ms) and c.batch_p50_ms > 0]
+    if not shown:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(shown) + 1.5))
+    rows = np.arange(len(shown))
+    ax.barh(rows, [c.batch_p50_ms for c in shown], color="#6a9fc9", label="batch p50")
+    floors = [(i, c.floor_batch_p50_ms) for i, c in enumerate(shown) if c.floor_batch_p50_ms > 0]
+    if floors:
+        ax.plot([f for _, f in floors], [i for i, _ in floors], "k|", markersize=22, markeredgewidth=3,
+                label="the floor's, same configuration")
+    ax.set_yticks(rows, [c.label + (" (recommended)" if c is decision.chosen else "") for c in shown], fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xscale="log", xlabel="triggerExecution p50 (ms, Spark)", title=title)
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, path)
 
 
 def compaction(name: str, record: results.Results, path: Path) -> Path:

@@ -27,7 +27,7 @@ import pandas as pd
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import results
-from ckptbench.report import page, provenance, tables
+from ckptbench.report import provenance, tables
 from ckptbench.report.table import ENV, Table, cell
 
 #: The page's file name, beside the record in the command's output directory.
@@ -35,16 +35,6 @@ PAGE = "index.html"
 #: Said before the flags when the command started the store it measured (it is gone now).
 FRESH = ("(the endpoint and bucket below are those of the store this command started and stopped: for your "
          "server, run that deploy command with its URL and your bucket)")
-
-
-def decision_of(record: results.Results, untested_out: bool = True, job: str | None = None) -> decide.Decision:
-    """The record's job's one decision at its trigger (``decide.per_job``, as the report makes it), with
-    the race's and the crash check's findings and the probe's verdicts as the report reads them
-    (``page.safety``, ``page.runnable``); ``untested_out`` as ``decide`` takes it; ``job``: another
-    job of the record's (the one asked about at the partitions it was ranked at)."""
-    said = record.environment["recommend"]
-    return decide.per_job([record], said["trigger_s"], safety=page.safety(record), runnable=page.runnable(record),
-                          untested_out=untested_out)[job or said["shape"]["name"]]
 
 
 def _count(value) -> str:

@@ -50,6 +50,7 @@ class Section:
     tables: list[Table] = dataclasses.field(default_factory=list)
     figures: list[Figure] = dataclasses.field(default_factory=list)
     boxes: list[Box] = dataclasses.field(default_factory=list)
+    links: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (href, what it is)
 
 
 def jvm_ms(i: metrics.Interval | None) -> str:
