@@ -314,6 +314,15 @@ def test_a_configuration_at_more_task_slots_carries_the_crash_lab_findings_of_it
             "per core (as changelog)") in d.reasons
     # What broke exactly-once at one slot is out at two.
     assert crash["conditional + async-progress+slots-2"][1].startswith("it broke exactly-once in the crash lab")
+    # And a lever that broke it with one strategy at one slot is out with every strategy at two.
+    record = configured({("rename", "default"): 120, ("rename", "async-progress+slots-2"): 1,
+                         ("conditional", "async-progress+slots-2"): 1})
+    d = decide.decide(record, "stateful", safety=safety, untested_out=False)
+    assert {c.label: c.out for c in d.candidates if "slots-2" in c.preset} == dict.fromkeys(
+        ["rename + async-progress+slots-2"], "Spark's levers async-progress+slots-2 broke exactly-once in the crash "
+        "lab, whatever the strategy (with conditional: 5 rows duplicated, 0 lost in 2 cycles)") | {
+        "conditional + async-progress+slots-2": "it broke exactly-once in the crash lab: 5 rows duplicated, 0 lost in "
+                                                "2 crash cycles"}
 
 
 # -- the statistics a verdict rests on: whole-millisecond jitter, as Spark's clocks give it --------

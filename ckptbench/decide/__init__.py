@@ -285,8 +285,10 @@ def runner_up(decision: Decision) -> Candidate | None:
 
 def _levers_broke(safety: dict, preset: str) -> str | None:
     """How the crash lab saw configuration ``preset`` break exactly-once with some strategy (None:
-    it did not, or never ran it). A lever's damage is Spark's (async progress tracking re-plans
-    batches whose offsets it never wrote), so it stands against every strategy run with it."""
+    it did not, or never ran it), at one task slot per core as ``_own_safety`` reads it. A lever's
+    damage is Spark's (async progress tracking re-plans batches whose offsets it never wrote), so
+    it stands against every strategy run with it."""
+    preset = config.at_slots(preset, 1)
     if preset == DEFAULT_PRESET:
         return None
     for key, found in safety.items():
