@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import ckpt_impls
-from ckptbench import config, metrics
+from ckptbench import config, decide, metrics
 from ckptbench.experiments import faultlab
 from ckptbench.harness import querylab
 from ckptbench.record import disk, results, schema
@@ -208,6 +208,28 @@ def test_each_strategy_beside_sparks_default_under_an_outage():
     assert faults.against_default_rows(outage_150s_record({"rename": [5.0, 6.0, 7.0], "direct": [None] * 3}))[0][-1] \
         == "died less often than rename"
     assert "each strategy beside rename" in faults.fault_table(record)
+
+
+def test_the_decision_reads_the_labs_call_beside_sparks_default():
+    """Where Spark's default did not ride every run out, a strategy the lab calls dying more often
+    (or sooner) still comes after those it does not: the decision's outages carry the lab's call,
+    and one run of either calls nothing."""
+    record = outage_150s_record({"rename": [None, 120.0, None, None, None], "conditional": [3.0, 2.0, 2.5, 4.0, 1.0],
+                                 "direct": [None, 125.0, None, None, None], "manifest": [60.0]})
+    found = page.outages(record)["file_sink"]
+    assert {s: o.worse_than_default for s, o in ((s, p["outage-150s"]) for s, p in found.items())} == {
+        "rename": False, "conditional": True, "direct": False, "manifest": False}
+    rows = {row[2]: row[-1] for row in faults.against_default_rows(record)}
+    assert rows == {"conditional": "died more often than rename",
+                    "direct": "a tie: the runs cannot tell it from rename",
+                    "manifest": "too few runs to call (two or more each)"}
+    c = decide.Candidate("conditional")
+    decide._outages(c, found)
+    assert c.outage_worse == ("died after 2.5 s in outage-150s (store away 150 s), more often or sooner than Spark's "
+                              "default")
+    c = decide.Candidate("direct")
+    decide._outages(c, found)
+    assert c.outage_worse is None
 
 
 def test_the_chance_one_outlives_the_other_counts_ties_half():

@@ -25,8 +25,9 @@ The rule, in order, so a reader can check every verdict by hand:
    used: Spark's own checks usually stop it before two writes meet, whatever the strategy.
    Then, among those, a configuration whose strategy's query died in a store outage that Spark's
    default strategy rode out (the fault lab's outage profiles, ``Outage``: every run of Spark's
-   default completed every batch, not every run of the strategy did) comes after those that rode
-   out every such outage. An outage not measured for a strategy counts for nothing, and its
+   default completed every batch, not every run of the strategy did), or whose runs the fault lab
+   calls dying more often or sooner than Spark's default's under one (``Outage.worse_than_default``),
+   comes after those with neither. An outage not measured for a strategy counts for nothing, and its
    column says "not measured".
 3. Then commit latency, over every measured batch of every run of a configuration (a record
    may hold repeats of one: ``Results.runs_of``): the per-batch sums of Spark's walCommit +
@@ -89,10 +90,13 @@ def _outages(c: Candidate, outages: dict[str, dict[str, Outage]]) -> None:
     if shown:
         c.outage = shown.said() + ("" if shown.profile == OUTAGE_SHOWN else f" ({shown.profile})")
     default = outages.get(SPARK_DEFAULT[0], {})
-    worse = [o for profile, o in own.items() if not o.rode_out and profile in default and default[profile].rode_out]
+    rode = {profile for profile, o in own.items() if profile in default and default[profile].rode_out}
+    worse = [o for profile, o in own.items() if (not o.rode_out and profile in rode) or o.worse_than_default]
     if worse:
-        c.outage_worse = "; ".join(f"{o.said()} in {o.profile} (store away {o.away_s:.0f} s)" for o in worse) + \
-            ", which Spark's default rode out"
+        c.outage_worse = "; ".join(
+            f"{o.said()} in {o.profile} (store away {o.away_s:.0f} s), "
+            + ("which Spark's default rode out" if o.profile in rode else "more often or sooner than Spark's default")
+            for o in worse)
 
 
 def _candidate(record: results.Results, strategy: str, workload: str, trigger_s: float,

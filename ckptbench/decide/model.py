@@ -99,6 +99,9 @@ class Outage:
     runs: int
     rode: int  # runs whose query completed every batch through it
     died_after_s: float  # from the outage's start to the query's death, median seconds (NaN: none died)
+    # its runs beside Spark's default's under the same outage show it dying more often or sooner
+    # (``metrics.Beside.worse``): false for Spark's default itself and where either ran once
+    worse_than_default: bool = False
 
     @property
     def rode_out(self) -> bool:

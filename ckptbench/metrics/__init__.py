@@ -47,6 +47,7 @@ from .faultlab import (  # noqa: F401
     time_to_death,
     time_to_outcome,
     time_to_resume,
+    worse_than,
 )
 from .file_commits import (  # noqa: F401
     file_commit_ms_interval,

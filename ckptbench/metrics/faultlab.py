@@ -130,6 +130,16 @@ class Beside:
     did_not_die: Interval  # the share of its runs that did not die less the other's (a difference of means)
     outlives: Interval  # the chance that one of its runs outlives one of the other's (``outlives_interval``)
 
+    @property
+    def worse(self) -> bool:
+        """The runs show its queries dying more often than the other's or, where they died as often,
+        sooner: the whole interval on that side; never from one run of either (no interval)."""
+        if self.outlives.low != self.outlives.low:
+            return False
+        if self.did_not_die.excludes_zero:
+            return self.did_not_die.value < 0
+        return self.outlives.high < 0.5
+
 
 def beside(results: Results, strategy: str, other: str, profile: str, workload: str | None = None) -> Beside:
     """``strategy``'s runs under the outage beside ``other``'s, each with its bootstrap interval:
@@ -142,3 +152,13 @@ def beside(results: Results, strategy: str, other: str, profile: str, workload: 
                   difference_interval(np.isinf(lived).astype(float), np.isinf(other_lived).astype(float),
                                       statistic=np.mean),
                   outlives_interval(lived, other_lived))
+
+
+def worse_than(results: Results, strategy: str, other: str, profile: str, workload: str | None = None) -> bool:
+    """``beside(...).worse``: ``strategy``'s runs under the outage died more often or sooner than
+    ``other``'s; False for ``other`` itself, and where ``other`` never met the outage."""
+    try:
+        met = strategy != other and len(outage_runs(results, other, profile, workload)) > 0
+    except KeyError:  # ``other`` not run under it
+        return False
+    return met and beside(results, strategy, other, profile, workload).worse

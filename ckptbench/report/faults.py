@@ -171,9 +171,9 @@ def against_default_rows(record: results.Results) -> list[list[str]]:
         elif chance.low != chance.low:
             verdict = "too few runs to call (two or more each)"
         elif found.did_not_die.excludes_zero:
-            verdict = f"died {'less' if found.did_not_die.value > 0 else 'more'} often than {default}"
+            verdict = f"died {'more' if found.worse else 'less'} often than {default}"
         elif chance.low > 0.5 or chance.high < 0.5:
-            verdict = f"died {'later' if chance.low > 0.5 else 'sooner'} than {default}"
+            verdict = f"died {'sooner' if found.worse else 'later'} than {default}"
         else:
             verdict = f"a tie: the runs cannot tell it from {default}"
         deaths = ", ".join(f"{s:.1f}" for s in sorted(mine[np.isfinite(mine)])) or "-"

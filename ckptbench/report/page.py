@@ -105,8 +105,8 @@ def safety(record: results.Results) -> dict[str | tuple[str, str], decide.Safety
 
 
 def outages(record: results.Results) -> dict[str | None, dict[str, dict[str, decide.Outage]]]:
-    """What the fault lab's store outages did, for the recommendation: per workload (None: over every
-    workload), strategy and outage profile, its runs whose outage began (``metrics.outage_runs``)."""
+    """What the fault lab's store outages did, for the recommendation: per workload (None: every one),
+    strategy and outage profile, its runs whose outage began (``metrics.outage_runs``) beside Spark's."""
     out: dict[str | None, dict[str, dict[str, decide.Outage]]] = {}
     joined = record.runs.merge(record.fault_runs, on="run")
     for workload in [*dict.fromkeys(joined.workload), None]:
@@ -119,7 +119,8 @@ def outages(record: results.Results) -> dict[str | None, dict[str, dict[str, dec
                 out.setdefault(workload, {}).setdefault(strategy, {})[profile] = decide.Outage(
                     profile, float(pd.to_numeric(runs_.outage_s).median()), len(runs_),
                     int((runs_.outcome == "completed").sum()),
-                    metrics.time_to_death(record, strategy, profile, workload))
+                    metrics.time_to_death(record, strategy, profile, workload),
+                    metrics.worse_than(record, strategy, config.SPARK_DEFAULT[0], profile, workload))
     return out
 
 
