@@ -24,8 +24,9 @@ import browser  # tests/browser.py
 import pytest
 
 import ckpt_impls
-from ckptbench import config, decide, metrics
+from ckptbench import config, decide, metrics, progress
 from ckptbench.config import Shape
+from ckptbench.experiments import levers as levers_experiment
 from ckptbench.harness import querylab, workloads
 from ckptbench.harness.spark import settings_set
 from ckptbench.record import disk, results
@@ -173,6 +174,25 @@ def test_sparks_refusal_after_batches_ran_is_a_failure(spark, levers_lab):
         assert querylab.refusal(raised.value, ran) is None
     finally:
         ran.stop()
+
+
+def test_a_refusal_is_remembered_per_job_so_every_job_it_refuses_has_its_own_refused_run(levers_lab):
+    """Two stateful jobs, one after the other in one session as ``levers`` measures them, each in
+    async progress (which Spark refuses for both), their refusals remembered across the session:
+    each job's record holds its refusal, and the repeats after the first run no query."""
+    rocksdb = Shape("stateful", "rocksdb")
+    plan = dataclasses.replace(PLAN, repeats=2)
+    recorder, refused = results.Recorder(), set()
+    bar = progress.Recorder("configurations", 0, "batch")
+    for shape in (STATEFUL, rocksdb):
+        levers_experiment._measure(levers_lab, recorder, shape, [("async-progress", "rename")], plan, bar,
+                                   range(plan.repeats), refused, {})
+    record = record_of(levers_lab, recorder, [STATEFUL, rocksdb])
+    for shape in (STATEFUL, rocksdb):
+        with pytest.raises(results.Refused, match=ASYNC_REFUSED):
+            record.run("rename", shape.name, shape.keys, preset="async-progress")
+    assert len(record.runs) == 2  # one query per job: its second repeat is the refusal already recorded
+    assert refused == {(shape.name, "async-progress", "rename") for shape in (STATEFUL, rocksdb)}
 
 
 def test_async_progress_takes_the_offsets_write_off_the_batchs_path(levers_lab):

@@ -105,22 +105,23 @@ def with_floor(configurations: list[tuple[str, str]], presets: set[str] | None =
 
 
 def _measure(bench, recorder: results.Recorder, shape: Shape, configurations: list[tuple[str, str]], plan: Plan,
-             bar, repeats: range, refused: set[tuple[str, str]], fewer: dict[tuple[str, str], int]) -> None:
+             bar, repeats: range, refused: set[tuple[str, str, str]], fewer: dict[tuple[str, str], int]) -> None:
     """The ``repeats`` of ``configurations`` (preset, strategy) of ``shape``, out of ``plan.repeats``
     queries of each in mirrored rounds (``config.interleaved``), each query measuring its share of
     ``plan.batches`` (of ``fewer``'s, for a configuration it names); a configuration Spark refused
-    once (``refused``, added to here) is not run again (the refusal is the result, and the same every
-    time)."""
+    for this job once (``refused``: job, preset, strategy; added to here) is not run again (the
+    refusal is the result, and the same every time). Spark refuses for a job, not for every job: a
+    lever refused on one state store may run on another, so the job is part of the key."""
     for repeat, (preset, strategy) in interleaved(configurations, plan.repeats):
         if repeat not in repeats:
             continue
         batches = _per_query(plan, fewer, (preset, strategy))
-        if (preset, strategy) in refused:
+        if (shape.name, preset, strategy) in refused:
             bar.update(plan.warmup + batches)
             continue
         bench.run(recorder, strategy, shape, shape.keys, plan.warmup, batches, bar, preset=preset, repeat=repeat)
         if recorder.rows["runs"][-1]["refused"]:
-            refused.add((preset, strategy))
+            refused.add((shape.name, preset, strategy))
 
 
 def _per_query(plan: Plan, fewer: dict[tuple[str, str], int], configuration: tuple[str, str]) -> int:
@@ -175,7 +176,7 @@ def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, re
     that many batches; what the first session (the one-slot one, where there is one) says for the
     record's environment."""
     said: dict = {}
-    refused: set[tuple[str, str]] = set()
+    refused: set[tuple[str, str, str]] = set()
     for slots, repeats in visits(list(split), plan.repeats):
         group = split[slots]
         with lab(store, bucket, plan, first, conf={SLOTS_PER_CORE: str(slots)}, master=settings.master) as bench:
