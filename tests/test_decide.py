@@ -618,3 +618,19 @@ def test_every_job_has_a_fault_lab_workload_of_its_kind_and_sink(kind, sink):
         assert jobs.fault_workload(job) in config.FAULT_WORKLOADS
     assert [jobs.fault_workload(w) for w in config.FAULT_WORKLOADS] == list(config.FAULT_WORKLOADS)
     assert jobs.fault_workload("file_source") == "file_sink" and jobs.fault_workload("windowed") == "stateful"
+
+
+def test_a_configuration_measured_on_a_busy_machine_says_so_first():
+    quiet = record(BASE, PUTS)
+    d = decide.decide(quiet, "stateful", safety=RACED)
+    assert d.recommended == "conditional" and not any("busy" in r for r in d.reasons)  # not measured: nothing said
+    for share, said in ((0.02, False), (0.34, True)):
+        busy = record(BASE, PUTS)
+        busy.runs["others_cpu"] = np.where(busy.runs.strategy == "manifest", share, 0.01)
+        d = decide.decide(busy, "stateful", safety=RACED)
+        assert d.recommended == "conditional"  # the rule stands; the reasons say what it rests on
+        assert d.reasons[0].startswith("measured on a busy machine: other processes took up to 34% of its CPU") is said
+        assert {c.strategy: c.others_cpu for c in d.candidates}["manifest"] == share
+    # A configuration out of the running (its store cannot run it) is not compared: its load is not said.
+    d = decide.decide(busy, "stateful", safety=RACED, runnable={"manifest": "no conditional PUT"})
+    assert not any("busy" in r for r in d.reasons)

@@ -78,6 +78,8 @@ def hdfs_record(levers_lab) -> results.Results:
 def test_a_configuration_spark_refuses_is_recorded_with_sparks_reason(hdfs_record):
     runs = hdfs_record.runs
     assert sorted(runs[runs.refused].preset) == ["async-progress", "async-progress", "format-v2", "format-v2"]
+    assert runs[~runs.refused].others_cpu.between(0, 1).all()  # how busy the machine was beside each one measured
+    assert runs[runs.refused].others_cpu.isna().all()
     for strategy in ("rename", "conditional"):
         with pytest.raises(results.Refused, match=ASYNC_REFUSED):
             hdfs_record.run(strategy, STATEFUL.name, STATEFUL.keys, preset="async-progress")

@@ -59,6 +59,11 @@ Every verdict shows the intervals it rests on ("slower: 24.0 ms [23.0, 25.0] aga
 [17.0, 19.0]"), and the chosen configuration's first reason says what it won on: latency, cost
 among those as fast, fewer levers, or the fixed order.
 
+Where other processes took more than ``BUSY`` of the machine's CPU while a configuration that can
+be recommended was measured (``Candidate.others_cpu``), the first reason says the machine was busy:
+the rule is applied as above, but a latency difference may be that load's, and only a measurement
+with nothing else running settles it. A record that did not measure it says nothing.
+
 Each decision carries every candidate's numbers and the reason it was not chosen.
 """
 
@@ -77,6 +82,10 @@ from ckptbench.record import jobs, results
 TIE = 0.10
 #: A cost difference smaller than this (dollars a month) is a tie.
 CENT = 0.01
+#: The most of the machine's CPU (a share of every core's) other processes may take while a
+#: configuration is measured before the decision says its machine was busy: an idle machine's
+#: kernel and daemons take a few percent.
+BUSY = 0.10
 
 
 #: The outage profile whose outcome the candidate tables show (the longest of those measured if not it).
@@ -115,6 +124,7 @@ def _candidate(record: results.Results, strategy: str, workload: str, trigger_s:
     c.runs = len(repeats)
     c.batch_p50_ms = metrics.durations_percentile(repeats, "triggerExecution", 50)
     c.cpu_ms_per_batch = metrics.cpu_ms_per_batch(repeats)
+    c.others_cpu = metrics.others_cpu(repeats)
     c.floor_batch_p50_ms = metrics.floor_batch_p50_ms(record, workload, keys, preset)
     c.commit_p50_ms = (metrics.durations_percentile(repeats, "walCommit", 50)
                        + metrics.durations_percentile(repeats, "commitOffsets", 50))
@@ -439,6 +449,11 @@ def decide(record: results.Results, workload: str, trigger_s: float = 10.0,
     else:
         reasons.append(f"store outages were not measured for {chosen.strategy}")
     reasons.append("the store probe found everything it needs" if runnable else "the store was not probed")
+    busy = max((c.others_cpu for c in eligible if c.others_cpu == c.others_cpu), default=0.0)
+    if busy > BUSY:
+        reasons.insert(0, f"measured on a busy machine: other processes took up to {busy:.0%} of its CPU while "
+                          "these configurations' batches ran, so a latency difference between them may be that "
+                          "load's: measure again with nothing else running")
     if record.environment.get("emulator"):
         reasons.insert(0, "measured on an emulator: its latencies say nothing about a real store (the request "
                           "counts and their cost carry over)")

@@ -38,6 +38,9 @@ class Candidate:
     outage_worse: str | None = None  # the outages its strategy died in that Spark's default rode out
     crash_cycles: int = 0  # the crash lab's cycles of it in this very configuration on the store (0: none)
     runs: int = 0  # the runs (repeats, ``Results.runs_of``) every figure above pools
+    # the most of the machine's CPU other processes took while one of those runs was measured
+    # (``metrics.others_cpu``; NaN: not measured)
+    others_cpu: float = float("nan")
     # walCommit + commitOffsets of every measured batch of every run (``metrics.commit_ms_per_batch``)
     commit_samples: tuple[float, ...] = dataclasses.field(default=(), repr=False)
     # the strategy's own billable requests of each measured batch (``metrics.dollars_per_batch``),

@@ -34,7 +34,7 @@ from ckptbench.config import (
     version_of,
 )
 from ckptbench.config import preset as preset_settings
-from ckptbench.harness import jvm_requests, workloads
+from ckptbench.harness import jvm_requests, machine, workloads
 from ckptbench.harness.spark import executors, setting, settings_set
 from ckptbench.record import attribution, results
 from infra.metered import MeteredStore
@@ -201,9 +201,10 @@ class QueryLab:
                 # A slow store or a big state makes batches slow: the limit grows with the count.
                 warm = workloads.await_batches(query, warmup, FIRST_BATCH_S + 30 * warmup, on_batch)
                 process.reset()
-                cpu = process.cpu_s()
+                cpu, beside = process.cpu_s(), machine.reading()
                 measured = workloads.await_batches(query, batches, 120 + 30 * batches, on_batch)
                 peak, cpu = process.peak_mib(), process.cpu_s() - cpu
+                others = machine.others_share(beside, machine.reading())
             finally:
                 query.stop()
         except Exception as e:
@@ -231,7 +232,7 @@ class QueryLab:
             self.inner.empty_bucket(self.bucket, mine)  # an in-memory store would fill up
         if recorder:
             recorder.rows["runs"][run].update(peak_rss_mib=peak, temp_objects=len(temps), task_slots=self.task_slots,
-                                              cpu_s=cpu if self.task_slots else float("nan"))
+                                              cpu_s=cpu if self.task_slots else float("nan"), others_cpu=others)
             recorder.add_batches(run, "warmup", warm)
             recorder.add_batches(run, "measured", measured)
             if self.proxy:

@@ -137,6 +137,7 @@ from .stats import (  # noqa: F401
     median_interval,
     of_run,
     or_none,
+    others_cpu,
     outlives_interval,
     percentile,
     state_commit_percentile,

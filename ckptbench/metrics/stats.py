@@ -99,6 +99,17 @@ def cpu_ms_per_batch(runs: list[Run]) -> float:
     return 1000 * sum(float(table.at[run.run]) for run in runs) / batches if batches else float("nan")
 
 
+def others_cpu(runs: list[Run]) -> float:
+    """The most of the machine's CPU (a share of every core's, 0 to 1) that processes other than the
+    benchmark's took while any of ``runs`` was measured (``runs.others_cpu``); NaN where none of
+    them was measured (an older record)."""
+    if not runs:
+        return float("nan")
+    table = runs[0].results.runs.set_index("run")["others_cpu"]
+    shares = [float(table.at[run.run]) for run in runs]
+    return max((v for v in shares if v == v), default=float("nan"))
+
+
 def state_commit_percentile(run: Run, q: float) -> float:
     """Spark's state store commit time per batch (all stateful operators together). It writes the
     state files through the checkpoint manager: their upload and, for rename, the rename."""

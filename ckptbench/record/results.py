@@ -318,7 +318,8 @@ class Recorder:
         self.add("runs", [{"run": run, "strategy": strategy, "workload": workload, "keys": keys, "prefix": prefix,
                            "error": None, "peak_rss_mib": float("nan"), "temp_objects": 0,
                            "settings": json.dumps(settings or {}, sort_keys=True), "preset": preset,
-                           "refused": False, "repeat": repeat, "task_slots": None, "cpu_s": float("nan")}])
+                           "refused": False, "repeat": repeat, "task_slots": None, "cpu_s": float("nan"),
+                           "others_cpu": float("nan")}])
         return run
 
     def fail_run(self, run: int, error: str, refused: bool = False) -> None:

@@ -28,7 +28,7 @@ from ckptbench.config import CRASHLAB, FAULTLAB
 
 #: The schema records are written with. What each version changed is ``CHANGES`` and the ``since``
 #: of the columns and tables.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 #: Versions this reader reads: an older record lacks the tables and columns added since, which read
 #: as their defaults.
 READABLE = tuple(range(1, SCHEMA_VERSION + 1))
@@ -113,7 +113,11 @@ SCHEMAS: dict[str, pa.Schema] = {
                nullable=True, since=13),
         column("cpu_s", FLOAT, "CPU time, user and system, the driver's JVM spent over the run's measured batches; "
                "in local mode its tasks' too (NaN: not measured, as off local mode)", "s", nullable=True,
-               since=13)),
+               since=13),
+        column("others_cpu", FLOAT, "the share of the machine's CPU (every core's, 0 to 1) that processes other "
+               "than the benchmark's own (its Python process and every process it started: Spark's JVM, the store, "
+               "the proxy) took over the run's measured batches (``harness.machine``); NaN: not measured",
+               "share", nullable=True, since=14)),
     "batches": table(
         "One row per micro-batch of a run, as Spark's progress reported it.",
         _RUN,
