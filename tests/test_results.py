@@ -434,6 +434,25 @@ def test_a_record_without_the_floor_says_not_available_not_failed():
         metrics.spark_share_ms(failed.results({"plan": {"keys": [10]}}), "stateful")
 
 
+def test_a_runs_rows_are_its_own_in_the_tables_order_whatever_order_the_runs_are_in():
+    record = disk.read(Path(__file__).resolve().parent.parent / "docs" / "sample-report" / "raw" / "ceph-streaming")
+    shuffled = results.Results(record.environment,
+                               {**record.tables, "requests": record.requests.sample(frac=1, random_state=1)})
+    table = shuffled.requests
+    for run in record.runs.run:
+        assert shuffled.rows_of("requests", run).index.tolist() == table.index[table.run == run].tolist()
+        for source in ("proxy", "jvm"):
+            assert shuffled.requests_counted(run, source).index.tolist() == (
+                table.index[(table.run == run) & (table.source == source)].tolist())
+    assert shuffled.rows_of("requests", 10_000).empty and shuffled.sources_of(10_000) == []
+    # A reader of one run of a setup_cache's record (attributed, pickled: asv's process per
+    # benchmark and parameter) takes that run's rows alone.
+    record.causes()
+    one = pickle.loads(pickle.dumps(record))
+    run = one.run("conditional", "stateful")
+    assert not run.requests.empty and {key[1] for key in one._by_run} == {run.run}
+
+
 def test_what_a_record_works_out_is_kept_once_and_left_out_of_a_pickle_but_the_attribution():
     record = disk.read(Path(__file__).resolve().parent.parent / "docs" / "sample-report" / "raw" / "ceph-streaming")
     run = record.run("conditional", "stateful")

@@ -13,6 +13,7 @@ import json
 import socket
 import subprocess
 
+import numpy as np
 import pandas as pd
 
 import ckpt_impls
@@ -159,30 +160,53 @@ class Results:
     # but for the requests' attribution (``KEPT_IN_PICKLE``).
 
     @functools.cached_property
-    def _by_run(self) -> dict[str, dict[int, pd.DataFrame]]:
-        """Each table split by run, a table at a time, as ``rows_of`` first asks for it."""
+    def _in_run_order(self) -> dict[str, tuple[pd.DataFrame, np.ndarray]]:
+        """Each table in run order (as recorded; else sorted, stably) with its ``run`` values, a
+        table at a time, as ``rows_of`` first asks for it."""
+        return {}
+
+    @functools.cached_property
+    def _by_run(self) -> dict[tuple[str, int], pd.DataFrame]:
+        """Each (table, run)'s rows, as ``rows_of`` first asks for them."""
         return {}
 
     def rows_of(self, table: str, run: int) -> pd.DataFrame:
-        """``table``'s rows of ``run``. Each table is split by run once per record: filtering a
-        10,000-batch run's two million requests again for every figure of every window takes minutes
-        (measured: docs/findings/scale.md)."""
-        split = self._by_run.get(table)
-        if split is None:
-            split = self._by_run[table] = dict(tuple(getattr(self, table).groupby("run")))
-        return split.get(run, getattr(self, table).iloc[0:0])
+        """``table``'s rows of ``run``: the table put in run order once per record, then each run's
+        rows a slice of it found by binary search, once. Filtering a 10,000-batch run's two million
+        requests again for every figure of every window takes minutes (measured:
+        docs/findings/scale.md); splitting the whole table at once would make a process that
+        reads one run (asv runs a process per benchmark and parameter) pay for every run."""
+        if (table, run) not in self._by_run:
+            if table not in self._in_run_order:
+                frame = getattr(self, table)
+                runs = frame["run"].to_numpy(dtype=np.int64)
+                if len(runs) and (np.diff(runs) < 0).any():
+                    frame = frame.sort_values("run", kind="stable")
+                    runs = frame["run"].to_numpy(dtype=np.int64)
+                self._in_run_order[table] = frame, runs
+            frame, runs = self._in_run_order[table]
+            first, end = np.searchsorted(runs, run, "left"), np.searchsorted(runs, run, "right")
+            self._by_run[table, run] = frame.iloc[first:end]
+        return self._by_run[table, run]
 
     @functools.cached_property
-    def _requests_by_source(self) -> dict:
-        return dict(tuple(self.requests.groupby(["run", "source"])))
+    def _counted(self) -> dict:
+        """Each (run, source)'s requests, and each run's sources, as first asked for."""
+        return {}
 
     def requests_counted(self, run: int, source: str) -> pd.DataFrame:
-        """The requests of ``run`` that ``source`` counted, split as ``rows_of`` splits a table."""
-        return self._requests_by_source.get((run, source), self.requests.iloc[0:0])
+        """The requests of ``run`` that ``source`` counted, of the run's rows (``rows_of``)."""
+        if (run, source) not in self._counted:
+            rows = self.rows_of("requests", run)
+            self._counted[run, source] = rows[rows.source == source]
+        return self._counted[run, source]
 
     def sources_of(self, run: int) -> list[str]:
         """The sources that counted requests of ``run``, in ``SOURCES`` order."""
-        return [s for s in SOURCES if (run, s) in self._requests_by_source]
+        if run not in self._counted:
+            counted = set(self.rows_of("requests", run).source)
+            self._counted[run] = [s for s in SOURCES if s in counted]
+        return self._counted[run]
 
     @functools.cached_property
     def _causes(self) -> pd.DataFrame:
