@@ -89,7 +89,7 @@ class SeaweedfsStore(ObjectStore):
                                        *_SERVER_FLAGS, *(f"-{name}={self.ports[name]}" for name in _SERVER_PORTS))
             if not wait_for_port(self.ports["filer.port"], SERVER_START_S, alive=self._alive):
                 raise StoreUnavailable(f"seaweedfs: the filer did not listen on port {self.ports['filer.port']} "
-                                       f"({self._state()}); {self._tail('server')}")
+                                       f"({self._state()}); {self._tails('server')}")
             self.start_gateway()
         except StoreUnavailable:
             self._stop()
@@ -117,7 +117,7 @@ class SeaweedfsStore(ObjectStore):
                                     *(f"-{name}={self.ports['s3.' + name]}" for name in _GATEWAY_PORTS))
         if not wait_for_port(self.ports["s3.port"], deadline - time.monotonic(), alive=self._alive):
             raise StoreUnavailable(f"seaweedfs: the S3 gateway did not listen on port {self.ports['s3.port']} "
-                                   f"({self._state()}); {self._tail('s3')}")
+                                   f"({self._state()}); {self._tails('s3')}")
         s3, error = self.client(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=2), None
         while time.monotonic() < deadline and self._alive():
             try:
@@ -127,7 +127,7 @@ class SeaweedfsStore(ObjectStore):
                 error = e
                 time.sleep(0.2)
         raise StoreUnavailable(f"seaweedfs: the S3 gateway did not answer a signed request ({self._state()}: "
-                               f"{error}); {self._tail('s3')}")
+                               f"{error}); {self._tails('s3')}")
 
     def _spawn(self, command: str, *flags: str) -> subprocess.Popen:
         with open(self._log(command), "ab") as log:  # the process keeps its own copy of the descriptor
@@ -137,9 +137,14 @@ class SeaweedfsStore(ObjectStore):
     def _log(self, command: str) -> Path:
         return self._dir / f"weed-{command}.log"
 
-    def _tail(self, command: str) -> str:
-        """The last line ``weed command`` logged: a failed start removes the directory, log and all."""
-        return f"weed {command} last logged: {last_line(self._log(command)) or 'nothing'}"
+    def _tails(self, starting: str) -> str:
+        """The last line each process that exited logged, else the one ``starting`` (``weed
+        starting``) logged: a failed start removes the directory, logs and all, and a gateway that
+        cannot start for want of its server says less than the server does."""
+        exited = [name for name, p in (("server", self._server), ("s3", self._gateway))
+                  if p is not None and p.poll() is not None]
+        return "; ".join(f"weed {name} last logged: {last_line(self._log(name)) or 'nothing'}"
+                         for name in exited or [starting])
 
     def _filer(self) -> str:
         """The filer's address as SeaweedFS spells one whose gRPC port is not its HTTP port + 10000."""

@@ -178,3 +178,18 @@ def test_a_manager_whose_store_never_answers_fails_naming_the_store_and_how_long
     assert re.search(rf"s3a://{bucket}/\S+: the store at {re.escape(endpoint)}/{bucket} did not answer for "
                      r"\d+\.\d s \(S3A's retry policy: fs\.s3a\.retry\.limit 1, fs\.s3a\.attempts\.maximum 1\)",
                      said), said
+
+
+def test_a_gateway_whose_server_died_says_what_the_server_logged():
+    """The one line a failed gateway start gives names the process that exited and its last log line."""
+    if infra.store_class("seaweedfs").unavailable_reason() is not None:
+        skip_unless_ci(infra.store_class("seaweedfs").unavailable_reason())
+    with infra.store_class("seaweedfs")() as store:
+        store.kill_gateway()
+        store._server.kill()
+        store._server.wait()
+        with pytest.raises(infra.StoreUnavailable) as raised:
+            store.start_gateway(timeout=10)
+    said = str(raised.value)
+    assert "weed server exited -9" in said and "weed server last logged: " in said, said
+    assert "weed server last logged: nothing" not in said, said
