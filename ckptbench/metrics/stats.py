@@ -92,22 +92,23 @@ def cpu_ms_per_batch(runs: list[Run]) -> float:
     """CPU the driver's JVM spent per measured batch (``runs.cpu_s``: in local mode its tasks' too),
     every run of ``runs`` (repeats of one configuration) pooled: their CPU over their measured
     batches; NaN where a run's was not measured (off local mode, or an older record)."""
-    if not runs:
-        return float("nan")
-    table = runs[0].results.runs.set_index("run")["cpu_s"]
     batches = sum(len(run.batches) for run in runs)
-    return 1000 * sum(float(table.at[run.run]) for run in runs) / batches if batches else float("nan")
+    return 1000 * sum(_per_run(runs, "cpu_s")) / batches if batches else float("nan")
 
 
 def others_cpu(runs: list[Run]) -> float:
     """The most of the machine's CPU (a share of every core's, 0 to 1) that processes other than the
     benchmark's took while any of ``runs`` was measured (``runs.others_cpu``); NaN where none of
     them was measured (an older record)."""
+    return max((v for v in _per_run(runs, "others_cpu") if v == v), default=float("nan"))
+
+
+def _per_run(runs: list[Run], column: str) -> list[float]:
+    """Each of ``runs``' value of the ``runs`` table's ``column``, in order."""
     if not runs:
-        return float("nan")
-    table = runs[0].results.runs.set_index("run")["others_cpu"]
-    shares = [float(table.at[run.run]) for run in runs]
-    return max((v for v in shares if v == v), default=float("nan"))
+        return []
+    table = runs[0].results.runs.set_index("run")[column]
+    return [float(table.at[run.run]) for run in runs]
 
 
 def state_commit_percentile(run: Run, q: float) -> float:
