@@ -190,8 +190,13 @@ class Results:
         return self._by_run[table, run]
 
     @functools.cached_property
-    def _counted(self) -> dict:
-        """Each (run, source)'s requests, and each run's sources, as first asked for."""
+    def _counted(self) -> dict[tuple[int, str], pd.DataFrame]:
+        """Each (run, source)'s requests, as first asked for."""
+        return {}
+
+    @functools.cached_property
+    def _sources(self) -> dict[int, list[str]]:
+        """Each run's sources, as first asked for."""
         return {}
 
     def requests_counted(self, run: int, source: str) -> pd.DataFrame:
@@ -203,10 +208,10 @@ class Results:
 
     def sources_of(self, run: int) -> list[str]:
         """The sources that counted requests of ``run``, in ``SOURCES`` order."""
-        if run not in self._counted:
+        if run not in self._sources:
             counted = set(self.rows_of("requests", run).source)
-            self._counted[run] = [s for s in SOURCES if s in counted]
-        return self._counted[run]
+            self._sources[run] = [s for s in SOURCES if s in counted]
+        return self._sources[run]
 
     @functools.cached_property
     def _causes(self) -> pd.DataFrame:
