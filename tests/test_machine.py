@@ -45,18 +45,27 @@ def test_a_process_the_benchmark_started_is_its_own_while_it_runs_and_once_it_en
 
 def test_a_process_outside_the_benchmarks_tree_is_anothers_load(tmp_path):
     done = tmp_path / "done"
-    before = machine.reading()
-    # The shell starts the burner in the background and ends: the burner is no descendant of ours.
-    subprocess.run(["sh", "-c", f'{sys.executable} -c "{BURNER}open(\'{done}\', \'w\').close()" &'], check=True)
-    deadline = time.monotonic() + 120
-    while not done.exists():
-        assert time.monotonic() < deadline, "the burner never ended"
-        time.sleep(0.05)
-    time.sleep(0.1)  # its last ticks into /proc/stat
-    after = machine.reading()
+    # The tree measured is a shell of its own, not this test process, whose session's stores and JVMs
+    # burn CPU of their own. On a line from us it starts the burner in a subshell that ends at once:
+    # the burner is orphaned, no descendant of the shell's.
+    burner = f'{sys.executable} -c "{BURNER}open(\'{done}\', \'w\').close()"'
+    shell = subprocess.Popen(["sh", "-c", f"read go; ({burner} &); sleep 60"], stdin=subprocess.PIPE, text=True)
+    try:
+        before = machine.reading(shell.pid)
+        shell.stdin.write("go\n")
+        shell.stdin.flush()
+        deadline = time.monotonic() + 120
+        while not done.exists():
+            assert time.monotonic() < deadline, "the burner never ended"
+            time.sleep(0.05)
+        time.sleep(0.1)  # its last ticks into /proc/stat
+        after = machine.reading(shell.pid)
+    finally:
+        shell.kill()
+        shell.wait()
     others = (after.busy - before.busy) - (after.own - before.own)
     assert others >= 0.9 * TICKS
-    assert after.own - before.own < others  # ours: this test's polling, not the burner's second
+    assert after.own - before.own < 0.5 * TICKS  # the shell's and its subshell's, not the burner's second
     assert 0 < machine.others_share(before, after) <= 1
 
 
