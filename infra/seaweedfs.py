@@ -30,6 +30,12 @@ _VOLUME_MB = 64
 #: of its own, so the default cap of 8 volumes ends writes (500 InternalError) after a few buckets;
 #: 0 sizes the cap by free disk. No pause between a stop's last heartbeat and the stop.
 _SERVER_FLAGS = ("-filer", f"-master.volumeSizeLimitMB={_VOLUME_MB}", "-volume.max=0", "-volume.preStopSeconds=0")
+#: Starts tried with fresh ports when a process exits because one was taken: a port is chosen free
+#: (``free_port``) and bound by ``weed`` moments later, and another store or test starting beside
+#: this one may take it in between.
+PORT_ATTEMPTS = 3
+#: What Go's ``net.Listen`` says of a port in use, as ``weed`` logs it before it exits.
+_PORT_TAKEN = "bind: address already in use"
 
 
 class SeaweedfsStore(ObjectStore):
@@ -41,7 +47,9 @@ class SeaweedfsStore(ObjectStore):
     S3 requests are signed with a key pair generated per start and handed to the gateway in a
     config file of that directory (mode 0600), never on a command line; a wrong key or an unsigned
     request is refused (403). A start returns once a signed request succeeds. ``kill_gateway`` and
-    ``start_gateway`` take the gateway away and bring it back on the same port, as for Ceph's.
+    ``start_gateway`` take the gateway away and bring it back on the same port, as for Ceph's. A
+    start whose processes exit because another took a port chosen for them is tried again with fresh
+    ports, up to ``PORT_ATTEMPTS`` starts in all; a restarted gateway keeps its port, taken or not.
     """
 
     name = "seaweedfs"
@@ -82,18 +90,25 @@ class SeaweedfsStore(ObjectStore):
         config.write_text(json.dumps({"identities": [{
             "name": "ckptbench", "actions": ["Admin", "Read", "Write", "List", "Tagging"],
             "credentials": [{"accessKey": self.credentials.access_key, "secretKey": self.credentials.secret_key}]}]}))
-        self.ports = {name: free_port() for name in (*_SERVER_PORTS, *(f"s3.{p}" for p in _GATEWAY_PORTS))}
-        self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
-        try:
-            self._server = self._spawn("server", f"-dir={self._dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-                                       *_SERVER_FLAGS, *(f"-{name}={self.ports[name]}" for name in _SERVER_PORTS))
-            if not wait_for_port(self.ports["filer.port"], SERVER_START_S, alive=self._alive):
-                raise StoreUnavailable(f"seaweedfs: the filer did not listen on port {self.ports['filer.port']} "
-                                       f"({self._state()}); {self._tails('server')}")
-            self.start_gateway()
-        except StoreUnavailable:
-            self._stop()
-            raise
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self.ports = {name: free_port() for name in (*_SERVER_PORTS, *(f"s3.{p}" for p in _GATEWAY_PORTS))}
+            self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
+            try:
+                self._server = self._spawn("server", f"-dir={self._dir / 'data'}", "-ip=127.0.0.1",
+                                           "-ip.bind=127.0.0.1", *_SERVER_FLAGS,
+                                           *(f"-{name}={self.ports[name]}" for name in _SERVER_PORTS))
+                if not wait_for_port(self.ports["filer.port"], SERVER_START_S, alive=self._alive):
+                    raise StoreUnavailable(f"seaweedfs: the filer did not listen on port {self.ports['filer.port']} "
+                                           f"({self._state()}); {self._tails('server')}")
+                self.start_gateway()
+                return
+            except StoreUnavailable:
+                if attempt == PORT_ATTEMPTS or not self._port_taken():
+                    self._stop()
+                    raise
+                self._end_processes()
+                for name in ("server", "s3"):  # the failed attempt's logs, so the next one's are its own
+                    self._log(name).unlink(missing_ok=True)
 
     def kill_gateway(self) -> None:
         """SIGKILL the S3 gateway (``weed s3``), as a crash would, and reap it. The server, which
@@ -143,8 +158,16 @@ class SeaweedfsStore(ObjectStore):
         cannot start for want of its server says less than the server does."""
         exited = [name for name, p in (("server", self._server), ("s3", self._gateway))
                   if p is not None and p.poll() is not None]
-        return "; ".join(f"weed {name} last logged: {last_line(self._log(name)) or 'nothing'}"
-                         for name in exited or [starting])
+        return "; ".join(self._said(name) for name in exited or [starting])
+
+    def _said(self, name: str) -> str:
+        """What ``weed name`` logged of a port taken, else its last line: after a failed bind
+        ``weed server`` logs the other services' heartbeats and a stack trace before it exits."""
+        log = self._log(name)
+        taken = [line.strip() for line in log.read_text(errors="replace").splitlines()
+                 if _PORT_TAKEN in line] if log.exists() else []
+        return (f"weed {name} logged: {taken[0]}" if taken
+                else f"weed {name} last logged: {last_line(log) or 'nothing'}")
 
     def _filer(self) -> str:
         """The filer's address as SeaweedFS spells one whose gRPC port is not its HTTP port + 10000."""
@@ -158,11 +181,19 @@ class SeaweedfsStore(ObjectStore):
                   if p is not None and p.poll() is not None]
         return ", ".join(exited) or "running"
 
-    def _stop(self) -> None:
+    def _port_taken(self) -> bool:
+        """Whether a process that exited logged that a port of its was taken."""
+        return any(p is not None and p.poll() is not None and self._said(name).startswith(f"weed {name} logged: ")
+                   for name, p in (("server", self._server), ("s3", self._gateway)))
+
+    def _end_processes(self) -> None:
         for proc in (self._gateway, self._server):  # the gateway first: it talks to the filer
             if proc is not None:
                 stop_process(proc)
         self._server = self._gateway = None
+
+    def _stop(self) -> None:
+        self._end_processes()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

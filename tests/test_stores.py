@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,8 +25,11 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 import infra.ceph
+import infra.seaweedfs
+from helpers import skip_unless_ci
 from infra.ceph import CephStore
-from infra.net import proc_stat
+from infra.net import free_port, proc_stat
+from infra.seaweedfs import SeaweedfsStore
 from infra.store import Credentials, StoreUnavailable
 
 MIB = 1 << 20
@@ -290,3 +294,35 @@ def test_ceph_bluestore_keeps_objects_across_restart(ceph, tmp_path):
     assert data_dir.exists()
     with CephStore("bluestore", str(data_dir)) as ceph:
         assert ceph.client().get_object(Bucket="ckptbench-durable", Key="k")["Body"].read() == b"kept"
+
+
+def test_seaweedfs_starts_on_fresh_ports_when_one_it_chose_was_taken(monkeypatch):
+    """A port taken between ``free_port`` choosing it and ``weed`` binding it (another store starting
+    beside this one) costs one more start, not the store; with no start left, the one line says so."""
+    if SeaweedfsStore.unavailable_reason() is not None:
+        skip_unless_ci(SeaweedfsStore.unavailable_reason())
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+
+        def volume_port_taken():  # the server's third port is its volume server's
+            chosen = iter([free_port(), free_port(), taken])
+            monkeypatch.setattr(infra.seaweedfs, "free_port", lambda: next(chosen, None) or free_port())
+
+        volume_port_taken()
+        with SeaweedfsStore() as store:
+            assert taken not in store.ports.values()
+            name = f"ckptbench-{uuid.uuid4().hex[:12]}"
+            store.create_bucket(name)
+            store.client().put_object(Bucket=name, Key="k", Body=b"v")
+            assert store.client().get_object(Bucket=name, Key="k")["Body"].read() == b"v"
+
+        volume_port_taken()
+        monkeypatch.setattr(infra.seaweedfs, "PORT_ATTEMPTS", 1)
+        store = SeaweedfsStore()
+        with pytest.raises(StoreUnavailable) as caught:
+            store.start()
+    said = str(caught.value)
+    assert "\n" not in said and f"127.0.0.1:{taken}: bind: address already in use" in said, said
+    assert store.processes == ()
