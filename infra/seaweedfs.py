@@ -163,11 +163,15 @@ class SeaweedfsStore(ObjectStore):
     def _said(self, name: str) -> str:
         """What ``weed name`` logged of a port taken, else its last line: after a failed bind
         ``weed server`` logs the other services' heartbeats and a stack trace before it exits."""
+        taken = self._port_taken_line(name)
+        return (f"weed {name} logged: {taken}" if taken
+                else f"weed {name} last logged: {last_line(self._log(name)) or 'nothing'}")
+
+    def _port_taken_line(self, name: str) -> str | None:
+        """The first line ``weed name`` logged of a port taken, stripped; None if none."""
         log = self._log(name)
-        taken = [line.strip() for line in log.read_text(errors="replace").splitlines()
-                 if _PORT_TAKEN in line] if log.exists() else []
-        return (f"weed {name} logged: {taken[0]}" if taken
-                else f"weed {name} last logged: {last_line(log) or 'nothing'}")
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        return next((line.strip() for line in lines if _PORT_TAKEN in line), None)
 
     def _filer(self) -> str:
         """The filer's address as SeaweedFS spells one whose gRPC port is not its HTTP port + 10000."""
@@ -183,7 +187,7 @@ class SeaweedfsStore(ObjectStore):
 
     def _port_taken(self) -> bool:
         """Whether a process that exited logged that a port of its was taken."""
-        return any(p is not None and p.poll() is not None and self._said(name).startswith(f"weed {name} logged: ")
+        return any(p is not None and p.poll() is not None and self._port_taken_line(name) is not None
                    for name, p in (("server", self._server), ("s3", self._gateway)))
 
     def _end_processes(self) -> None:

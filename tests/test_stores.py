@@ -306,8 +306,8 @@ def test_seaweedfs_starts_on_fresh_ports_when_one_it_chose_was_taken(monkeypatch
         held.listen()
         taken = held.getsockname()[1]
 
-        def volume_port_taken():  # the server's third port is its volume server's
-            chosen = iter([free_port(), free_port(), taken])
+        def volume_port_taken():  # the ports are chosen in _SERVER_PORTS order
+            chosen = iter([*(free_port() for _ in range(infra.seaweedfs._SERVER_PORTS.index("volume.port"))), taken])
             monkeypatch.setattr(infra.seaweedfs, "free_port", lambda: next(chosen, None) or free_port())
 
         volume_port_taken()
