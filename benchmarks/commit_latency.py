@@ -13,7 +13,7 @@ from ckptbench import metrics
 from . import common
 
 
-class CommitLatency:
+class CommitLatency(common.Tracks):
     """Spark's walCommit and commitOffsets in milliseconds, p50 and p95 over the measured batches."""
 
     params = [common.STRATEGIES, common.WORKLOADS]
@@ -41,7 +41,7 @@ class CommitLatency:
     track_wal_commit_in_store_puts.unit = "x store PUT"
 
 
-class JvmTimed:
+class JvmTimed(common.Tracks):
     """The checkpoint files' commit as the JVM timed it, sub-millisecond (``metrics.file_commit_ms_per_batch``:
     each file from ``createAtomic`` to its stream's close, a batch's own files summed), median per
     measured batch, by file kind (``offsets`` is walCommit's file, ``commits`` commitOffsets') or over
@@ -59,7 +59,7 @@ class JvmTimed:
     track_ms_per_batch_p50.unit = "ms"
 
 
-class StoreSide:
+class StoreSide(common.Tracks):
     """The store's side of each commit, by checkpoint area (offsets/ is walCommit's, commits/ is
     commitOffsets'): the proxy-timed milliseconds per batch of every request there, and the
     per-call latency of the manager's PUTs (for rename, the temp file's; its COPY and DELETE
@@ -78,7 +78,7 @@ class StoreSide:
     track_store_ms_per_batch.unit = track_put_p50.unit = "ms"
 
 
-class WarmUp:
+class WarmUp(common.Tracks):
     """The warm-up batches, left out of every other figure: the first batches of each query pay
     for JIT compilation, class loading and new connections."""
 
@@ -99,7 +99,7 @@ class WarmUp:
     track_wal_commit_p50.unit = track_commit_offsets_p50.unit = track_batch_p50.unit = "ms"
 
 
-class Overhead:
+class Overhead(common.Tracks):
     """Whose time a commit is: Spark's own share (its p50 through the benchmark floor, a manager
     keeping files in the JVM's memory with no store: ``ckpt_impls.FLOOR``), and the strategy's
     overhead beyond that share and one PUT round trip (a 1 KiB PUT's p50 as Spark's own S3 client

@@ -7,22 +7,30 @@ only for the parameter values of the latest discovery, so runs on two stores und
 parameter would hide each other.
 
 Starting Spark costs ~10 s and asv runs every benchmark, for every parameter combination, in a
-process of its own. So each experiment (streaming, the store alone, log histories, the crash lab,
-the fault lab, the scale axes, Spark's checkpoint levers) runs once, in ``setup_cache``: asv keys it by the module
-and line that define the function, so every class that sets
-``setup_cache = staticmethod(common.streaming)`` reads the same pickled record of one run per
-``asv run``. Benchmarks are ``track_*`` over those records (``ckptbench.metrics``), never
-``time_*``: asv would time py4j and Spark's scheduling, not the checkpoint.
+process of its own (forked from one that imported the suite). So each experiment (streaming, the
+store alone, log histories, the crash lab, the fault lab, the scale axes, Spark's checkpoint levers)
+runs once, in ``setup_cache`` (``cached``), which also works out there, from the one record, the
+value of every track of every class that reads it, for every parameter combination (``values``): a
+few thousand plain numbers. asv pickles those, and each benchmark's process looks its own up
+(``Tracks``) instead of unpickling the record, tens of megabytes, and working its figure out again.
+Benchmarks are ``track_*`` over the records (``ckptbench.metrics``), never ``time_*``: asv would time
+py4j and Spark's scheduling, not the checkpoint.
 
 asv's version of a benchmark (which decides whether its stored results still count) hashes the
-source of its method and of its ``setup_cache`` function, not the module's name: renaming one of
-the functions here or editing its body restarts the history of every benchmark that uses it
-(docs/regression-tracking.md).
+source of its method and of its ``setup_cache`` function (``cached`` passes both on, as
+``__wrapped__``), not the module's name: renaming one of the functions here or editing its body
+restarts the history of every benchmark that uses it (docs/regression-tracking.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
+import itertools
+import pkgutil
+import sys
+import traceback
 
 import ckpt_impls
 from ckpt_impls import jars
@@ -59,48 +67,142 @@ LEVER_CHOSEN = (None if SETTINGS.size != "smallest" else
                  "changelog+format-v2+no-checksum"))
 LEVER_STRATEGIES = (STRATEGIES if SETTINGS.size != "smallest" else
                     [s for s in STRATEGIES if s in ("rename", "conditional") or ckpt_impls.get(s).jars])
-#: asv's parameters are fixed lists: every configuration offered to any job of ``BENCH_SHAPES`` (a job
-#: not offered one gives NaN for it), the first offered first.
-LEVER_PRESETS = list(dict.fromkeys(p for shape in levers_experiment.BENCH_SHAPES for p in config.presets_for(shape)))
 LEVER_PLAN = {"smallest": PLAN,
               "quick": dataclasses.replace(PLAN, jvm_warmup=2, warmup=2, batches=8),
               "full": dataclasses.replace(PLAN, jvm_warmup=5, warmup=3, batches=40)}[SETTINGS.size]
 
 
-def attributed(record):
-    """``record`` with its requests attributed (``Results.causes``) before asv pickles it: a pickle
-    keeps that (``results.KEPT_IN_PICKLE``), so each benchmark's process does not work it out again."""
-    record.causes()
-    return record
+class Values(dict):
+    """Every track's value of one experiment's record, keyed by (module, class, track, parameter
+    values): plain numbers, or ``Failed`` where working one out raised."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Failed:
+    """A track whose value raised when ``values`` worked it out: the traceback, raised again (as a
+    ``RuntimeError``) in the benchmark's own process, where asv marks it failed and shows it."""
+
+    trace: str
+
+
+def _cells(cls) -> list[tuple]:
+    """Every parameter combination of benchmark class ``cls``, as asv makes them: one parameter's
+    values may be given as a plain list."""
+    params = getattr(cls, "params", [])
+    if params and not isinstance(params[0], (list, tuple)):
+        params = [params]
+    return list(itertools.product(*params))
+
+
+def _key(cls, track: str, cell: tuple) -> tuple:
+    return cls.__module__, cls.__qualname__, track, tuple(cell)
+
+
+def _looked_up(compute):
+    """Track ``compute`` (a function of the class, a record and the parameter values) as asv calls
+    it: with ``Values``, the value ``values`` worked out for this class and cell; with a record (a
+    test's, a script's), worked out from it."""
+
+    @functools.wraps(compute)
+    def track(self, data, *cell):
+        if not isinstance(data, Values):
+            return compute(self, data, *cell)
+        value = data[_key(type(self), compute.__name__, cell)]
+        if isinstance(value, Failed):
+            raise RuntimeError(f"{type(self).__qualname__}.{compute.__name__}{cell} failed:\n{value.trace}")
+        return value
+
+    track.looked_up = True
+    return track
+
+
+class Tracks:
+    """The base of every benchmark class: its ``track_*`` methods are written as functions of the
+    experiment's record, and asv's calls look their values up (``_looked_up``)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in dir(cls):
+            method = getattr(cls, name)
+            if name.startswith("track_") and not getattr(method, "looked_up", False):
+                setattr(cls, name, _looked_up(method))
+
+
+def _suite() -> list[type]:
+    """Every benchmark class of the suite, its modules imported first (a process asv started for one
+    benchmark may have imported only that one's module)."""
+    for module in pkgutil.iter_modules(sys.modules[__package__].__path__):
+        importlib.import_module(f"{__package__}.{module.name}")
+    found, todo = [], [Tracks]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            found.append(sub)
+            todo.append(sub)
+    return [cls for cls in found if not cls.__name__.startswith("_")]  # as asv: ``_``-named are no benchmarks
+
+
+def values(setup, record) -> Values:
+    """The value of every track, for every parameter combination, of each class of the suite whose
+    ``setup_cache`` is ``setup``, worked out from ``record`` (``setup``'s experiment's)."""
+    out = Values()
+    for cls in _suite():
+        if getattr(cls, "setup_cache", None) is not setup:
+            continue
+        benchmark = cls()
+        for name in (n for n in dir(cls) if n.startswith("track_")):
+            compute = getattr(cls, name).__wrapped__
+            for cell in _cells(cls):
+                try:
+                    out[_key(cls, name, cell)] = compute(benchmark, record, *cell)
+                except Exception:
+                    out[_key(cls, name, cell)] = Failed(traceback.format_exc())
+    return out
+
+
+def cached(experiment):
+    """asv's ``setup_cache`` of the classes that read ``experiment``'s record: run it once and return
+    their tracks' ``values`` (``experiment``'s ``timeout`` is asv's for it)."""
+
+    @functools.wraps(experiment)
+    def setup():
+        return values(setup, experiment())
+
+    return setup
+
+
+@cached
 def streaming():
-    return attributed(streaming_experiment.streaming(SETTINGS))
+    return streaming_experiment.streaming(SETTINGS)
 
 
+@cached
 def store_alone():
     return store_alone_experiment.store_alone(SETTINGS)
 
 
+@cached
 def history():
-    return attributed(histories.history(SETTINGS))
+    return histories.history(SETTINGS)
 
 
+@cached
 def crashes():
     return crashlab.crashes(SETTINGS)
 
 
+@cached
 def fault_lab():
     return faultlab.faultlab(SETTINGS)
 
 
+@cached
 def scale_axes():
-    return attributed(scale.scale(SETTINGS))
+    return scale.scale(SETTINGS)
 
 
+@cached
 def levers():
-    return attributed(levers_experiment.levers(SETTINGS, LEVER_SHAPES, LEVER_STRATEGIES, plan=LEVER_PLAN,
-                                               presets=LEVER_CHOSEN))
+    return levers_experiment.levers(SETTINGS, LEVER_SHAPES, LEVER_STRATEGIES, plan=LEVER_PLAN, presets=LEVER_CHOSEN)
 
 
 streaming.timeout = streaming_experiment.streaming.timeout

@@ -20,7 +20,7 @@ def _run(results, strategy, log):
     return results.run(strategy, config.LOGS[log])
 
 
-class Compaction:
+class Compaction(common.Tracks):
     params = [common.STRATEGIES, list(config.LOGS)]
     param_names = ["strategy", "log"]
     setup_cache = staticmethod(common.streaming)

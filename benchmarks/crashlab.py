@@ -23,7 +23,7 @@ from ckptbench import metrics
 from . import common
 
 
-class CrashCycles:
+class CrashCycles(common.Tracks):
     params = [common.STRATEGIES, list(common.CRASH_PLAN.workloads)]
     param_names = ["strategy", "workload"]
     setup_cache = staticmethod(common.crashes)
@@ -78,7 +78,7 @@ class CrashCycles:
     track_temp_objects_left.unit = track_orphan_data_files_left.unit = track_pending_uploads_left.unit = "objects"
 
 
-class TwoWriters:
+class TwoWriters(common.Tracks):
     """Two drivers on one checkpoint and output, the second started after ``head_start`` batches of
     the first (0: together): 1 when the run ended as named, else 0. ``clean-error``: a query failed
     on the other's file, output exactly-once; ``silent-damage``: output not exactly-once (or
@@ -102,7 +102,7 @@ class TwoWriters:
     track_overwritten_log_files.unit = "files"
 
 
-class TwoWritersRaced:
+class TwoWritersRaced(common.Tracks):
     """Two drivers started together on one checkpoint and output, each held by the metering proxy
     at its write of one file (``race``: its kind, of batch 0) until the other's came, so both
     write it past every check: 1 when the run ended as named, else 0 (see ``TwoWriters``)."""
@@ -121,7 +121,7 @@ class TwoWritersRaced:
     track_clean_error.unit = track_silent_damage.unit = "yes (1) / no (0)"
 
 
-class Races:
+class Races(common.Tracks):
     """Two managers of the strategy creating one new file of a kind (offsets, commits, a state
     delta, _spark_metadata) with overwrite off, closed at once while the proxy holds the first
     write until the second's comes (``ckptbench.experiments.race``). Two-winner rounds: both

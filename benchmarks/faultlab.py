@@ -14,7 +14,7 @@ from . import common
 PROFILES = [p for p in faultlab.PLANS[common.SETTINGS.size].profiles if outages.can_run(p, common.SETTINGS.store)]
 
 
-class FaultRates:
+class FaultRates(common.Tracks):
     """Per strategy x fault profile: how often the query died, how many batches were lost, and
     how much the store's clients retried and the proxy injected."""
 

@@ -14,7 +14,7 @@ from ckptbench import config, metrics
 from . import common
 
 
-class Floor:
+class Floor(common.Tracks):
     params = [list(config.FLOOR_OPS)]
     param_names = ["op"]
     setup_cache = staticmethod(common.store_alone)
@@ -36,7 +36,7 @@ class ClientFloor(Floor):
     percentile = staticmethod(metrics.client_floor_percentile)
 
 
-class ProxyOverhead:
+class ProxyOverhead(common.Tracks):
     params = [["PUT", "HEAD"]]
     param_names = ["op"]
     setup_cache = staticmethod(common.store_alone)

@@ -13,6 +13,7 @@ from ckptbench.experiments import counting
 from . import common
 
 
+@common.cached
 def overhead():
     return counting.experiment(common.SETTINGS)
 
@@ -20,7 +21,7 @@ def overhead():
 overhead.timeout = counting.experiment.timeout
 
 
-class JvmCountingOverhead:
+class JvmCountingOverhead(common.Tracks):
     params = [list(counting.STRATEGIES)]
     param_names = ["strategy"]
     setup_cache = staticmethod(overhead)
@@ -61,7 +62,7 @@ class JvmCountingOverhead:
     track_wal_commit_requests.unit = "requests"
 
 
-class JvmCountingHandler:
+class JvmCountingHandler(common.Tracks):
     """The handler alone, per HTTP attempt (``MeterCost``): counting, and switched off."""
 
     setup_cache = staticmethod(overhead)

@@ -11,7 +11,7 @@ from . import common
 SHAPE = histories.SHAPES[common.SETTINGS.size]
 
 
-class ManifestCompaction:
+class ManifestCompaction(common.Tracks):
     """The manifest's compaction at the end of a history of ``batches`` batches."""
 
     params = [list(SHAPE.batches)]
@@ -38,7 +38,7 @@ class ManifestCompaction:
     track_pending_garbage.unit = "objects"
 
 
-class SparkMetadataCompaction:
+class SparkMetadataCompaction(common.Tracks):
     """Spark's FileStreamSinkLog at the end of a history of ``batches`` batches, one file each."""
 
     params = [list(SHAPE.batches)]

@@ -14,7 +14,7 @@ PROFILES = [p for p in faultlab.PLANS[common.SETTINGS.size].profiles
             if outages.of(p) is not None and outages.can_run(p, common.SETTINGS.store)]
 
 
-class StoreOutages:
+class StoreOutages(common.Tracks):
     """Per strategy x outage profile, over every workload and seed of the plan."""
 
     params = [common.STRATEGIES, PROFILES]

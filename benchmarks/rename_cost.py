@@ -22,7 +22,7 @@ from ckptbench import metrics
 from . import common
 
 
-class CopyTime:
+class CopyTime(common.Tracks):
     params = [list(common.PLAN.copy_sizes)]
     param_names = ["bytes"]
     setup_cache = staticmethod(common.store_alone)
@@ -36,7 +36,7 @@ class CopyTime:
     track_copy_ms.unit = track_put_ms.unit = "ms"
 
 
-class CopyThroughput:
+class CopyThroughput(common.Tracks):
     setup_cache = staticmethod(common.store_alone)
 
     def track_copy_ms_per_mib(self, results):
@@ -62,7 +62,7 @@ class CopyThroughput:
     track_copy_mb_per_s.unit = "MB/s"
 
 
-class ProjectedCopyTime:
+class ProjectedCopyTime(common.Tracks):
     """A projection to AWS S3, not a measurement: COPY through the ``aws-projection`` profile."""
 
     params = [list(common.PLAN.copy_sizes)]
@@ -75,7 +75,7 @@ class ProjectedCopyTime:
     track_projected_copy_ms.unit = "ms"
 
 
-class ProjectedCopyThroughput:
+class ProjectedCopyThroughput(common.Tracks):
     """A projection to AWS S3, not a measurement."""
 
     setup_cache = staticmethod(common.store_alone)
@@ -86,7 +86,7 @@ class ProjectedCopyThroughput:
     track_projected_copy_mb_per_s.unit = "MB/s"
 
 
-class StateCheckpointCost:
+class StateCheckpointCost(common.Tracks):
     params = [common.STRATEGIES, list(common.PLAN.keys)]
     param_names = ["strategy", "keys"]
     setup_cache = staticmethod(common.streaming)

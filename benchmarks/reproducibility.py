@@ -20,7 +20,7 @@ def _changed(results, job):
     return 0.0 if first.recommended == second.recommended else 1.0
 
 
-class StreamingJobs:
+class StreamingJobs(common.Tracks):
     """The streaming experiment's jobs: 1 where the two halves recommend different configurations."""
 
     params = [list(dict.fromkeys(config.job_of(w, common.PLAN.keys[0])[0] for w in common.WORKLOADS))]
@@ -33,7 +33,7 @@ class StreamingJobs:
     track_recommendation_changed.unit = "changed"
 
 
-class LeverJobs:
+class LeverJobs(common.Tracks):
     """The levers experiment's jobs: 1 where the two halves recommend different configurations."""
 
     params = [[shape.name for shape in common.LEVER_SHAPES]]

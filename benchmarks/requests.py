@@ -17,7 +17,7 @@ from infra.s3ops import AREAS, OPS
 from . import common
 
 
-class RequestsByOp:
+class RequestsByOp(common.Tracks):
     """Requests per batch of one S3 operation, all areas together."""
 
     params = [common.STRATEGIES, common.WORKLOADS, list(OPS)]
@@ -30,7 +30,7 @@ class RequestsByOp:
     track_per_batch.unit = "requests"
 
 
-class RequestsByArea:
+class RequestsByArea(common.Tracks):
     """Requests and request payload per batch in one checkpoint area, all operations together."""
 
     params = [common.STRATEGIES, common.WORKLOADS, list(AREAS)]
@@ -47,7 +47,7 @@ class RequestsByArea:
     track_kib_sent_per_batch.unit = "KiB"
 
 
-class StrategyShare:
+class StrategyShare(common.Tracks):
     """Which of a batch's requests the strategy makes at all: those through Spark's
     CheckpointFileManager. The others are the same whatever the strategy: the sink's data files
     and the RocksDB state store's SST and log files, which it uploads with the FileSystem
@@ -74,7 +74,7 @@ class StrategyShare:
     track_other_kib_sent_per_batch.unit = "KiB"
 
 
-class Requests:
+class Requests(common.Tracks):
     """All requests per batch, and the rename's signature in the manager's areas: a rename on S3
     is a COPY and a DELETE after the temp file's PUT, so ``rename`` shows 1 COPY and 1 DELETE
     per PUT there and the others none (deletes also come from purging batches older than
@@ -122,7 +122,7 @@ class Requests:
     track_kib_sent_per_batch.unit = "KiB"
 
 
-class CheckpointFiles:
+class CheckpointFiles(common.Tracks):
     """Checkpoint files Spark writes per batch, whatever the strategy: counted by the benchmark
     floor's in-memory manager, the denominator of ``Requests.track_per_checkpoint_file``."""
 

@@ -13,7 +13,7 @@ from . import common
 AXES = scale.AXES[common.SETTINGS.size]
 
 
-class _PerPoint:
+class _PerPoint(common.Tracks):
     """Per batch at one point of ``axis``: a batch's own requests (all, and in each area a stateful
     query writes), KiB sent, and Spark's commit times (``metrics.SCALE_FIGURES``); the state store's
     maintenance beside them is ``ScaleMaintenance``'s. Not a benchmark itself (its
@@ -83,7 +83,7 @@ class ScaleByOperators(_PerPoint):
     param_names = ["strategy", "operators"]
 
 
-class ScaleSlopes:
+class ScaleSlopes(common.Tracks):
     """Least-squares slopes along each axis (``metrics.scale_fit``): what one more partition, one
     more operator or 1,000 more batches adds to a batch's requests and commit times."""
 
@@ -117,7 +117,7 @@ class ScaleSlopes:
     track_state_commit_ms_per_1000_batches.unit = "ms per 1,000 batches"
 
 
-class ScaleMemory:
+class ScaleMemory(common.Tracks):
     """Peak memory over the long query (the batch-count axis), and how fast it grows: a driver or a
     manager whose memory grows with the batches would run out in a long-lived job."""
 
@@ -148,7 +148,7 @@ class ScaleMemory:
     track_manager_objects_growth.unit = "objects per 1,000 batches"
 
 
-class ScaleMaintenance:
+class ScaleMaintenance(common.Tracks):
     """The state store maintenance, left out of the per-batch figures (``metrics.maintenance_rates``,
     what a projection multiplies): its listings per state partition and round over every scale run
     of the strategy, and its snapshots and deletes past retention per state partition and batch

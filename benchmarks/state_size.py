@@ -9,7 +9,7 @@ from infra.s3ops import CHECKPOINT_AREAS
 from . import common
 
 
-class StateSizeByArea:
+class StateSizeByArea(common.Tracks):
     """Requests and KiB sent per batch in one area, against the state size."""
 
     params = [common.STRATEGIES, list(common.PLAN.sweep_workloads), list(common.PLAN.keys),
@@ -27,7 +27,7 @@ class StateSizeByArea:
     track_kib_sent_per_batch.unit = "KiB"
 
 
-class StateSizeShare:
+class StateSizeShare(common.Tracks):
     """The share of a batch's requests the strategy makes, against the state size."""
 
     params = [common.STRATEGIES, list(common.PLAN.sweep_workloads), list(common.PLAN.keys)]

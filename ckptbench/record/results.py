@@ -98,12 +98,6 @@ def executors(spark) -> int:
     return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # the driver's block manager too
 
 
-#: Cached properties of ``Results`` a pickle keeps once worked out: asv unpickles a setup_cache's
-#: record in a process per benchmark, and attributing every request (``causes``) costs each of them
-#: more than its own figure does.
-KEPT_IN_PICKLE = ("_causes",)
-
-
 @dataclasses.dataclass
 class Results:
     """One experiment's record. Build it with ``Recorder``; write and read it with
@@ -118,9 +112,8 @@ class Results:
         raise AttributeError(name)
 
     def __getstate__(self):
-        # __getattr__ above must not answer pickle's probes; the cached properties below are left out,
-        # but for those in ``KEPT_IN_PICKLE``.
-        return {k: v for k, v in self.__dict__.items() if not k.startswith("_") or k in KEPT_IN_PICKLE}
+        # __getattr__ above must not answer pickle's probes; the cached properties below are left out.
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -156,8 +149,7 @@ class Results:
         return Run(self, int(row.run), source)
 
     # What is worked out from the tables is kept once per record as a ``_``-named cached property,
-    # which ``__getstate__`` leaves out of a pickle (asv's setup_cache): a reader works it out again,
-    # but for the requests' attribution (``KEPT_IN_PICKLE``).
+    # which ``__getstate__`` leaves out of a pickle or copy: its reader works it out again.
 
     @functools.cached_property
     def _in_run_order(self) -> dict[str, tuple[pd.DataFrame, np.ndarray]]:
