@@ -34,7 +34,7 @@ import traceback
 
 import ckpt_impls
 from ckpt_impls import jars
-from ckptbench import config
+from ckptbench import config, progress
 from ckptbench.experiments import crashlab, faultlab, histories, scale
 from ckptbench.experiments import levers as levers_experiment
 from ckptbench.experiments import store_alone as store_alone_experiment
@@ -159,13 +159,34 @@ def values(setup, record) -> Values:
     return out
 
 
+def setup_name(setup) -> str:
+    """The name ``ckptbench.experiments.registry`` knows set-up function ``setup`` by (its
+    ``Experiment.setup``): its own here, ``module.function`` in another module of the suite."""
+    module = setup.__module__.rsplit(".", 1)[-1]
+    return setup.__name__ if module == "common" else f"{module}.{setup.__name__}"
+
+
+def listing() -> dict[str, list[str]]:
+    """Each set-up function's benchmarks (``setup_name``), by asv's full name (module.Class.method):
+    what ``bench`` plans its stages from."""
+    out: dict[str, list[str]] = {}
+    for cls in _suite():
+        module = cls.__module__.rsplit(".", 1)[-1]
+        out.setdefault(setup_name(cls.setup_cache), []).extend(
+            f"{module}.{cls.__name__}.{name}" for name in dir(cls) if name.startswith("track_"))
+    return out
+
+
 def cached(experiment):
-    """asv's ``setup_cache`` of the classes that read ``experiment``'s record: run it once and return
-    their tracks' ``values`` (``experiment``'s ``timeout`` is asv's for it)."""
+    """asv's ``setup_cache`` of the classes that read ``experiment``'s record: run it once, as a stage
+    of ``bench``'s plan (``progress.stage``), and return their tracks' ``values`` (``experiment``'s
+    ``timeout`` is asv's for it)."""
 
     @functools.wraps(experiment)
     def setup():
-        return values(setup, experiment())
+        with progress.stage(setup_name(setup)):
+            record = experiment()
+        return values(setup, record)
 
     return setup
 

@@ -24,6 +24,8 @@ CRASHLAB, FAULTLAB = "crashlab", "faultlab"
 #: The record of ``bench``'s crash check of the configurations its levers experiment's jobs lead
 #: with (``experiments.crash_check.check_jobs``): ``results/raw/<store>-crash-check``.
 CRASH_CHECK = "crash-check"
+#: The record of a ``bench`` run itself, its plan's stages planned and run: ``results/raw/<store>-bench``.
+BENCH = "bench"
 #: ``recommend``'s record, and the directory of a results directory its records go under by default
 #: (``recommend/<store>-<job>/``, each with its page), where the report finds them.
 RECOMMEND = "recommend"

@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from tqdm import tqdm
@@ -48,17 +49,35 @@ class Recorder:
         self._write()
 
     def _write(self) -> None:
-        if self.path is not None:
-            # One line per call, appended in one write: the reader takes whole lines, in order.
-            with open(self.path, "a") as out:
-                out.write(json.dumps(self.state) + "\n")
+        _append(self.path, self.state)
+
+
+def _append(path: Path | None, state: dict) -> None:
+    if path is not None:
+        # One line per call, appended in one write: the reader takes whole lines, in order.
+        with open(path, "a") as out:
+            out.write(json.dumps(state) + "\n")
 
 
 @contextlib.contextmanager
-def shown(path: Path):
-    """While the block runs, show what each ``Recorder`` writes to ``path`` as a bar on stderr.
-    Yields ``say(line)``: the line on stdout, on a line of its own, after the bar shown so far is
-    closed (a ``print`` in the block would land on the bar's unfinished line)."""
+def stage(name: str):
+    """The block is stage ``name`` of ``bench``'s plan (``ckptbench.experiments.registry``): its start
+    and end are written where ``Recorder`` writes (nothing where ``$CKPT_BENCH_PROGRESS`` is unset),
+    with the time, for ``shown``'s ``on_stage``."""
+    path = Path(os.environ[ENV]) if os.environ.get(ENV) else None
+    _append(path, {"stage": name, "event": "start", "at": time.time()})
+    try:
+        yield
+    finally:
+        _append(path, {"stage": name, "event": "end", "at": time.time()})
+
+
+@contextlib.contextmanager
+def shown(path: Path, on_stage=None):
+    """While the block runs, show what each ``Recorder`` writes to ``path`` as a bar on stderr, and
+    hand each ``stage`` event (a dict: ``stage``, ``event`` start or end, ``at`` epoch seconds) to
+    ``on_stage(event, say)``. Yields ``say(line)``: the line on stdout, on a line of its own, after
+    the bar shown so far is closed (a ``print`` in the block would land on the bar's unfinished line)."""
     stop = threading.Event()
     lock = threading.Lock()  # held by whoever reads the file or draws
     state = {"bar": None, "offset": 0, "pending": b""}
@@ -75,6 +94,11 @@ def shown(path: Path):
         *lines, state["pending"] = (state["pending"] + chunk).split(b"\n")
         for line in lines:
             now = json.loads(line)
+            if "stage" in now:
+                if on_stage is not None:
+                    close()
+                    on_stage(now, print_line)
+                continue
             shown_bar = state["bar"]
             if shown_bar is None or shown_bar.desc != now["desc"]:
                 close()
@@ -88,11 +112,14 @@ def shown(path: Path):
             state["bar"].close()
             state["bar"] = None
 
+    def print_line(line: str) -> None:
+        close()
+        print(line, flush=True)
+
     def say(line: str) -> None:
         with lock:
             drain()
-            close()
-            print(line, flush=True)
+            print_line(line)
 
     def follow() -> None:
         while True:
@@ -113,15 +140,15 @@ def shown(path: Path):
 
 
 @contextlib.contextmanager
-def shown_for(env):
+def shown_for(env, on_stage=None):
     """While the block runs, ``Recorder``s of processes started with ``env`` (``os.environ``: this
-    one and its children) write to a file of the block's own, ``shown`` as a bar; ``env`` loses
-    the setting after it. Yields ``shown``'s ``say``."""
+    one and its children) write to a file of the block's own, ``shown`` as a bar (``stage`` events
+    to ``on_stage``); ``env`` loses the setting after it. Yields ``shown``'s ``say``."""
     with tempfile.TemporaryDirectory(prefix="ckptbench-progress-") as tmp:
         path = Path(tmp, "progress")
         env[ENV] = str(path)
         try:
-            with shown(path) as say:
+            with shown(path, on_stage) as say:
                 yield say
         finally:
             env.pop(ENV, None)

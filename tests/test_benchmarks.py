@@ -22,7 +22,7 @@ import pytest
 
 from benchmarks.scale import ScaleByOperators, ScaleByPartitions, ScaleMemory, ScaleSlopes
 from ckptbench import config, metrics
-from ckptbench.experiments import crashlab, scale
+from ckptbench.experiments import crashlab, registry, scale
 from ckptbench.record import disk
 from ckptbench.report import page as report
 from helpers import ended_beside, skip_unless_ci
@@ -74,6 +74,14 @@ def test_every_benchmark_produces_a_number(bench, tmp_path):
     # asv holds back the set-up's own output; its progress reaches the terminal through a file.
     for bar in ("streaming queries", "store alone", "compaction histories", "scale axes", "configurations"):
         assert re.search(rf"^{bar}: 100%", output, re.M), output[-5000:]
+    # The plan, said first, and each stage as it ended; its record holds each stage's minutes.
+    assert re.search(r"^the plan \(\d+ min planned\):$", output, re.M), output[:3000]
+    stages = disk.read_all(results / "raw")["embedded"][config.BENCH].stages.set_index("stage")
+    for experiment in registry.EXPERIMENTS:
+        assert re.search(rf"stage {experiment.title}: [\d.]+ min \([\d.]+ planned\)", output), experiment
+        assert stages.actual_min[experiment.name] > 0, stages
+    assert stages.actual_min[registry.TRACKS] > 0 and stages.actual_min[config.CRASH_CHECK] > 0, stages
+    assert stages.actual_min[registry.PAGES] > 0, stages  # the record's second writing, after the pages
 
     benchmarks = json.loads((results / "asv" / "benchmarks.json").read_text())
     names = [name for name in benchmarks if name != "version"]
@@ -124,7 +132,7 @@ REPORT_SECTIONS = ("embedded: streaming queries", "embedded: the store on its ow
                    "embedded: what the store can do (the probe)", "embedded: crashes",
                    "embedded: failure rates under injected faults", "embedded: compaction against history",
                    "embedded: how cost grows with scale", "embedded: configurations side by side",
-                   "How the recommendation is made")
+                   "How the recommendation is made", "How long the bench took")
 
 
 def test_the_report_holds_the_decision_and_every_lab(bench):

@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import infra
@@ -34,6 +35,7 @@ from ckptbench.cli.common import (
     store_of,
 )
 from ckptbench.config import DEFAULT_MASTER, PLANS, ROOT, Settings
+from ckptbench.experiments import registry
 
 #: The asv benchmarks (name prefixes) that need the metering proxy: the crash and fault labs, the
 #: log histories (``stores.started_store(needs_proxy=...)``), the proxy's own overhead and the COPY
@@ -114,7 +116,43 @@ def job_leaders(kinds: dict, count: int):
     return leaders
 
 
-def _crash_check(settings: config.Settings, proxied: bool, began: dt.datetime) -> str | None:
+def _suite(env: dict) -> dict[str, list[str]]:
+    """The asv suite's benchmarks by set-up function (``benchmarks.common.listing``), as asv would
+    discover them with ``env``'s settings: in a process of the suite's own, as asv's."""
+    listed = subprocess.run([sys.executable, "-c", "import json; from benchmarks import common; "
+                             "print(json.dumps(common.listing()))"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    return json.loads(listed.stdout.splitlines()[-1])
+
+
+def _last_minutes(settings: config.Settings) -> dict[str, float]:
+    """Each stage's actual minutes in the last bench of this store and size (its ``bench`` record under
+    ``settings.raw``), where one was recorded."""
+    from ckptbench.record import disk
+
+    where = disk.directory(settings.raw, settings.store, config.BENCH)
+    if not (where / "environment.json").exists():
+        return {}
+    last = disk.read(where)
+    if last.environment.get("size") != settings.size:
+        return {}
+    return {row["stage"]: row["actual_min"] for row in last.stages.to_dict("records") if row["actual_min"] >= 0}
+
+
+def _save_stages(settings: config.Settings, timeline: registry.Timeline) -> None:
+    """The ``bench`` record of this run: each stage of its plan, planned and actual minutes."""
+    from ckptbench.record import disk, results, schema
+
+    env = {"schema_version": schema.SCHEMA_VERSION, "experiment": config.BENCH, "store": settings.store,
+           "size": settings.size, "host": socket.gethostname(),
+           "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    recorder = results.Recorder()
+    recorder.add("stages", timeline.rows())
+    disk.save(recorder.results(env), settings)
+
+
+def _crash_check(settings: config.Settings, proxied: bool, began: dt.datetime,
+                 timeline: registry.Timeline) -> str | None:
     """After the suite: crash-check the leaders of the jobs its levers experiment measured
     (``crash_check_plan``), as many a round and of as many cycles as the size's plan says
     (``Plan.crash_check_leaders``, ``Plan.crash_check_cycles``), so that the report recommends
@@ -136,9 +174,11 @@ def _crash_check(settings: config.Settings, proxied: bool, began: dt.datetime) -
     print(f"crash check of the {'configuration' if plan.crash_check_leaders == 1 else 'configurations'} each job's "
           f"decision leads with ({plan.crash_check_leaders} a round), where the crash lab has not run them: "
           f"{plan.crash_check_cycles} cycle{'s' if plan.crash_check_cycles != 1 else ''} each", flush=True)
+    timeline.start(registry.CRASH_CHECK, print)
     with progress.shown_for(os.environ) as say:
         record = crash_check.check_jobs(settings, tuple(shapes), job_leaders(kinds, plan.crash_check_leaders),
                                         plan.crash_check_cycles, say=say)
+    timeline.end(registry.CRASH_CHECK, print)
     return record.environment["error"]
 
 
@@ -188,22 +228,29 @@ def cmd_bench(args) -> None:
     env = {**os.environ, **settings.env(), "ASV_PYTHONPATH": str(ROOT)}
     asv = [sys.executable, "-m", "asv"]
     began = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    print(f"running the {args.size} suite", flush=True)
+    timeline = registry.Timeline(registry.plan(args.size, _suite(env), bench, _last_minutes(settings)))
+    print(f"running the {args.size} suite\n{timeline.planned_text()}", flush=True)
     subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(asv_conf)],
                    check=True, env=env, stdout=subprocess.DEVNULL)
-    with progress.shown_for(env):  # the tree as it is, in this venv: asv's existing environment
+    asv_began = time.time()
+    with progress.shown_for(env, timeline.event):  # the tree as it is, in this venv: asv's existing environment
         run = subprocess.run([*asv, "run", "--config", str(asv_conf), "--python=same", "--set-commit-hash", "HEAD",
                               "--machine", machine, "--show-stderr", *(["--bench", bench] if bench else [])],
                              env=env)
-    crash_error = _crash_check(settings, proxied, began)
+    timeline.tracks((time.time() - asv_began) / 60)
+    crash_error = _crash_check(settings, proxied, began, timeline)
+    timeline.start(registry.PAGES, print)
     subprocess.run([*asv, "publish", "--config", str(asv_conf)], check=True, env=env)
     try:  # asv's pages load their scripts from CDNs: local copies, so that they open offline
         publish.offline(results / "html")
         offline_error = None
     except publish.NotOffline as e:
         offline_error = e
+    _save_stages(settings, timeline)  # the report shows the stages so far: the pages' own is not yet known
     written = page.write(results)
     publish.link_report(results / "html")
+    timeline.end(registry.PAGES, print)
+    _save_stages(settings, timeline)
     print(f"\nHTML: {results / 'html' / 'index.html'}  (opens with no network, as a file or served; "
           f"asv machine {machine}; "
           f"raw results in {results / 'asv'} and {results / 'raw'})")

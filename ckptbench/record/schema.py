@@ -28,7 +28,7 @@ from ckptbench.config import CRASHLAB, FAULTLAB
 
 #: The schema records are written with. What each version changed is ``CHANGES`` and the ``since``
 #: of the columns and tables.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 #: Versions this reader reads: an older record lacks the tables and columns added since, which read
 #: as their defaults.
 READABLE = tuple(range(1, SCHEMA_VERSION + 1))
@@ -357,6 +357,16 @@ SCHEMAS: dict[str, pa.Schema] = {
         column("detail", TEXT, "what the store did"),
         column("seconds", FLOAT, "the check's length", "s"),
         since=4),
+    "stages": table(
+        "One row per stage of a ``bench`` run's plan (``ckptbench.experiments.registry``), in its ``bench`` "
+        "record: an experiment, asv's tracks, the crash check, the pages and the report.",
+        column("stage", TEXT, "the stage: an experiment's name (``registry.EXPERIMENTS``), or one of ``bench``'s own"),
+        column("title", TEXT, "the stage as the plan says it"),
+        column("planned_min", FLOAT, "the minutes planned for it: the last bench's of this store and size, else "
+               "the registry's estimate", "min"),
+        column("actual_min", FLOAT, "the minutes it took (NaN: it did not run)", "min", nullable=True),
+        column("started", FLOAT, "when it started, epoch seconds (NaN: it did not run)", "s", nullable=True),
+        since=15),
 }
 
 

@@ -29,7 +29,7 @@ import pandas as pd
 from ckptbench import config, decide, metrics
 from ckptbench.metrics import cost
 from ckptbench.record import disk, results
-from ckptbench.report import at_scale, faults, levers, plots, probing, provenance, recommendation, tables
+from ckptbench.report import at_scale, faults, levers, plots, probing, provenance, recommendation, stages, tables
 from ckptbench.report.table import ENV, Table, cell
 from ckptbench.report.tables import Box, Figure, Section, crash_tables, scale_tables
 from infra.faults import PROFILES
@@ -438,8 +438,7 @@ def leaders(decision: decide.Decision) -> list[decide.Candidate]:
 
 
 def recommendations(raw: Path) -> dict[tuple[str, str], str | None]:
-    """What the report recommends per (store, job) from the records under ``raw`` (None: nothing can
-    be recommended), as ``write`` decides it."""
+    """What the report recommends per (store, job) from the records under ``raw`` (None: none), as ``write`` does."""
     return {(store, job): d.recommended for store, kinds in disk.read_all(raw).items()
             for job, d in decisions_of(kinds).items()}
 
@@ -488,6 +487,7 @@ def write(out: Path) -> list[Path]:
         sections.append(Section("Rename cost on every store", figures=[
             Figure(copy_plot, "Server-side COPY (a rename's cost) and PUT against object size, measured on each "
                               "store; dotted: the same COPYs projected to AWS S3, a projection.")]))
+    sections += filter(None, [stages.section(stores)])
     html = ENV.get_template("report.html").render(
         sections=sections, summary=summary, cost_caption=cost.caption(), trigger_s=tables.TRIGGER_S,
         decide_doc=decide.__doc__,

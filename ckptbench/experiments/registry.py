@@ -1,0 +1,165 @@
+"""Every experiment ``bench`` runs, declared once: the names it goes by in each layer, what it writes,
+what the decision reads of it, and what it costs at each plan size.
+
+``bench`` plans from here (``plan``): it prints each stage with its planned minutes before asv starts,
+shows which stage runs with an ETA for the whole plan while asv runs, and records planned and actual
+minutes per stage (the ``stages`` table of its ``bench`` record), which the report shows. A stage's
+planned minutes are the actual minutes of the last bench of the same store and size where one was
+recorded, else the estimate here (``Experiment.minutes``), which is what the names say: an estimate
+for this project's machine kind (2 cores), to be replaced by a measurement as soon as there is one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+import time
+
+from ckptbench import config
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """One experiment of the bench.
+
+    ``name``: its record's experiment (``results/raw/<store>-<name>``) and the stage's name in the
+    plan; ``title``: the stage as the plan and its progress bar say it; ``setup``: its function in
+    ``benchmarks/common.py`` (or ``module.function`` in another module of the suite), asv's
+    ``setup_cache`` for the classes reading its record (which classes those are, the suite itself
+    says: ``benchmarks.common.listing``); ``command``: the CLI command that runs it on its own (None:
+    only within ``bench``); ``tables``: the record tables it writes; ``decides``: what the decision
+    reads of it (empty: the report's tables alone); ``minutes``: the estimate per plan size
+    (``config.PLANS``) for one store."""
+
+    name: str
+    title: str
+    setup: str
+    command: str | None
+    tables: tuple[str, ...]
+    decides: str
+    minutes: dict[str, float]
+
+
+#: The experiments asv runs, in the order their set-up runs (asv's: by benchmark name).
+EXPERIMENTS = (
+    Experiment("streaming", "streaming queries", "streaming", "measure",
+               ("runs", "batches", "requests", "samples", "file_commits", "maintenance"),
+               "each strategy's commit latency and requests per workload's job; the store's floor",
+               {"smallest": 5, "quick": 12, "full": 60}),
+    Experiment(config.CRASHLAB, "crash lab", "crashes", config.CRASHLAB,
+               ("cycles", "crash_series", "two_writers", "races"),
+               "which strategies lose or duplicate a row after a kill; which refuse a second writer (the race)",
+               {"smallest": 11, "quick": 33, "full": 150}),
+    Experiment(config.FAULTLAB, "fault lab", "fault_lab", config.FAULTLAB,
+               ("runs", "batches", "requests", "fault_runs", "injections"),
+               "which strategies ride out a store outage",
+               {"smallest": 2, "quick": 23, "full": 120}),
+    Experiment("store", "store alone", "store_alone", None,
+               ("samples", "capabilities"), "what the store can run (the probe)",
+               {"smallest": 0.5, "quick": 4, "full": 10}),
+    Experiment("jvm_counting", "JVM counting overhead", "jvm_counting.overhead", "counting",
+               ("runs", "batches", "requests", "counting_switches", "file_commits", "maintenance"), "",
+               {"smallest": 2, "quick": 8, "full": 30}),
+    Experiment("levers", "configurations", "levers", "recommend",
+               ("runs", "batches", "requests", "file_commits", "maintenance"),
+               "each job's configurations (a strategy and Spark's levers): latency, cost, refusals",
+               {"smallest": 4, "quick": 24, "full": 120}),
+    Experiment("manifest-compaction", "compaction histories", "history", None,
+               ("compactions",), "", {"smallest": 1, "quick": 3, "full": 10}),
+    Experiment("scale", "scale axes", "scale_axes", "scale",
+               ("runs", "batches", "requests", "memory", "maintenance"), "",
+               {"smallest": 4, "quick": 20, "full": 360}),
+)
+BY_NAME = {e.name: e for e in EXPERIMENTS}
+#: What ``bench`` does beside the experiments, as stages of its plan: asv's tracks (each benchmark's
+#: process, between the experiments), the crash check of each job's leaders, the pages and the report.
+TRACKS, CRASH_CHECK, PAGES = "asv tracks", config.CRASH_CHECK, "pages and report"
+OTHER_MINUTES = {TRACKS: {"smallest": 1, "quick": 3, "full": 5},
+                 CRASH_CHECK: {"smallest": 1, "quick": 3, "full": 15},
+                 PAGES: {"smallest": 1, "quick": 1, "full": 2}}
+
+
+def of_setup(setup: str) -> Experiment:
+    """The experiment whose asv set-up function is ``setup`` (``Experiment.setup``)."""
+    [found] = [e for e in EXPERIMENTS if e.setup == setup]
+    return found
+
+
+@dataclasses.dataclass
+class Stage:
+    """A stage of ``bench``'s plan: its ``name`` (an experiment's, or ``TRACKS``, ``CRASH_CHECK``,
+    ``PAGES``), its ``title``, the ``planned`` minutes and, once it ran, the ``actual`` ones."""
+
+    name: str
+    title: str
+    planned: float
+    actual: float | None = None
+
+
+def plan(size: str, suite: dict[str, list[str]], bench: str | None, last: dict[str, float] | None = None) \
+        -> list[Stage]:
+    """The stages a ``bench`` of ``size`` runs: each experiment with a benchmark of the ``suite``
+    (``benchmarks.common.listing``: each set-up's benchmarks by full name) that ``bench`` (asv's
+    ``--bench`` expression, searched in full names as asv does; None: all) selects, and the stages of
+    ``bench`` itself; each planned at ``last``'s minutes (the actual minutes of the last bench of this
+    store and size, by stage) where it has them, else at the estimate."""
+    last = last or {}
+    chosen = [e for e in EXPERIMENTS if any(bench is None or re.search(bench, name) for name in suite.get(e.setup, ()))]
+    stages = [Stage(e.name, e.title, last.get(e.name, e.minutes[size])) for e in chosen]
+    others = [TRACKS, *([CRASH_CHECK] if any(e.name == "levers" for e in chosen) else []), PAGES]
+    return stages + [Stage(name, name, last.get(name, OTHER_MINUTES[name][size])) for name in others]
+
+
+class Timeline:
+    """``bench``'s plan as it runs: each stage's start and end (from an experiment's ``progress.stage``
+    events, or ``bench``'s own ``start``/``end``), said as they come with the time the whole plan is
+    then expected to end; asv's tracks are the time asv ran outside every experiment (``tracks``)."""
+
+    def __init__(self, stages: list[Stage], clock=time.time) -> None:
+        self.stages, self.clock = {s.name: s for s in stages}, clock
+        self.started: dict[str, float] = {}
+
+    def planned_text(self) -> str:
+        """The plan, a line a stage, with its planned minutes and their sum."""
+        width = max(len(s.title) for s in self.stages.values())
+        lines = [f"  {s.title:<{width}}  {s.planned:5.1f} min" for s in self.stages.values()]
+        total = sum(s.planned for s in self.stages.values())
+        return "\n".join([f"the plan ({total:.0f} min planned):", *lines])
+
+    def eta(self, now: float) -> str:
+        """When the plan is expected to end: now, plus what the running stages have left of their
+        planned minutes, plus every stage not started."""
+        left = sum(max(s.planned * 60 - (now - self.started[s.name]), 0) if s.name in self.started else s.planned * 60
+                   for s in self.stages.values() if s.actual is None)
+        return dt.datetime.fromtimestamp(now + left, dt.timezone.utc).strftime("%H:%M UTC")
+
+    def start(self, name: str, say, at: float | None = None) -> None:
+        at = self.clock() if at is None else at
+        stage = self.stages.get(name) or self.stages.setdefault(name, Stage(name, name, 0.0))
+        self.started[name] = at
+        say(f"stage {stage.title}: started, {stage.planned:.1f} min planned; the plan ends about {self.eta(at)}")
+
+    def end(self, name: str, say, at: float | None = None) -> None:
+        at = self.clock() if at is None else at
+        stage = self.stages[name]
+        stage.actual = (at - self.started[name]) / 60
+        say(f"stage {stage.title}: {stage.actual:.1f} min ({stage.planned:.1f} planned); "
+            f"the plan ends about {self.eta(at)}")
+
+    def event(self, event: dict, say) -> None:
+        """A ``progress.stage`` event of an experiment's set-up (``Experiment.setup``)."""
+        name = of_setup(event["stage"]).name
+        (self.start if event["event"] == "start" else self.end)(name, say, event["at"])
+
+    def tracks(self, asv_minutes: float) -> None:
+        """asv ran ``asv_minutes`` in all: its tracks took what the experiments did not."""
+        ran = sum(s.actual for s in self.stages.values() if s.actual is not None and s.name in BY_NAME)
+        self.stages[TRACKS].actual = max(asv_minutes - ran, 0.0)
+
+    def rows(self) -> list[dict]:
+        """The ``stages`` table's rows (``record.schema``)."""
+        nan = float("nan")
+        return [{"stage": s.name, "title": s.title, "planned_min": s.planned,
+                 "actual_min": nan if s.actual is None else s.actual, "started": self.started.get(s.name, nan)}
+                for s in self.stages.values()]
