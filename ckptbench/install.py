@@ -1,5 +1,6 @@
-"""Everything the README's commands need beyond the venv: S3A jars, the Java build, Ceph, the
-scripts asv's pages load (npm, for pages that open offline) and Chromium (the pages' browser test).
+"""Everything the README's commands need beyond the venv: S3A jars, the Java build, the driver JVMs'
+class archive, Ceph, the scripts asv's pages load (npm, for pages that open offline) and Chromium
+(the pages' browser test).
 
 Idempotent and quick when all is in place; `make` runs it before every job.
 """
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 
 from ckpt_impls import build, jars
+from ckptbench.harness import jvm_archive
 from ckptbench.report import publish
 
 CEPH_PACKAGES = ["radosgw", "ceph-mon", "ceph-osd", "ceph-common"]
@@ -36,6 +38,10 @@ def main() -> None:
     jars.fetch_bundled()
     if build.build():
         print(f"built {jars.MANAGERS_JAR}")
+    # The drivers' class archive of this build and the JVM options set now (made once per key).
+    archive = jvm_archive.path(jvm_archive.jvm_options(os.environ.get("SPARK_SUBMIT_OPTS")))
+    if not archive.exists() and jvm_archive.options():
+        print(f"made the driver JVMs' class archive {archive}")
     apt_install("ceph", CEPH_PACKAGES, ["radosgw", "ceph-mon", "ceph-osd", "radosgw-admin"],
                 "Ceph RGW runs will be skipped")
     publish.install()

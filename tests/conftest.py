@@ -31,6 +31,7 @@ import pytest
 import ckpt_impls
 import infra
 from ckptbench.config import SPARK_DEFAULT, default_store
+from ckptbench.harness import jvm_archive
 from ckptbench.harness.spark import session
 from helpers import (
     BESIDE,
@@ -43,7 +44,6 @@ from helpers import (
     bucket_of,
     child_beside,
     cluster_cross_check_run,
-    jvm_archive_options,
     refuse_unmarked_ceph,
 )
 from infra.metered import MeteredStore
@@ -275,12 +275,11 @@ def runs_of(marker) -> tuple[str, ...]:
 
 def use_jvm_archive() -> None:
     """Start every driver JVM from here on, this suite's and its children's, from the class data
-    archive of this venv's class path (``jvm_archive_options``). A suite beside another keeps the
-    one it was handed: niced, it would make its own on a tenth of a busy core, and on another class
-    path a JVM loads from its jars as before."""
-    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
-    if "-XX:SharedArchiveFile=" not in opts:
-        os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {jvm_archive_options()}".strip()
+    archive of this venv's class path and ``TEST_JVM_OPTS`` (``harness.jvm_archive``), made now if
+    need be: in the environment, it reaches children that start no session of their own first. A
+    suite beside another keeps the one it was handed: niced, it would make its own on a tenth of a
+    busy core, and on another class path a JVM loads from its jars as before."""
+    os.environ["SPARK_SUBMIT_OPTS"] = jvm_archive.with_archive(os.environ.get("SPARK_SUBMIT_OPTS"))
 
 
 def lower_priority(leader: int, niceness: int) -> None:

@@ -7,12 +7,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import hashlib
 import io
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +21,7 @@ import pytest
 
 import ckpt_impls
 import infra
-from ckpt_impls import jars, settings
+from ckpt_impls import settings
 from ckptbench import config
 from ckptbench.cli.common import RESULTS
 from ckptbench.experiments import contract, crashlab
@@ -38,8 +36,6 @@ from infra.s3ops import Event, area_of
 #: speed, and most of their JVMs live seconds: without C2 a driver starts and runs its first job on
 #: less CPU, and the suite is CPU-bound on 2 cores.
 TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
-#: The suite's class data archives (``jvm_archive_options``), one per class path, JDK and JIT setting.
-JVM_ARCHIVES = jars.BUILD / "jvm-archives"
 
 #: The stores ``SuiteStores`` starts where they can run, each on its first use.
 TEST_STORES = ("embedded", "ceph", "seaweedfs", "minio")
@@ -393,56 +389,3 @@ def ended_beside(config, start, timeout: float, what: str) -> tuple[int, Path, s
         pytest.fail(f"{what} still runs {timeout} s after the suite's end: "
                     f"{(workdir / 'output.txt').read_text()[-3000:]}")
     return proc.returncode, workdir, (workdir / "output.txt").read_text()
-
-
-# -- the class data archive of the tests' driver JVMs ------------------------------------------
-
-def jvm_archive_options() -> str:
-    """JVM options that start a test's driver JVM from a dynamic class data sharing archive (AppCDS,
-    JDK 13+) of what a driver of ``harness.spark.session`` loads: made here once per class path,
-    JDK and ``TEST_JVM_OPTS`` (a key of their paths, sizes and times), by a short streaming query
-    through S3A on the embedded store, then reused. Tests check behaviour, never speed, and most of
-    their JVMs live seconds, much of which goes to loading Spark's, Hadoop's and the AWS SDK's
-    classes from the jars; from the archive they are mapped instead. A JVM on another class path
-    (a user's jar, Spark 3.5, a cluster's) cannot map the archive and loads from the jars as
-    before; ``-Xlog:cds=off`` keeps it from saying so on stdout, where tests read a command's output."""
-    spark = jars.spark_version()
-    java_home = os.environ.get("JAVA_HOME")
-    java = os.path.realpath(shutil.which("java", path=java_home and os.path.join(java_home, "bin")) or "java")
-    paths = [java, *map(str, jars.spark_jars()), *sorted(map(str, jars.pyspark_jars_dir().glob("*.jar")))]
-    stats = [(p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths if os.path.exists(p)]
-    key = hashlib.sha256(json.dumps([stats, TEST_JVM_OPTS]).encode()).hexdigest()[:16]
-    archive = JVM_ARCHIVES / f"spark{spark}-{key}.jsa"
-    if not archive.exists():
-        JVM_ARCHIVES.mkdir(parents=True, exist_ok=True)
-        for stale in JVM_ARCHIVES.glob(f"spark{spark}-*.jsa"):
-            stale.unlink()
-        made = archive.with_suffix(f".{os.getpid()}.tmp")
-        env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{TEST_JVM_OPTS} -XX:ArchiveClassesAtExit={made} -Xlog:cds=off"}
-        done = subprocess.run([sys.executable, "-c", "import helpers; helpers.archived_workload()"],
-                              cwd=Path(__file__).parent, env=env, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0 or not made.exists():
-            made.unlink(missing_ok=True)
-            raise RuntimeError(f"the JVMs' class archive was not made: {done.stderr[-3000:]}")
-        made.rename(archive)
-    return f"-XX:SharedArchiveFile={archive} -Xlog:cds=off,cds+dynamic=off"
-
-
-def archived_workload() -> None:
-    """What a driver JVM of the archive (``jvm_archive_options``) runs: a session on the embedded
-    store, a stateful query's batches checkpointed through S3A, a Parquet write there."""
-    from ckptbench.harness.spark import session
-    from infra.embedded import EmbeddedStore
-
-    with EmbeddedStore() as store:
-        store.create_bucket("archive")
-        spark = session("rename", {"archive": store})
-        rows = spark.readStream.format("rate").option("rowsPerSecond", 100).load()
-        query = (rows.groupBy((rows.value % 10).alias("key")).count().writeStream.outputMode("update")
-                 .format("noop").option("checkpointLocation", "s3a://archive/checkpoint")
-                 .trigger(processingTime="1 second").start())
-        while len(query.recentProgress) < 3:
-            query.awaitTermination(0.5)
-        query.stop()
-        spark.range(100).write.parquet("s3a://archive/table")
-        spark.stop()

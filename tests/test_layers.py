@@ -51,7 +51,7 @@ LAYERS = {
     "deploy": set(),
     "report": {"config", "record", "metrics", "decide"},
     "cli": {"config", "progress", "harness", "experiments", "record", "metrics", "decide", "deploy", "report"},
-    "install": {"report"},
+    "install": {"harness", "report"},
     "__main__": {"cli"},
     "__init__": set(),
 }

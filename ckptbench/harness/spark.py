@@ -8,6 +8,7 @@ import time
 
 import ckpt_impls
 from ckptbench import config
+from ckptbench.harness import jvm_archive
 
 # Spark settings that keep a 2-core machine measuring checkpoints rather than scheduling:
 # two shuffle partitions (so a stateful batch writes two state files), no UI.
@@ -47,6 +48,10 @@ def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, co
     bucket name that is now at another endpoint (a store started afresh gets a bucket named after the
     store, ``stores.started_stores``), and a manager given that filesystem would retry a store that
     is gone.
+
+    The driver's JVM starts from the class archive of its class path and options
+    (``jvm_archive.with_archive``: made first if need be) unless ``SPARK_SUBMIT_OPTS`` names one;
+    where the JVM cannot map it (another class path) it loads its classes from the jars.
     """
     from pyspark.sql import SparkSession
 
@@ -68,7 +73,9 @@ def session(strategy: str, stores: dict, master: str = config.DEFAULT_MASTER, co
     builder = SparkSession.builder.master(local_with_retries(slotted, settings)).appName("ckptbench")
     for key, value in settings.items():
         builder = builder.config(key, value)
-    with environment(ckpt_impls.chain_env(list(stores.values())[-1] if stores else None)):
+    env = {**ckpt_impls.chain_env(list(stores.values())[-1] if stores else None),
+           "SPARK_SUBMIT_OPTS": jvm_archive.with_archive(os.environ.get("SPARK_SUBMIT_OPTS"))}
+    with environment(env):
         spark = builder.getOrCreate()  # the driver's JVM starts here, in this environment
     spark.sparkContext.setLogLevel("ERROR")
     spark._jvm.org.apache.hadoop.fs.FileSystem.closeAll()

@@ -12,6 +12,7 @@ import functools
 import json
 import socket
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -57,9 +58,10 @@ def environment(store, experiment: str, size: str, plan: dict, spark=None, **ext
 
 
 def session_said(spark) -> dict:
-    """What a record's environment says of the running ``spark`` session: its master, executor count
-    and the driver JVM's ``-X`` flags."""
-    return {"spark_master": spark.sparkContext.master, "executors": executors(spark), "jvm_flags": jvm_flags(spark)}
+    """What a record's environment says of the running ``spark`` session: its master, executor count,
+    the driver JVM's ``-X`` flags and the class data archives it mapped (``jvm_archives``)."""
+    return {"spark_master": spark.sparkContext.master, "executors": executors(spark), "jvm_flags": jvm_flags(spark),
+            "jvm_archives": jvm_archives(spark)}
 
 
 def not_runnable() -> dict[str, str]:
@@ -89,6 +91,19 @@ def jvm_flags(spark) -> list[str]:
     """The driver JVM's ``-X`` and ``-XX`` options (heap, JIT, GC), as it was started."""
     arguments = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
     return [a for a in arguments if a.startswith("-X")]
+
+
+def jvm_archives(spark) -> list[str]:
+    """The class data sharing archives (``.jsa``) the driver JVM has mapped: the JDK's own and, where
+    it started from one that matched its class path, the drivers' (``harness.jvm_archive``); a flag
+    naming an archive (``jvm_flags``) says only that it was asked for. Read from ``/proc`` (the
+    driver runs on this host); [] where that cannot be read."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return []
+    return sorted({line.split(maxsplit=5)[-1] for line in lines if line.endswith(".jsa")})
 
 
 def executors(spark) -> int:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ckptbench.config import ROOT
+from ckptbench.harness import jvm_archive
 from ckptbench.harness.query_process import Config
 from infra.net import ending_with_us, live_processes, proc_stat
 
@@ -30,7 +31,8 @@ class DriverGone(RuntimeError):
 
 class Driver:
     """A ``ckptbench.harness.query_process`` child in a process group of its own (so a SIGKILL to the group takes
-    its JVM too), reached through its stdin and stdout. Its stderr (Spark's log) goes to a file.
+    its JVM too), reached through its stdin and stdout. Its stderr (Spark's log) goes to a file. Its
+    JVM starts from the drivers' class archive (``harness.jvm_archive``).
 
     The group stays in the lab's session: where Linux schedules by session (autogroup), a session
     of its own would give each driver as much CPU as everything else, and a nice value set on the
@@ -43,7 +45,9 @@ class Driver:
         # of the driver's own: a killed JVM never removes them, so ``kill`` does.
         self.local_dir = Path(tempfile.mkdtemp(prefix="spark-local-", dir=log.parent))
         tmpdir = f"-Djava.io.tmpdir={self.local_dir}"
-        submit_opts = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), tmpdir]))
+        # The class archive's options resolved here, not in the child: two drivers starting together
+        # would otherwise both look for it (and, missing, wait for one to make it).
+        submit_opts = " ".join(filter(None, [jvm_archive.with_archive(os.environ.get("SPARK_SUBMIT_OPTS")), tmpdir]))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                "SPARK_LOCAL_DIRS": str(self.local_dir), "SPARK_SUBMIT_OPTS": submit_opts}
         self.spawned = time.time()
