@@ -128,6 +128,25 @@ def test_a_lone_write_goes_on_after_the_timeout_and_other_keys_never_pair(proxie
     assert sorted(store.inner.list_keys(bucket, prefix)) == [f"{prefix}/commits/0", f"{prefix}/commits/1"]
 
 
+def test_a_released_rendezvous_sends_the_held_write_on_alone_and_holds_no_more(proxied):
+    """Clearing the proxy's faults releases a rendezvous: the held write goes on at once, recorded
+    ``rendezvous-released`` (not the ``rendezvous-timeout`` of a wait run out, nor a meeting)."""
+    store, bucket = proxied
+    prefix = f"rv-{uuid.uuid4().hex[:8]}"
+    store.proxy.inject(Rendezvous(rf"{prefix}/offsets/[0-9]+", timeout_s=600))
+    done: dict[bytes, float] = {}
+    client = store.client()
+    thread = _timed_put(client, bucket, f"{prefix}/offsets/0", b"alone", done)
+    thread.join(3)
+    assert done == {}, "the write went on before its pair or the release"
+    store.proxy.clear_faults()
+    thread.join(120)
+    assert b"alone" in done
+    faults = [(i.key, i.fault) for i in store.proxy.injections() if i.key.startswith(prefix)]
+    assert faults == [(f"{prefix}/offsets/0", "rendezvous-released")]
+    assert client.get_object(Bucket=bucket, Key=f"{prefix}/offsets/0")["Body"].read() == b"alone"
+
+
 def test_a_rendezvous_takes_only_writes():
     with pytest.raises(ValueError, match="ops must be writes"):
         Rendezvous("k", 1, ops=("PUT", "GET"))

@@ -6,13 +6,18 @@ content stays). The rendezvous keys never include a writer's own temp or staged 
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import threading
+import time
 import uuid
 
 import pytest
 
 from ckptbench import metrics
 from ckptbench.experiments import race
+from ckptbench.experiments.crashlab import RACE_WAIT_S
 from ckptbench.record import results
 from helpers import bucket_of, crash_lab
 from infra.metered import MeteredStore
@@ -98,3 +103,71 @@ def test_two_drivers_held_at_offsets_both_write_it_through_direct(spark, suite_s
     assert row["race"] == "offsets" and row["race_met"], rows
     assert row["outcome"] == "silent-damage", row
     assert "checkpoint/offsets/0" in row["overwritten_files"].split(","), row
+
+
+def when_the_second_is_ready(crash, act) -> threading.Thread:
+    """A thread that calls ``act(driver)`` on the second driver of the lab's next two-writer run as
+    soon as its session is up (its ``ready`` event), before or as the lab lets its query start."""
+    first = len(crash.drivers)
+
+    def watch() -> None:
+        while len(crash.drivers) < first + 2:
+            time.sleep(0.05)
+        second = crash.drivers[first + 1]
+        while second.first("ready") is None and second.alive():
+            time.sleep(0.05)
+        act(second)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def run_faults(crash, seen: int, strategy: str) -> list[str]:
+    """The rendezvous injections of the two-writer runs of ``strategy`` since ``seen``."""
+    return [i.fault for i in crash.store.proxy.injections()[seen:]
+            if i.fault.startswith("rendezvous") and f"crash/two-{strategy}-" in i.key]
+
+
+def test_two_drivers_meet_when_the_second_is_slow_to_start(spark, suite_stores):
+    """The second driver frozen (SIGSTOP, its JVM too) as its session comes up, for longer than a
+    write takes, then let go: the first's write of offsets/0 waits for it, and they meet. The
+    rendezvous is released only once a driver has ended, never because the other is slow."""
+    def slow(driver) -> None:
+        os.killpg(driver.pid, signal.SIGSTOP)
+        time.sleep(10)
+        os.killpg(driver.pid, signal.SIGCONT)
+
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
+        seen = len(crash.store.proxy.injections())
+        watcher = when_the_second_is_ready(crash, slow)
+        row = crash.two_writers("direct", head_start=0)
+        watcher.join(60)
+        faults = run_faults(crash, seen, "direct")
+    assert row["race_met"], (row, faults)
+    assert faults == ["rendezvous"], faults
+    assert row["second_started"], row
+
+
+def test_a_round_whose_second_driver_dies_ends_unmet_without_waiting_out_the_rendezvous(spark, suite_stores):
+    """The second driver frozen as its session comes up (so that the first reaches its held write
+    alone), then killed: it never writes. The lab releases the first's held write as soon as it
+    sees the second gone (``rendezvous-released``), never leaving it to wait out its limit
+    (``rendezvous-timeout``, recorded when that wait ends: looked for until it would have), and
+    the row says the race did not meet."""
+    def dies(driver) -> None:
+        os.killpg(driver.pid, signal.SIGSTOP)
+        time.sleep(15)
+        os.killpg(driver.pid, signal.SIGKILL)
+
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
+        seen = len(crash.store.proxy.injections())
+        watcher = when_the_second_is_ready(crash, dies)
+        row = crash.two_writers("direct", head_start=0)
+        watcher.join(60)
+        deadline = time.monotonic() + RACE_WAIT_S + 30
+        while not (faults := run_faults(crash, seen, "direct")) and time.monotonic() < deadline:
+            time.sleep(1)
+    assert row["race_met"] is False, row
+    assert faults in ([], ["rendezvous-released"]), faults  # released held, or never held: never timed out
+    assert not row["second_started"], row

@@ -10,7 +10,9 @@ window is narrow, so the metering proxy holds it open: a ``Rendezvous`` rule hol
 write of the file's key until the other writer's write of that key arrives (for ``manifest``,
 whose files are records of a per-directory manifest, the record's key too), so every round
 has both writers past their checks before either writes. A round whose rendezvous did not meet
-(``paired`` false: one writer never wrote, or wrote another key) tested nothing and says so.
+(``paired`` false: one writer never wrote, or wrote another key) tested nothing and says so. Such a
+round ends as soon as it cannot meet: the rendezvous is released when a writer is refused at create
+(it never writes) or its close has ended (it writes no more) while the other's may still be held.
 
 Each round is a row of the ``races`` table: the closes that succeeded (``winners``: 1 is
 right, 2 is a second writer let through), each writer's outcome ("won" or the Java exception
@@ -36,8 +38,9 @@ KINDS = {
     "state": "checkpoint/state/0/0/{n}.delta",
     "_spark_metadata": "output/_spark_metadata/{n}",
 }
-#: How long the first write waits for the second: both closes start together, so they meet
-#: within the two writers' checks (a few requests each) unless one never writes.
+#: How long the first write waits for the second at most: both closes start together, so they
+#: meet within the two writers' checks (a few requests each); a writer that will not write ends
+#: the wait before (``race``), so this bounds only a wait nothing ended.
 RENDEZVOUS_S = 15.0
 #: How long a round may take before its threads are given up on.
 ROUND_LIMIT_S = 120.0
@@ -79,9 +82,10 @@ def _java_class(error: BaseException) -> str:
     return java.getClass().getName() if java is not None else type(error).__name__
 
 
-def _close_together(streams: list) -> dict[int, str]:
+def _close_together(streams: list, ended=None) -> dict[int, str]:
     """Close each stream from a thread of its own, released together: writer -> "won" or the
-    exception class its close failed with (it is then cancelled, as Spark's log does)."""
+    exception class its close failed with (it is then cancelled, as Spark's log does). ``ended()``
+    is called as each close ends, won or failed: that writer writes no more."""
     barrier, outcome = threading.Barrier(len(streams)), {}
 
     def close(w: int) -> None:
@@ -93,6 +97,9 @@ def _close_together(streams: list) -> dict[int, str]:
             outcome[w] = _java_class(e)
             with contextlib.suppress(Exception):  # a failed cancel changes nothing the round records
                 streams[w].cancel()
+        finally:
+            if ended is not None:
+                ended()
 
     threads = [threading.Thread(target=close, args=(w,), daemon=True) for w in range(len(streams))]
     for thread in threads:
@@ -147,7 +154,11 @@ def race(spark, store, bucket: str, prefix: str, strategy: str, kinds=tuple(KIND
                         streams[w] = stream
                     except Exception as e:  # refused at create: it never writes
                         outcome[w] = _java_class(e)
-                closed = _close_together([streams[w] for w in sorted(streams)])
+                # A writer refused at create never writes, one whose close ended writes no more:
+                # the other's held write can no longer meet, so it goes on now (released).
+                if len(streams) < 2:
+                    store.proxy.clear_faults()
+                closed = _close_together([streams[w] for w in sorted(streams)], store.proxy.clear_faults)
                 outcome.update({w: closed[i] for i, w in enumerate(sorted(streams))})
             finally:
                 store.proxy.clear_faults()

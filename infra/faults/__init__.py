@@ -57,7 +57,8 @@ everything else. The rules:
 * ``Kill(pid, after_applied, op, key)``: SIGKILL a process group at one request.
 * ``Rendezvous(pattern, timeout_s, ops)``: two writers of one key made to meet: the first
   write of a matching key is held until a second write of that key comes, then both go on
-  together (or it goes on alone after ``timeout_s``); a race that meets every time.
+  together (or it goes on alone after ``timeout_s``, or at once when the rule is released:
+  ``release()``, or the faults cleared); a race that meets every time.
 * ``Outage(seconds, after)``: the store unreachable for a window of ``seconds``: every request
   in it reset, on every connection (see ``outage`` for when the window opens, and for the other
   kind of outage, the store's gateway killed and restarted, which ``StoreOutage`` describes).

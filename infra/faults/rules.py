@@ -331,10 +331,17 @@ class Rendezvous(Locked):
 
     Each key meets once: a later write of a key already paired or timed out passes unheld (a
     retry, a late third writer). An injection is recorded on the held request: ``rendezvous``
-    when its pair came, ``rendezvous-timeout`` when it went on alone, so a run can tell whether
-    the race met. The pattern must not match keys the two writers never share (rename's temp
-    files ``.N.<uuid>.tmp``, the manifest's staged ``_manifest/s/<uuid>``): such a write would
-    wait out the timeout alone. No randomness: the same requests meet the same way."""
+    when its pair came, ``rendezvous-timeout`` when it went on alone after ``timeout_s``,
+    ``rendezvous-released`` when it went on alone because the rule was released, so a run can
+    tell whether the race met. The pattern must not match keys the two writers never share
+    (rename's temp files ``.N.<uuid>.tmp``, the manifest's staged ``_manifest/s/<uuid>``): such a
+    write would wait out the timeout alone. No randomness: the same requests meet the same way.
+
+    ``release()`` (``FaultRules.clear`` calls it, so clearing the proxy's faults does) ends the
+    rule: every held write goes on alone at once and later ones pass unheld. Whoever runs the
+    writers knows when the other writer can no longer come (it failed, ended, or its write was
+    refused before it reached the store); released then, a round that cannot meet ends at once
+    instead of waiting out ``timeout_s``, which only bounds a wait nobody ended."""
 
     def __init__(self, pattern: str, timeout_s: float, ops: tuple[str, ...] = RENDEZVOUS_OPS) -> None:
         chosen = _ops(ops, "Rendezvous")
@@ -347,6 +354,8 @@ class Rendezvous(Locked):
         self._ops, self._regex = chosen, re.compile(pattern)
         self._held: dict[tuple[str, str], threading.Event] = {}  # a key -> its held request's wake-up
         self._done: set[tuple[str, str]] = set()  # keys that met, or timed out
+        self._alone: set[tuple[str, str]] = set()  # keys whose held request ``release`` sent on
+        self._released = False
         self._init_lock()
 
     def __repr__(self) -> str:
@@ -355,12 +364,22 @@ class Rendezvous(Locked):
     def __getstate__(self):
         return {**super().__getstate__(), "_held": {}}  # a held request stays in its own process
 
+    def release(self) -> None:
+        """End the rule: every held write goes on alone now (``rendezvous-released``), later ones unheld."""
+        with self._lock:
+            self._released = True
+            held, self._held = self._held, {}
+            self._done.update(held)
+            self._alone.update(held)
+        for waiting in held.values():
+            waiting.set()
+
     def decide(self, request: RequestInfo) -> Action | None:
         if request.op not in self._ops or not self._regex.fullmatch(request.key):
             return None
         where = (request.bucket, request.key)
         with self._lock:
-            if where in self._done:
+            if where in self._done or self._released:
                 return None
             waiting = self._held.pop(where, None)
             if waiting is not None:  # the second: wake the first, and go on with it
@@ -371,10 +390,11 @@ class Rendezvous(Locked):
         return Hold(functools.partial(self._wait, where, waiting))
 
     def _wait(self, where: tuple[str, str], waiting: threading.Event) -> str:
-        if waiting.wait(self.timeout_s):
-            return "rendezvous"
+        waiting.wait(self.timeout_s)
         with self._lock:
-            if self._held.get(where) is not waiting:  # its pair came as the wait ran out
+            if where in self._alone:
+                return "rendezvous-released"
+            if self._held.get(where) is not waiting:  # its pair came (as the wait ran out, perhaps)
                 return "rendezvous"
             del self._held[where]
             self._done.add(where)
@@ -395,8 +415,12 @@ class FaultRules:
             self._rules = [*self._rules, rule]
 
     def clear(self) -> None:
+        """No rule in force from now on; a write a rule holds goes on now (``Rendezvous.release``)."""
         with self._lock:
-            self._rules = []
+            rules, self._rules = self._rules, []
+        for rule in rules:
+            if isinstance(rule, Rendezvous):
+                rule.release()
 
     def decide(self, request: RequestInfo) -> Action:
         """The action for ``request``: the first opinion of a rule (a rule's ``Delay`` or ``Hold``

@@ -285,7 +285,11 @@ class CrashLab:
         ``race`` (a ``race.KINDS`` file kind; ``offsets`` when both start together and none is
         given): the proxy holds each driver's write of that kind's batch-0 file until the
         other's comes (``Rendezvous``), so that both write it past Spark's and the strategy's
-        checks, not only when their timing happens to line up."""
+        checks, not only when their timing happens to line up. Both queries start only once both
+        drivers' sessions are up, and a held write waits for as long as the other driver runs (up
+        to ``RACE_WAIT_S`` from the held write): once either driver has ended (it failed before its
+        write, or stopped), the rendezvous is released and the held write goes on alone, so a run
+        whose writes cannot meet does not wait out the limit; ``race_met`` says whether they met."""
         chosen = WORKLOADS[workload]
         if race is None and head_start == 0:
             race = "offsets"
@@ -321,24 +325,28 @@ class CrashLab:
             except DriverGone:
                 pass
             # Both run until the second has committed a batch or failed (its first batch can take
-            # many seconds in a cold JVM), then ``overlap_s`` more.
+            # many seconds in a cold JVM), then ``overlap_s`` more. A driver that ended writes no
+            # more: the other's held write, if any, goes on now.
             limit = time.monotonic() + RESTART_LIMIT_S
             while (time.monotonic() < limit and first.alive() and second.alive()
                    and second.first("progress") is None):
                 time.sleep(0.1)
+            if race is not None and not (first.alive() and second.alive()):
+                self.store.proxy.clear_faults()
             deadline = time.monotonic() + overlap_s
             while time.monotonic() < deadline and (first.alive() or second.alive()):
                 time.sleep(0.1)
         except DriverGone as e:
             row["first_error"] = _one_line(str(e))
         finally:
+            if race is not None:  # a held write would hold up its driver's clean stop
+                self.store.proxy.clear_faults()
             drivers = (first, second)
             for driver in drivers:  # both asked at once: neither runs on alone while the other stops
                 driver.ask_to_stop()
             for driver in drivers:
                 driver.stop()
             if race is not None:
-                self.store.proxy.clear_faults()
                 row["race_met"] = any(i.fault == "rendezvous" and i.key.startswith(prefix + "/")
                                       for i in self.store.proxy.injections()[seen:])
         row["first_error"] = row["first_error"] or _one_line(first.failure())

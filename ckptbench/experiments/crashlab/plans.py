@@ -123,11 +123,13 @@ PLANS = {
 CYCLE_S = 46.0
 SERIES_OVERHEAD_S = 60.0
 TWO_WRITERS_S = 70.0
-#: Per round of the managers' race, an estimate (both writes meet at once; a round that does not
-#: meet waits out ``race.RENDEZVOUS_S``).
+#: Per round of the managers' race, an estimate (both writes meet at once; a round that cannot
+#: meet ends when a writer is done, ``race.race``).
 RACE_ROUND_S = 2.0
-#: How long a raced two-writer run holds one driver's write for the other's: both start
-#: together, but each plans its first batch in a JVM of its own on shared cores.
+#: How long a raced two-writer run holds one driver's write for the other's at most: both queries
+#: start once both sessions are up, but each plans its first batch in a JVM of its own on shared
+#: cores. A driver that ends first releases the wait (``CrashLab.two_writers``); the writer's own
+#: client bounds it too (S3A's request timeout, 60 s by default), which is why it is no longer.
 RACE_WAIT_S = 60.0
 
 

@@ -128,9 +128,11 @@ class Driver:
         return t
 
     def go(self) -> None:
-        """Start the query of a driver started with ``hold``."""
-        self.proc.stdin.write("go\n")
-        self.proc.stdin.flush()
+        """Start the query of a driver started with ``hold``; nothing if it is gone (its end is
+        seen by ``wait`` as ``DriverGone``)."""
+        with contextlib.suppress(OSError, ValueError):
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
 
     def ask_to_stop(self) -> None:
         """``stop`` on stdin, then stdin closed; returns at once."""
