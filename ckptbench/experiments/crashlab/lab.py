@@ -42,7 +42,7 @@ from ckptbench.experiments.crashlab.verify import (
     stored_batches,
     verify,
 )
-from ckptbench.experiments.crashlab.victim import Driver, DriverGone
+from ckptbench.experiments.crashlab.victim import Driver, DriverGone, driver_submit_opts
 from ckptbench.harness import querylab, stores
 from ckptbench.harness.query_process import Config, StoreSpec
 from ckptbench.record import disk, results
@@ -431,9 +431,11 @@ def crashes(settings, strategies: list[str] | None = None, plan: CrashPlan | Non
             spark = session(strategies[0], {bucket: store.inner})
             stack.callback(spark.stop)
 
-        # Taken at the start: the commit that ran, not the one checked out when a part is saved.
-        env = results.environment(store, CRASHLAB, settings.size, dataclasses.asdict(plan), seed=seed,
-                                  points=list(points), spark_master=spark.sparkContext.master)
+        # Taken at the start: the commit that ran, not the one checked out when a part is saved. The
+        # lab's own session's JVM flags and archives, and the -X options its drivers start with.
+        env = results.environment(store, CRASHLAB, settings.size, dataclasses.asdict(plan), spark, seed=seed,
+                                  points=list(points),
+                                  driver_jvm_flags=[o for o in driver_submit_opts().split() if o.startswith("-X")])
 
         def save(finished: bool) -> results.Results:
             """The record so far, written: after every series, so that a long run stopped (or out

@@ -25,6 +25,12 @@ from infra.net import ending_with_us, live_processes, proc_stat
 # -- drivers ---------------------------------------------------------------------------------
 
 
+def driver_submit_opts() -> str:
+    """The ``SPARK_SUBMIT_OPTS`` every driver starts with: this process's, with the class archive's
+    options (``jvm_archive.with_archive``) where it names none."""
+    return jvm_archive.with_archive(os.environ.get("SPARK_SUBMIT_OPTS"))
+
+
 class DriverGone(RuntimeError):
     """A driver ended (or timed out) before the event waited for."""
 
@@ -47,7 +53,7 @@ class Driver:
         tmpdir = f"-Djava.io.tmpdir={self.local_dir}"
         # The class archive's options resolved here, not in the child: two drivers starting together
         # would otherwise both look for it (and, missing, wait for one to make it).
-        submit_opts = " ".join(filter(None, [jvm_archive.with_archive(os.environ.get("SPARK_SUBMIT_OPTS")), tmpdir]))
+        submit_opts = " ".join(filter(None, [driver_submit_opts(), tmpdir]))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                "SPARK_LOCAL_DIRS": str(self.local_dir), "SPARK_SUBMIT_OPTS": submit_opts}
         self.spawned = time.time()
