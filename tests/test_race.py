@@ -129,6 +129,21 @@ def run_faults(crash, seen: int, strategy: str) -> list[str]:
             if i.fault.startswith("rendezvous") and f"crash/two-{strategy}-" in i.key]
 
 
+def raced_with_second(spark, suite_stores, act, look_s: float = 0.0) -> tuple[dict, list[str]]:
+    """A raced two-writer run of ``direct`` on the embedded store, ``act(driver)`` done to its second
+    driver as that driver's session comes up: the run's row and its rendezvous injections, looked for
+    until one is seen or ``look_s`` has passed."""
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
+        seen = len(crash.store.proxy.injections())
+        watcher = when_the_second_is_ready(crash, act)
+        row = crash.two_writers("direct", head_start=0)
+        watcher.join(60)
+        deadline = time.monotonic() + look_s
+        while not (faults := run_faults(crash, seen, "direct")) and time.monotonic() < deadline:
+            time.sleep(1)
+    return row, faults
+
+
 def test_two_drivers_meet_when_the_second_is_slow_to_start(spark, suite_stores):
     """The second driver frozen (SIGSTOP, its JVM too) as its session comes up, for longer than a
     write takes, then let go: the first's write of offsets/0 waits for it, and they meet. The
@@ -138,12 +153,7 @@ def test_two_drivers_meet_when_the_second_is_slow_to_start(spark, suite_stores):
         time.sleep(10)
         os.killpg(driver.pid, signal.SIGCONT)
 
-    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
-        seen = len(crash.store.proxy.injections())
-        watcher = when_the_second_is_ready(crash, slow)
-        row = crash.two_writers("direct", head_start=0)
-        watcher.join(60)
-        faults = run_faults(crash, seen, "direct")
+    row, faults = raced_with_second(spark, suite_stores, slow)
     assert row["race_met"], (row, faults)
     assert faults == ["rendezvous"], faults
     assert row["second_started"], row
@@ -160,14 +170,7 @@ def test_a_round_whose_second_driver_dies_ends_unmet_without_waiting_out_the_ren
         time.sleep(15)
         os.killpg(driver.pid, signal.SIGKILL)
 
-    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
-        seen = len(crash.store.proxy.injections())
-        watcher = when_the_second_is_ready(crash, dies)
-        row = crash.two_writers("direct", head_start=0)
-        watcher.join(60)
-        deadline = time.monotonic() + RACE_WAIT_S + 30
-        while not (faults := run_faults(crash, seen, "direct")) and time.monotonic() < deadline:
-            time.sleep(1)
+    row, faults = raced_with_second(spark, suite_stores, dies, look_s=RACE_WAIT_S + 30)
     assert row["race_met"] is False, row
     assert faults in ([], ["rendezvous-released"]), faults  # released held, or never held: never timed out
     assert not row["second_started"], row
