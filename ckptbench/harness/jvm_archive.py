@@ -23,7 +23,6 @@ read a command's output. Whether a JVM did map it: ``mapped``.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
@@ -36,6 +35,7 @@ from pathlib import Path
 
 from ckpt_impls import jars
 from ckptbench.config import ROOT
+from ckptbench.record import results
 
 #: Where the archives are kept, beside the build they are made from.
 ARCHIVES = jars.BUILD / "jvm-archives"
@@ -127,8 +127,4 @@ def with_archive(submit_opts: str | None) -> str:
 
 def mapped(pid: int) -> str | None:
     """The class archive process ``pid`` (a JVM on this host) has mapped, None if none or it is gone."""
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-            if line.endswith(".jsa") and str(ARCHIVES) in line:
-                return line.split(maxsplit=5)[-1]
-    return None
+    return next((a for a in results.archives_mapped(pid) if str(ARCHIVES) in a), None)

@@ -96,9 +96,13 @@ def jvm_flags(spark) -> list[str]:
 def jvm_archives(spark) -> list[str]:
     """The class data sharing archives (``.jsa``) the driver JVM has mapped: the JDK's own and, where
     it started from one that matched its class path, the drivers' (``harness.jvm_archive``); a flag
-    naming an archive (``jvm_flags``) says only that it was asked for. Read from ``/proc`` (the
-    driver runs on this host); [] where that cannot be read."""
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    naming an archive (``jvm_flags``) says only that it was asked for."""
+    return archives_mapped(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def archives_mapped(pid: int) -> list[str]:
+    """The class data sharing archives (``.jsa``) process ``pid`` (a JVM on this host) has mapped, read
+    from ``/proc``; [] where that cannot be read (the process is gone)."""
     try:
         lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
     except OSError:
