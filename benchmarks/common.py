@@ -94,6 +94,11 @@ def _cells(cls) -> list[tuple]:
     return list(itertools.product(*params))
 
 
+def _track_names(cls) -> list[str]:
+    """The names of benchmark class ``cls``'s tracks, inherited ones too, as asv finds them."""
+    return [name for name in dir(cls) if name.startswith("track_")]
+
+
 def _key(cls, track: str, cell: tuple) -> tuple:
     return cls.__module__, cls.__qualname__, track, tuple(cell)
 
@@ -122,9 +127,9 @@ class Tracks:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        for name in dir(cls):
+        for name in _track_names(cls):
             method = getattr(cls, name)
-            if name.startswith("track_") and not getattr(method, "looked_up", False):
+            if not getattr(method, "looked_up", False):
                 setattr(cls, name, _looked_up(method))
 
 
@@ -149,7 +154,7 @@ def values(setup, record) -> Values:
         if getattr(cls, "setup_cache", None) is not setup:
             continue
         benchmark = cls()
-        for name in (n for n in dir(cls) if n.startswith("track_")):
+        for name in _track_names(cls):
             compute = getattr(cls, name).__wrapped__
             for cell in _cells(cls):
                 try:
@@ -173,7 +178,7 @@ def listing() -> dict[str, list[str]]:
     for cls in _suite():
         module = cls.__module__.rsplit(".", 1)[-1]
         out.setdefault(setup_name(cls.setup_cache), []).extend(
-            f"{module}.{cls.__name__}.{name}" for name in dir(cls) if name.startswith("track_"))
+            f"{module}.{cls.__name__}.{name}" for name in _track_names(cls))
     return out
 
 
