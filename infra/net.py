@@ -87,6 +87,16 @@ def proc_started(pid: int) -> int | None:
     return None if stat is None else int(stat[1][19])
 
 
+def archives_mapped(pid: int) -> list[str]:
+    """The class data sharing archives (``.jsa``) process ``pid`` (a JVM on this host) has mapped, read
+    from ``/proc``; [] where that cannot be read (the process is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return []
+    return sorted({line.split(maxsplit=5)[-1] for line in lines if line.endswith(".jsa")})
+
+
 def live_processes(group: int | None = None, session: int | None = None) -> list[int]:
     """The live processes (not zombies) of process group ``group`` or of session ``session``, from
     /proc: what a process started with ``start_new_session`` left, including children that made

@@ -394,3 +394,20 @@ def test_the_cli_parses_without_the_heavy_packages():
 
 def test_the_check_sees_a_heavy_import():
     assert "pandas" in heavy_imports("ckptbench.record.results")
+
+
+#: What Spark's Python workers run our code with: ``python3`` from the PATH (no ``PYSPARK_PYTHON`` is
+#: set), which need not hold the project's packages, only pyspark's own zip beside it.
+WORKER_SIDE = ("ckptbench.harness.spark", "ckptbench.harness.workloads")
+
+
+@pytest.mark.parametrize("module", WORKER_SIDE)
+def test_what_spark_workers_import_needs_no_numpy_or_pandas(module):
+    probe = f"import sys; sys.modules.update(numpy=None, pandas=None, pyarrow=None); import {module}"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_worker_check_sees_numpy_in_the_chain():
+    probe = "import sys; sys.modules.update(numpy=None, pandas=None, pyarrow=None); import ckptbench.record.results"
+    assert subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True).returncode != 0

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ckpt_impls import jars
 from ckptbench.config import ROOT
-from ckptbench.record import results
+from infra.net import archives_mapped
 
 #: Where the archives are kept, beside the build they are made from.
 ARCHIVES = jars.BUILD / "jvm-archives"
@@ -127,4 +127,4 @@ def with_archive(submit_opts: str | None) -> str:
 
 def mapped(pid: int) -> str | None:
     """The class archive process ``pid`` (a JVM on this host) has mapped, None if none or it is gone."""
-    return next((a for a in results.archives_mapped(pid) if str(ARCHIVES) in a), None)
+    return next((a for a in archives_mapped(pid) if str(ARCHIVES) in a), None)

@@ -23,6 +23,7 @@ from ckptbench.config import ROOT
 from ckptbench.record import attribution, schema
 from ckptbench.record.attribution import WINDOW_SLACK_S
 from ckptbench.record.schema import DURATIONS, SCHEMA_VERSION, SOURCES, TABLES
+from infra.net import archives_mapped
 
 
 class RunFailed(RuntimeError):
@@ -98,16 +99,6 @@ def jvm_archives(spark) -> list[str]:
     it started from one that matched its class path, the drivers' (``harness.jvm_archive``); a flag
     naming an archive (``jvm_flags``) says only that it was asked for."""
     return archives_mapped(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-
-
-def archives_mapped(pid: int) -> list[str]:
-    """The class data sharing archives (``.jsa``) process ``pid`` (a JVM on this host) has mapped, read
-    from ``/proc``; [] where that cannot be read (the process is gone)."""
-    try:
-        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
-    except OSError:
-        return []
-    return sorted({line.split(maxsplit=5)[-1] for line in lines if line.endswith(".jsa")})
 
 
 def executors(spark) -> int:
