@@ -12,7 +12,6 @@ import functools
 import json
 import socket
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
