@@ -35,10 +35,11 @@ import traceback
 import ckpt_impls
 from ckpt_impls import jars
 from ckptbench import config, progress
-from ckptbench.experiments import crashlab, faultlab, histories, scale
+from ckptbench.experiments import crashlab, faultlab, histories, registry, scale
 from ckptbench.experiments import levers as levers_experiment
 from ckptbench.experiments import store_alone as store_alone_experiment
 from ckptbench.experiments import streaming as streaming_experiment
+from ckptbench.record import disk
 
 SETTINGS = config.Settings.from_env()
 PLAN = SETTINGS.plan
@@ -184,13 +185,17 @@ def listing() -> dict[str, list[str]]:
 
 def cached(experiment):
     """asv's ``setup_cache`` of the classes that read ``experiment``'s record: run it once, as a stage
-    of ``bench``'s plan (``progress.stage``), and return their tracks' ``values`` (``experiment``'s
-    ``timeout`` is asv's for it)."""
+    of ``bench``'s plan (``progress.stage``), unless this bench run saved its record already
+    (``disk.of_this_run``), and return their tracks' ``values`` (``experiment``'s ``timeout`` is asv's
+    for it)."""
 
     @functools.wraps(experiment)
     def setup():
-        with progress.stage(setup_name(setup)):
-            record = experiment()
+        name = setup_name(setup)
+        record = disk.of_this_run(SETTINGS, registry.of_setup(name).name)
+        if record is None:
+            with progress.stage(name):
+                record = experiment()
         return values(setup, record)
 
     return setup

@@ -412,7 +412,8 @@ class Settings:
     """What a run measures where: the store, its bucket (None: a fresh one on a local store), the
     run size, the directory raw results are written to, and the fault profile the metering proxy
     injects (``infra.faults.PROFILES``) with its seed, the Spark master, and the strategies measured
-    (``strategies``: empty for every one the loaded S3A can run; ``measured_strategies``)."""
+    (``strategies``: empty for every one the loaded S3A can run; ``measured_strategies``); in a ``bench``
+    run, its id and what runs beside (stage names), which each record saved says (``disk.save``)."""
 
     store: str
     size: str
@@ -422,11 +423,13 @@ class Settings:
     fault_seed: int = 0
     master: str = DEFAULT_MASTER  # a Spark master URL, or CLUSTER
     strategies: tuple[str, ...] = ()
+    bench_run: str = ""
+    beside: tuple[str, ...] = ()
 
     #: The environment variables ``from_env`` reads (``python -m ckptbench bench`` sets them).
     ENV = {"store": "CKPT_STORE", "size": "CKPT_BENCH_SIZE", "bucket": "CKPT_BUCKET", "raw": "CKPT_BENCH_RAW",
            "fault_profile": "CKPT_FAULT_PROFILE", "fault_seed": "CKPT_FAULT_SEED", "master": "CKPT_SPARK_MASTER",
-           "strategies": "CKPT_STRATEGIES"}
+           "strategies": "CKPT_STRATEGIES", "bench_run": "CKPT_BENCH_RUN", "beside": "CKPT_BENCH_BESIDE"}
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -448,17 +451,15 @@ class Settings:
         return cls(store=os.environ.get(cls.ENV["store"]) or default_store(), size=size,
                    bucket=os.environ.get(cls.ENV["bucket"]) or None,
                    raw=Path(os.environ.get(cls.ENV["raw"]) or ROOT / "results" / "raw"),
-                   fault_profile=fault_profile, fault_seed=int(seed), master=master, strategies=strategies)
+                   fault_profile=fault_profile, fault_seed=int(seed), master=master, strategies=strategies,
+                   bench_run=os.environ.get(cls.ENV["bench_run"]) or "",
+                   beside=tuple(filter(None, (os.environ.get(cls.ENV["beside"]) or "").split(","))))
 
     def env(self) -> dict[str, str]:
-        out = {self.ENV["store"]: self.store, self.ENV["size"]: self.size, self.ENV["raw"]: str(self.raw),
-               self.ENV["fault_profile"]: self.fault_profile, self.ENV["fault_seed"]: str(self.fault_seed),
-               self.ENV["master"]: self.master}
-        if self.bucket:
-            out[self.ENV["bucket"]] = self.bucket
-        if self.strategies:
-            out[self.ENV["strategies"]] = ",".join(self.strategies)
-        return out
+        values = {"store": self.store, "size": self.size, "raw": str(self.raw), "fault_profile": self.fault_profile,
+                  "fault_seed": str(self.fault_seed), "master": self.master, "bucket": self.bucket or "",
+                  "strategies": ",".join(self.strategies), "bench_run": self.bench_run, "beside": ",".join(self.beside)}
+        return {self.ENV[name]: value for name, value in values.items() if value}
 
     @property
     def measured_strategies(self) -> list[str]:

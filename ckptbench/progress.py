@@ -152,3 +152,41 @@ def shown_for(env, on_stage=None):
                 yield say
         finally:
             env.pop(ENV, None)
+
+
+@contextlib.contextmanager
+def summed(paths: list[Path], desc: str):
+    """While the block runs, one bar of what the ``Recorder``s writing to ``paths`` (one a process,
+    the processes running beside each other) have done of their totals, summed, with each one's own
+    bar's description and done/total after it. Yields ``say(line)``: the line on stdout, above the bar."""
+    stop = threading.Event()
+
+    def last(path: Path) -> dict | None:
+        try:
+            lines = [line for line in path.read_bytes().split(b"\n")[:-1] if line]
+        except FileNotFoundError:
+            return None
+        states = [json.loads(line) for line in lines]
+        bars = [s for s in states if "desc" in s]
+        return bars[-1] if bars else None
+
+    def follow() -> None:
+        shown_bar = bar(total=0, unit="step", desc=desc)
+        while True:
+            finished = stop.wait(1.0)
+            states = [s for s in map(last, paths) if s is not None]
+            shown_bar.total = sum(s["total"] for s in states)
+            shown_bar.set_postfix_str("; ".join(f"{s['desc']} {s['done']}/{s['total']} {s['unit']}" for s in states),
+                                      refresh=False)
+            shown_bar.update(sum(s["done"] for s in states) - shown_bar.n)
+            if finished:
+                shown_bar.close()
+                return
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    try:
+        yield lambda line: tqdm.write(line, file=sys.stdout)
+    finally:
+        stop.set()
+        thread.join()

@@ -25,6 +25,16 @@ def test_bench_refuses_an_unknown_strategy_in_one_line():
     assert "'bogus'" in line and "rename, direct, conditional" in line
 
 
+def test_bench_resumes_only_an_interrupted_run_and_gates_one_store(tmp_path):
+    line = one_error_line(ckptbench_here("bench", "--store", "embedded", "--resume", "--results", str(tmp_path)))
+    assert line.startswith("ckptbench: error: nothing to resume: no interrupted bench of embedded at size quick")
+    assert "run bench without --resume" in line
+    line = one_error_line(ckptbench_here("bench", "--store", "embedded,ceph", "--continuous", "HEAD~1", "HEAD"))
+    assert "--continuous and --commits run on one store" in line
+    line = one_error_line(ckptbench_here("bench", "--store", "embedded,hdfs"))
+    assert "unknown store 'hdfs'" in line
+
+
 def test_unknown_store_lists_the_valid_ones():
     line = one_error_line(ckptbench_here("measure", "--stores", "hdfs"))
     assert "'hdfs'" in line and "embedded, ceph" in line

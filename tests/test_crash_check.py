@@ -5,10 +5,8 @@ chosen one has been checked. The smallest bench's own crash check is ``test_benc
 
 from __future__ import annotations
 
-import datetime as dt
-
 from ckptbench import config
-from ckptbench.cli import bench
+from ckptbench.cli import crash_check as bench
 from ckptbench.experiments import crash_check
 from ckptbench.report import page
 from helpers import fixed_crash_record, fixed_levers_record
@@ -56,12 +54,12 @@ def test_the_report_reads_the_crash_check_beside_the_crash_lab():
 
 def test_bench_checks_the_leaders_of_the_jobs_its_levers_experiment_measured():
     records = kinds()
-    created = dt.datetime.fromisoformat(records["levers"].environment["created"])
+    records["levers"].environment["bench_run"] = "this-run"
     # The levers record this run wrote: its jobs, as it ran them.
-    assert bench.crash_check_plan(records, created) == [config.Shape()]
+    assert bench.crash_check_plan(records, "this-run") == [config.Shape()]
     # One an earlier run wrote (--bench left the levers out), or none: nothing to check.
-    assert bench.crash_check_plan(records, created + dt.timedelta(seconds=1)) == []
-    assert bench.crash_check_plan({config.CRASHLAB: records[config.CRASHLAB]}, created) == []
+    assert bench.crash_check_plan(records, "another-run") == []
+    assert bench.crash_check_plan({config.CRASHLAB: records[config.CRASHLAB]}, "this-run") == []
 
 
 def test_bench_asks_again_after_each_check_until_the_chosen_one_is_checked():

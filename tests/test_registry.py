@@ -6,6 +6,7 @@ bench, and its record, are ``test_benchmarks.py``'s."""
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 
@@ -88,13 +89,52 @@ def test_an_experiments_stage_events_reach_the_reader_of_the_progress_file_and_n
 
 def test_the_reports_table_of_stages_shows_planned_and_taken_minutes():
     rows = [{"stage": "streaming", "title": "streaming queries", "planned_min": 12.0, "actual_min": 9.5,
-             "started": 1.0},
+             "started": 1.0, "beside": ""},
             {"stage": registry.CRASH_CHECK, "title": registry.CRASH_CHECK, "planned_min": 3.0,
-             "actual_min": float("nan"), "started": float("nan")}]
+             "actual_min": float("nan"), "started": float("nan"), "beside": ""}]
     record = results.Results({"experiment": config.BENCH, "size": "quick"},
                              {"stages": pd.DataFrame(rows)})
     section = report_stages.section({"ceph": {config.BENCH: record}, "seaweedfs": {}})
     [table] = section.tables
     assert table.caption == "ceph: bench at size quick, 9.5 min of 15.0 planned"
-    assert table.rows == [["streaming queries", "12.0", "9.5"], [registry.CRASH_CHECK, "3.0", "not run"]]
+    assert table.rows == [["streaming queries", "12.0", "9.5", "nothing"],
+                          [registry.CRASH_CHECK, "3.0", "not run", "nothing"]]
     assert report_stages.section({"ceph": {}}) is None
+
+
+def test_stages_run_together_count_once_as_the_longest_and_each_says_what_ran_beside_it():
+    suite = common.listing()
+    stages = [*registry.plan("smallest", suite, None, store="ceph"),
+              *registry.plan("smallest", suite, None, store="seaweedfs", first=False)]
+    # The JVM's own experiment on the first store only.
+    assert [s.store for s in stages if s.name == "jvm_counting"] == ["ceph"]
+    clock = [0.0]
+    timeline = registry.Timeline(stages, clock=lambda: clock[0])
+    untimed = [(store, e.name) for store in ("ceph", "seaweedfs") for e in registry.EXPERIMENTS if not e.timed]
+    assert {name for _, name in untimed} == {config.CRASHLAB, config.FAULTLAB}
+    alone = sum(s.planned for s in stages)
+    longest = max(timeline.stages[key].planned for key in untimed)
+    together = alone - sum(timeline.stages[key].planned for key in untimed) + longest
+    assert timeline.planned_text().startswith(f"the plan ({together:.0f} min planned):")
+    assert timeline.eta(0.0) == time.strftime("%H:%M UTC", time.gmtime(together * 60))
+    said = []
+    timeline.start(config.CRASHLAB, said.append, store="seaweedfs")
+    assert said[-1].startswith("stage seaweedfs crash lab: started")
+    rows = {row["stage"]: row for row in timeline.rows("seaweedfs")}
+    assert rows[config.CRASHLAB]["beside"] == "ceph crash lab, ceph fault lab, seaweedfs fault lab"
+    assert rows["streaming"]["beside"] == "" and "jvm_counting" not in rows
+    # asv's tracks on a store are what asv ran outside the experiments it ran, not those run before it.
+    timeline.store = "seaweedfs"
+    timeline.end(config.CRASHLAB, said.append, at=600.0, store="seaweedfs")
+    timeline.event({"stage": "streaming", "event": "start", "at": 600.0}, said.append)
+    timeline.event({"stage": "streaming", "event": "end", "at": 720.0}, said.append)
+    timeline.tracks(3.0)
+    assert timeline.stages[("seaweedfs", registry.TRACKS)].actual == 1.0
+
+
+def test_the_benchmarks_a_plans_later_stores_leave_out_are_the_first_store_only_experiments_and_no_other():
+    suite = common.listing()
+    pattern = re.compile(f"^(?!{registry.left_out(suite)})")
+    kept = {name for names in suite.values() for name in names if pattern.search(name)}
+    left = {name for names in suite.values() for name in names} - kept
+    assert left == set(suite["jvm_counting.overhead"])

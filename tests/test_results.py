@@ -455,3 +455,17 @@ def test_what_a_record_works_out_is_kept_once_and_left_out_of_a_pickle():
     copy = pickle.loads(pickle.dumps(record))
     assert sorted(copy.__dict__) == ["environment", "tables"]
     assert copy.rows_of("requests", run.run).equals(record.rows_of("requests", run.run))
+
+
+def test_a_bench_run_takes_back_its_own_records_and_no_other_runs(tmp_path):
+    from ckptbench import config
+
+    settings = config.Settings("ceph", "smallest", None, tmp_path, bench_run="run-1", beside=("seaweedfs crash lab",))
+    disk.save(results.Recorder().results({"schema_version": schema.SCHEMA_VERSION, "experiment": "crashlab",
+                                          "store": "ceph"}), settings)
+    found = disk.of_this_run(settings, "crashlab")
+    assert found.environment["bench_run"] == "run-1" and found.environment["beside"] == ["seaweedfs crash lab"]
+    assert disk.of_this_run(dataclasses.replace(settings, bench_run="run-2"), "crashlab") is None
+    assert disk.of_this_run(dataclasses.replace(settings, bench_run=""), "crashlab") is None
+    assert disk.of_this_run(settings, "faultlab") is None
+    assert disk.of_this_run(dataclasses.replace(settings, store="seaweedfs"), "crashlab") is None

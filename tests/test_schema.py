@@ -97,7 +97,8 @@ def test_an_older_record_reads_each_missing_column_as_its_default(tmp_path):
     defaults = {(name, f.name): schema.default(f) for name, s in schema.SCHEMAS.items() for f in s
                 if schema.has_default(f)}
     assert defaults == {("runs", "settings"): "{}", ("runs", "preset"): "default", ("runs", "refused"): False,
-                        ("runs", "repeat"): 0, ("requests", "source"): "proxy", ("crash_series", "preset"): "default"}
+                        ("runs", "repeat"): 0, ("requests", "source"): "proxy", ("crash_series", "preset"): "default",
+                        ("stages", "beside"): ""}
 
 
 def test_each_version_since_the_first_says_what_it_changed():

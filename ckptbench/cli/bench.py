@@ -1,9 +1,11 @@
-"""``python -m ckptbench bench``: the asv suite on one store, published as asv's HTML pages and the
-report (``make bench`` runs it); on other commits (``--continuous``, ``--commits``) through
-``ckptbench.cli.continuous``."""
+"""``python -m ckptbench bench``: the asv suite on one store or several, published as asv's HTML pages
+and one report (``make bench`` runs it), resumable after an interruption; on other commits
+(``--continuous``, ``--commits``) through ``ckptbench.cli.continuous``."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -17,7 +19,7 @@ from pathlib import Path
 import infra
 from ckpt_impls import jars
 from ckptbench import config
-from ckptbench.cli import continuous
+from ckptbench.cli import continuous, crash_check
 from ckptbench.cli.common import (
     BUCKET_HELP,
     MASTER_HELP,
@@ -47,7 +49,11 @@ PROXY_BENCHMARKS = ("crashlab.", "faultlab.", "outages.", "manifest_compaction."
 def register(sub) -> None:
     """Add ``bench`` to the app's subcommands (``sub``, argparse's)."""
     b = sub.add_parser("bench", help="run the asv suite and publish it (HTML, report and plots under results/)")
-    b.add_argument("--store", help=STORE_HELP)
+    b.add_argument("--store", metavar="A,B", help="one store or several, comma-separated, each a bench of its own in "
+                   "one run (the experiments that time nothing run first, every store's beside each other): "
+                   + STORE_HELP)
+    b.add_argument("--resume", action="store_true", help="resume the interrupted bench of the same stores, size and "
+                   "commit: the experiments whose records it saved are not run again")
     b.add_argument("--size", choices=list(PLANS), default=os.environ.get(Settings.ENV["size"]) or "quick",
                    help="quick (default), full, or smallest (every benchmark once, tiny; for CI)")
     b.add_argument("--bucket", help=BUCKET_HELP)
@@ -89,33 +95,6 @@ def _asv_config(results: Path) -> Path:
     return derived
 
 
-def crash_check_plan(kinds: dict, began: dt.datetime) -> list[config.Shape]:
-    """The jobs whose leaders ``bench`` crash-checks, of a store's records (``kinds``): those of its
-    levers record, where this run (begun at ``began``) wrote it; none where it did not (``--bench``
-    left the levers out: the older record keeps the crash check of its own run)."""
-    levers = kinds.get("levers")
-    if levers is None or dt.datetime.fromisoformat(levers.environment["created"]) < began:
-        return []
-    return [config.Shape(**{k: v for k, v in shape.items() if k != "name"}) for shape in levers.environment["shapes"]]
-
-
-def job_leaders(kinds: dict, count: int):
-    """The decision as the crash check asks it (``experiments.crash_check.JobLeaders``): the first
-    ``count`` configurations leading for a job (``page.leaders``) on the store's records ``kinds``,
-    with the crash check's rows so far in place of an earlier run's crash check record, ranked as if
-    nothing were out for want of a crash test (``untested_out`` False)."""
-    from ckptbench.record import results, schema
-    from ckptbench.report import page
-
-    def leaders(job: str, rows: dict[str, list[dict]]):
-        check = results.Results({"experiment": config.CRASH_CHECK},
-                                {name: schema.frame(name, found) for name, found in rows.items()})
-        decision = page.decisions_of({**kinds, config.CRASH_CHECK: check}, untested_out=False).get(job)
-        return page.leaders(decision)[:count] if decision else []
-
-    return leaders
-
-
 def _suite(env: dict) -> dict[str, list[str]]:
     """The asv suite's benchmarks by set-up function (``benchmarks.common.listing``), as asv would
     discover them with ``env``'s settings: in a process of the suite's own, as asv's."""
@@ -139,125 +118,158 @@ def _last_minutes(settings: config.Settings) -> dict[str, float]:
     return {row["stage"]: row["actual_min"] for row in last.stages.to_dict("records") if row["actual_min"] >= 0}
 
 
-def _save_stages(settings: config.Settings, timeline: registry.Timeline) -> None:
-    """The ``bench`` record of this run: each stage of its plan, planned and actual minutes."""
+def _head() -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+def _bench_run(settings: list[config.Settings], resume: bool) -> str:
+    """The id of this bench run: a new one; with ``resume``, that of the interrupted run of the same
+    stores, size and commit, whose records it then takes (UsageError where there is none)."""
+    from ckptbench.record import disk
+
+    if not resume:
+        return f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{_head()[:12]}"
+    found = set()
+    for s in settings:
+        where = disk.directory(s.raw, s.store, config.BENCH)
+        env = json.loads((where / "environment.json").read_text()) if (where / "environment.json").exists() else {}
+        found.add((env.get("bench_run"), env.get("size"), env.get("commit"), env.get("finished", True)))
+    [(run, size, commit, finished)] = found if len(found) == 1 else [(None, None, None, True)]
+    if run is None or finished or size != settings[0].size or commit != _head():
+        raise UsageError(f"nothing to resume: no interrupted bench of {', '.join(s.store for s in settings)} at "
+                         f"size {settings[0].size} on commit {_head()[:8]} under {settings[0].raw}; "
+                         "run bench without --resume")
+    return run
+
+
+def _save_stages(settings: config.Settings, timeline: registry.Timeline, stores: list[str], finished: bool) -> None:
+    """The ``bench`` record of this run on ``settings.store``: each stage of its plan, planned and
+    actual minutes, what ran beside it; the plan's ``stores``, and whether the run ``finished``."""
     from ckptbench.record import disk, results, schema
 
     env = {"schema_version": schema.SCHEMA_VERSION, "experiment": config.BENCH, "store": settings.store,
-           "size": settings.size, "host": socket.gethostname(),
-           "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+           "size": settings.size, "host": socket.gethostname(), "commit": _head(), "stores": stores,
+           "finished": finished, "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     recorder = results.Recorder()
-    recorder.add("stages", timeline.rows())
+    recorder.add("stages", timeline.rows(settings.store))
     disk.save(recorder.results(env), settings)
 
 
-def _crash_check(settings: config.Settings, proxied: bool, began: dt.datetime,
-                 timeline: registry.Timeline) -> str | None:
-    """After the suite: crash-check the leaders of the jobs its levers experiment measured
-    (``crash_check_plan``), as many a round and of as many cycles as the size's plan says
-    (``Plan.crash_check_leaders``, ``Plan.crash_check_cycles``), so that the report recommends
-    nothing the crash lab has not run (``experiments.crash_check.check_jobs``). Returns why the
-    check failed, or None."""
-    from ckptbench import progress
-    from ckptbench.experiments import crash_check
-    from ckptbench.record import disk
-
-    kinds = disk.read_all(settings.raw).get(settings.store, {})
-    shapes = crash_check_plan(kinds, began)
-    if not shapes:
-        return None
-    if not proxied:
-        print("crash check: not run, as the crash lab needs the metering proxy: the report says which "
-              "recommendations were not crash-tested")
-        return None
-    plan = settings.plan
-    print(f"crash check of the {'configuration' if plan.crash_check_leaders == 1 else 'configurations'} each job's "
-          f"decision leads with ({plan.crash_check_leaders} a round), where the crash lab has not run them: "
-          f"{plan.crash_check_cycles} cycle{'s' if plan.crash_check_cycles != 1 else ''} each", flush=True)
-    timeline.start(registry.CRASH_CHECK, print)
-    with progress.shown_for(os.environ) as say:
-        record = crash_check.check_jobs(settings, tuple(shapes), job_leaders(kinds, plan.crash_check_leaders),
-                                        plan.crash_check_cycles, say=say)
-    timeline.end(registry.CRASH_CHECK, print)
-    return record.environment["error"]
+def _expression(wanted: str | None, unwanted: list[str]) -> str | None:
+    """asv's ``--bench``: the benchmarks ``wanted`` selects (None: all) but those ``unwanted`` selects."""
+    if not unwanted:
+        return wanted
+    return "^" + "".join(f"(?!{u})" for u in unwanted) + (f"(?=.*(?:{wanted}))" if wanted else "")
 
 
 def cmd_bench(args) -> None:
     from ckptbench import progress
+    from ckptbench.cli import untimed
     from ckptbench.harness import stores
     from ckptbench.report import page, publish
 
-    store = store_of(args)
+    names = list(dict.fromkeys(store_of(argparse.Namespace(store=name)) for name in (args.store or "").split(",")))
     parse_names(args.size, config.PLANS, "size")
     strategies = chosen_strategies(args.strategies) if args.strategies else ()
     fault_profile = parse_proxy_profile(args.fault_profile)
     master = parse_master(args.master)
     commits = continuous.checked(args)  # --continuous, --commits
+    if len(names) > 1 and commits:
+        raise UsageError("--continuous and --commits run on one store: name one with --store")
     # Fail here, in one line, on a store that cannot start or be metered (an https endpoint,
     # wrong keys, a missing bucket), not after asv has spent minutes on it.
-    with stores.started_stores([store], args.bucket, say=lambda line: None, fault_profile=fault_profile) as started:
-        if not started:
-            raise infra.StoreUnavailable(infra.store_class(store).unavailable_reason())
-        proxied = getattr(started[store][0], "proxy", None) is not None
-    bench = args.bench
-    if not proxied:
-        print(f"store {store} is not plain http://, so no metering proxy can front it: requests are counted in "
-              f"Spark's JVMs, and the benchmarks that need the proxy are left out ({', '.join(PROXY_BENCHMARKS)})")
-        bench = "^(?!{})".format("|".join(map(re.escape, PROXY_BENCHMARKS))) + (f"(?=.*(?:{bench}))" if bench else "")
-    if infra.store_class(store).emulator:
-        print(f"store: {store}, an emulator: its timings are not a real store's "
-              "(Ceph RGW, the default where it can start, gives real ones)")
-    else:
-        print(f"store: {store}, a real store")
+    proxied = {}
+    for store in names:
+        with stores.started_stores([store], args.bucket, say=lambda line: None,
+                                   fault_profile=fault_profile) as started:
+            if not started:
+                raise infra.StoreUnavailable(infra.store_class(store).unavailable_reason())
+            proxied[store] = getattr(started[store][0], "proxy", None) is not None
     results = Path(args.results).resolve() if args.results else results_root()
-    # asv keys results by machine: one per store and Spark version keeps each a series of its own.
-    machine = f"{socket.gethostname()}-{store}-spark{jars.spark_version()}"
-    settings = config.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed, master,
-                               strategies)
     if fault_profile != "none":
         print(f"fault profile: {fault_profile} (seed {args.fault_seed}), injected by the metering proxy")
+    benches = []
+    for store in names:
+        if not proxied[store]:
+            print(f"store {store} is not plain http://, so no metering proxy can front it: requests are counted in "
+                  f"Spark's JVMs, and the benchmarks that need the proxy are left out ({', '.join(PROXY_BENCHMARKS)})")
+        print(f"store: {store}, " + ("an emulator: its timings are not a real store's (Ceph RGW, the default where "
+                                     "it can start, gives real ones)" if infra.store_class(store).emulator
+                                     else "a real store"))
+        benches.append(config.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed,
+                                       master, strategies))
     if commits:  # asv builds and measures other commits (ckptbench.cli.continuous)
+        [settings] = benches
+        bench = _expression(args.bench, [] if proxied[settings.store] else list(map(re.escape, PROXY_BENCHMARKS)))
         env = {**os.environ, **settings.env()}
         print(f"running the {args.size} suite on each commit", flush=True)
         with progress.shown_for(env):
-            continuous.run(args, env, machine, results, bench, config.Settings.ENV["raw"])
+            continuous.run(args, env, _machine(settings.store), results, bench, config.Settings.ENV["raw"])
         return
+    run_id = _bench_run(benches, args.resume)
+    benches = [dataclasses.replace(s, bench_run=run_id) for s in benches]
     asv_conf = _asv_config(results)
     # asv drops PYTHONPATH from its benchmark processes, which would then import whichever checkout
     # the venv points at (a worktree's runs would bench main's code): this checkout's, always.
-    env = {**os.environ, **settings.env(), "ASV_PYTHONPATH": str(ROOT)}
+    envs = {s.store: {**os.environ, **s.env(), "ASV_PYTHONPATH": str(ROOT)} for s in benches}
+    suite = _suite(envs[names[0]])
+    first_only = registry.left_out(suite)
+    expressions = {store: _expression(args.bench, [*([] if proxied[store] else map(re.escape, PROXY_BENCHMARKS)),
+                                                   *([first_only] if i and first_only else [])])
+                   for i, store in enumerate(names)}
     asv = [sys.executable, "-m", "asv"]
-    began = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    timeline = registry.Timeline(registry.plan(args.size, _suite(env), bench, _last_minutes(settings)))
-    print(f"running the {args.size} suite\n{timeline.planned_text()}", flush=True)
-    subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(asv_conf)],
-                   check=True, env=env, stdout=subprocess.DEVNULL)
-    asv_began = time.time()
-    with progress.shown_for(env, timeline.event):  # the tree as it is, in this venv: asv's existing environment
-        run = subprocess.run([*asv, "run", "--config", str(asv_conf), "--python=same", "--set-commit-hash", "HEAD",
-                              "--machine", machine, "--show-stderr", *(["--bench", bench] if bench else [])],
-                             env=env)
-    timeline.tracks((time.time() - asv_began) / 60)
-    crash_error = _crash_check(settings, proxied, began, timeline)
+    timeline = registry.Timeline([stage for i, s in enumerate(benches) for stage in registry.plan(
+        args.size, suite, expressions[s.store], _last_minutes(s), s.store, first=i == 0)])
+    print(f"running the {args.size} suite (bench run {run_id})\n{timeline.planned_text()}", flush=True)
+    for s in benches:
+        _save_stages(s, timeline, names, finished=False)  # what --resume finds, should the run be interrupted
+    for line in untimed.run(timeline, [(s, envs[s.store]) for s in benches], results / "logs", print):
+        print(line)
+    failed, crash_errors = [], []
+    for s in benches:
+        timeline.store = s.store
+        machine = _machine(s.store)
+        subprocess.run([*asv, "machine", "--yes", "--machine", machine, "--config", str(asv_conf)],
+                       check=True, env=envs[s.store], stdout=subprocess.DEVNULL)
+        asv_began = time.time()
+        bench = expressions[s.store]
+        with progress.shown_for(envs[s.store], timeline.event):  # the tree as it is, in this venv
+            run = subprocess.run([*asv, "run", "--config", str(asv_conf), "--python=same", "--set-commit-hash", "HEAD",
+                                  "--machine", machine, "--show-stderr", *(["--bench", bench] if bench else [])],
+                                 env=envs[s.store])
+        timeline.tracks((time.time() - asv_began) / 60)
+        failed += [s.store] if run.returncode else []
+        _save_stages(s, timeline, names, finished=False)
+    for s in benches:
+        crash_errors += filter(None, [crash_check.run(s, proxied[s.store], timeline)])
+    timeline.store = names[-1]
     timeline.start(registry.PAGES, print)
-    subprocess.run([*asv, "publish", "--config", str(asv_conf)], check=True, env=env)
+    subprocess.run([*asv, "publish", "--config", str(asv_conf)], check=True, env=envs[names[0]])
     try:  # asv's pages load their scripts from CDNs: local copies, so that they open offline
         publish.offline(results / "html")
         offline_error = None
     except publish.NotOffline as e:
         offline_error = e
-    _save_stages(settings, timeline)  # the report shows the stages so far: the pages' own is not yet known
+    for s in benches:  # the report shows the stages so far: the pages' own is not yet known
+        _save_stages(s, timeline, names, finished=True)
     written = page.write(results)
     publish.link_report(results / "html")
     timeline.end(registry.PAGES, print)
-    _save_stages(settings, timeline)
+    _save_stages(benches[-1], timeline, names, finished=True)
     print(f"\nHTML: {results / 'html' / 'index.html'}  (opens with no network, as a file or served; "
-          f"asv machine {machine}; "
+          f"asv machines {', '.join(map(_machine, names))}; "
           f"raw results in {results / 'asv'} and {results / 'raw'})")
     print(f"report: {written[0]} ({len(written) - 1} figures beside it)")
     if offline_error is not None:
         raise UsageError(f"the HTML needs the network to open: {offline_error}")
-    if run.returncode:
-        raise UsageError("some benchmarks failed: they are marked failed in the HTML; asv's output above says why")
-    if crash_error:
-        raise UsageError(f"{crash_error}: the report leaves out the configurations it did not check")
+    if failed:
+        raise UsageError(f"some benchmarks failed on {', '.join(failed)}: they are marked failed in the HTML; "
+                         "asv's output above says why")
+    if crash_errors:
+        raise UsageError(f"{'; '.join(crash_errors)}: the report leaves out the configurations it did not check")
+
+
+def _machine(store: str) -> str:
+    """asv's machine for ``store``: asv keys results by machine, and one per store and Spark version
+    keeps each a series of its own."""
+    return f"{socket.gethostname()}-{store}-spark{jars.spark_version()}"

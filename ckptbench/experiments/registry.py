@@ -7,6 +7,11 @@ minutes per stage (the ``stages`` table of its ``bench`` record), which the repo
 planned minutes are the actual minutes of the last bench of the same store and size where one was
 recorded, else the estimate here (``Experiment.minutes``), which is what the names say: an estimate
 for this project's machine kind (2 cores), to be replaced by a measurement as soon as there is one.
+
+A plan may span several stores, each a ``bench`` of its own in one run. The experiments that time
+nothing (``Experiment.timed`` False: their findings are what happened, not how long it took) run
+first, every store's beside each other (``Timeline.together``); every other stage runs alone, and
+each stage's row says what ran beside it. Latency is never measured beside another stage.
 """
 
 from __future__ import annotations
@@ -30,7 +35,11 @@ class Experiment:
     says: ``benchmarks.common.listing``); ``command``: the CLI command that runs it on its own (None:
     only within ``bench``); ``tables``: the record tables it writes; ``decides``: what the decision
     reads of it (empty: the report's tables alone); ``minutes``: the estimate per plan size
-    (``config.PLANS``) for one store."""
+    (``config.PLANS``) for one store; ``timed``: False where what it finds is what happened (rows
+    lost, a store outage ridden out), which another stage beside it does not change, so it may run
+    beside others (the timings it also records then say so: ``Settings.beside``); ``every_store``:
+    False where it measures something of Spark's JVM, not of the store, and runs on a plan's first
+    store only."""
 
     name: str
     title: str
@@ -39,6 +48,8 @@ class Experiment:
     tables: tuple[str, ...]
     decides: str
     minutes: dict[str, float]
+    timed: bool = True
+    every_store: bool = True
 
 
 #: The experiments asv runs, in the order their set-up runs (asv's: by benchmark name).
@@ -50,17 +61,17 @@ EXPERIMENTS = (
     Experiment(config.CRASHLAB, "crash lab", "crashes", config.CRASHLAB,
                ("cycles", "crash_series", "two_writers", "races"),
                "which strategies lose or duplicate a row after a kill; which refuse a second writer (the race)",
-               {"smallest": 11, "quick": 33, "full": 150}),
+               {"smallest": 11, "quick": 33, "full": 150}, timed=False),
     Experiment(config.FAULTLAB, "fault lab", "fault_lab", config.FAULTLAB,
                ("runs", "batches", "requests", "fault_runs", "injections"),
                "which strategies ride out a store outage",
-               {"smallest": 2, "quick": 23, "full": 120}),
+               {"smallest": 2, "quick": 23, "full": 120}, timed=False),
     Experiment("store", "store alone", "store_alone", None,
                ("samples", "capabilities"), "what the store can run (the probe)",
                {"smallest": 0.5, "quick": 4, "full": 10}),
     Experiment("jvm_counting", "JVM counting overhead", "jvm_counting.overhead", "counting",
                ("runs", "batches", "requests", "counting_switches", "file_commits", "maintenance"), "",
-               {"smallest": 2, "quick": 8, "full": 30}),
+               {"smallest": 2, "quick": 8, "full": 30}, every_store=False),
     Experiment("levers", "configurations", "levers", "recommend",
                ("runs", "batches", "requests", "file_commits", "maintenance"),
                "each job's configurations (a strategy and Spark's levers): latency, cost, refusals",
@@ -89,77 +100,116 @@ def of_setup(setup: str) -> Experiment:
 @dataclasses.dataclass
 class Stage:
     """A stage of ``bench``'s plan: its ``name`` (an experiment's, or ``TRACKS``, ``CRASH_CHECK``,
-    ``PAGES``), its ``title``, the ``planned`` minutes and, once it ran, the ``actual`` ones."""
+    ``PAGES``) on ``store``, its ``title``, the ``planned`` minutes and, once it ran, the ``actual``
+    ones, and the stages that ran beside it (``beside``: ``label``s)."""
 
     name: str
     title: str
     planned: float
     actual: float | None = None
+    store: str = ""
+    beside: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.store} {self.title}" if self.store else self.title
 
 
-def plan(size: str, suite: dict[str, list[str]], bench: str | None, last: dict[str, float] | None = None) \
-        -> list[Stage]:
-    """The stages a ``bench`` of ``size`` runs: each experiment with a benchmark of the ``suite``
-    (``benchmarks.common.listing``: each set-up's benchmarks by full name) that ``bench`` (asv's
-    ``--bench`` expression, searched in full names as asv does; None: all) selects, and the stages of
-    ``bench`` itself; each planned at ``last``'s minutes (the actual minutes of the last bench of this
-    store and size, by stage) where it has them, else at the estimate."""
+def plan(size: str, suite: dict[str, list[str]], bench: str | None, last: dict[str, float] | None = None,
+         store: str = "", first: bool = True) -> list[Stage]:
+    """The stages a ``bench`` of ``size`` on ``store`` runs: each experiment with a benchmark of the
+    ``suite`` (``benchmarks.common.listing``: each set-up's benchmarks by full name) that ``bench``
+    (asv's ``--bench`` expression, searched in full names as asv does; None: all) selects, but those
+    for a plan's ``first`` store only on another, and the stages of ``bench`` itself; each planned at
+    ``last``'s minutes (the actual minutes of the last bench of this store and size, by stage) where
+    it has them, else at the estimate."""
     last = last or {}
-    chosen = [e for e in EXPERIMENTS if any(bench is None or re.search(bench, name) for name in suite.get(e.setup, ()))]
-    stages = [Stage(e.name, e.title, last.get(e.name, e.minutes[size])) for e in chosen]
+    chosen = [e for e in EXPERIMENTS if (first or e.every_store)
+              and any(bench is None or re.search(bench, name) for name in suite.get(e.setup, ()))]
+    stages = [Stage(e.name, e.title, last.get(e.name, e.minutes[size]), store=store) for e in chosen]
     others = [TRACKS, *([CRASH_CHECK] if any(e.name == "levers" for e in chosen) else []), PAGES]
-    return stages + [Stage(name, name, last.get(name, OTHER_MINUTES[name][size])) for name in others]
+    return stages + [Stage(name, name, last.get(name, OTHER_MINUTES[name][size]), store=store) for name in others]
+
+
+def left_out(suite: dict[str, list[str]]) -> str | None:
+    """A regular expression of the full names of the benchmarks (``suite``: ``benchmarks.common.listing``)
+    of the experiments a plan runs on its first store only, which every other store leaves out; None
+    where there are none."""
+    names = [name for e in EXPERIMENTS if not e.every_store for name in suite.get(e.setup, ())]
+    return "(?:{})".format("|".join(re.escape(n) + "$" for n in names)) if names else None
 
 
 class Timeline:
-    """``bench``'s plan as it runs: each stage's start and end (from an experiment's ``progress.stage``
-    events, or ``bench``'s own ``start``/``end``), said as they come with the time the whole plan is
-    then expected to end; asv's tracks are the time asv ran outside every experiment (``tracks``)."""
+    """``bench``'s plan as it runs, over one store or several: each stage's start and end (from an
+    experiment's ``progress.stage`` events on the ``store`` asv runs on, or ``bench``'s own ``start``
+    /``end``), said as they come with the time the whole plan is then expected to end; asv's tracks
+    are the time asv ran outside every experiment (``tracks``). Stages run ``together`` overlap: the
+    plan counts the longest of them; the untimed experiments' are, unless ``together`` says others."""
 
     def __init__(self, stages: list[Stage], clock=time.time) -> None:
-        self.stages, self.clock = {s.name: s for s in stages}, clock
-        self.started: dict[str, float] = {}
+        self.stages = {(s.store, s.name): s for s in stages}
+        self.clock, self.store = clock, stages[0].store if stages else ""
+        self.started: dict[tuple[str, str], float] = {}
+        self.group: set[tuple[str, str]] = set()
+        self.together([k for k in self.stages if k[1] in BY_NAME and not BY_NAME[k[1]].timed])
+
+    def together(self, keys: list[tuple[str, str]]) -> None:
+        """Stages ``keys`` (store, name) run beside each other: each says the others'."""
+        self.group = set(keys)
+        for key in keys:
+            self.stages[key].beside = tuple(self.stages[k].label for k in keys if k != key)
+
+    def _wall(self, seconds: dict[tuple[str, str], float]) -> float:
+        """The seconds ``seconds`` (by stage) take in all, those run together overlapping."""
+        grouped = [v for k, v in seconds.items() if k in self.group]
+        return sum(v for k, v in seconds.items() if k not in self.group) + max(grouped, default=0.0)
 
     def planned_text(self) -> str:
-        """The plan, a line a stage, with its planned minutes and their sum."""
-        width = max(len(s.title) for s in self.stages.values())
-        lines = [f"  {s.title:<{width}}  {s.planned:5.1f} min" for s in self.stages.values()]
-        total = sum(s.planned for s in self.stages.values())
+        """The plan, a line a stage, with its planned minutes and the minutes they take in all."""
+        width = max(len(s.label) for s in self.stages.values())
+        lines = [f"  {s.label:<{width}}  {s.planned:5.1f} min" + (" (beside others)" if k in self.group else "")
+                 for k, s in self.stages.items()]
+        total = self._wall({k: s.planned for k, s in self.stages.items()})
         return "\n".join([f"the plan ({total:.0f} min planned):", *lines])
 
     def eta(self, now: float) -> str:
         """When the plan is expected to end: now, plus what the running stages have left of their
         planned minutes, plus every stage not started."""
-        left = sum(max(s.planned * 60 - (now - self.started[s.name]), 0) if s.name in self.started else s.planned * 60
-                   for s in self.stages.values() if s.actual is None)
-        return dt.datetime.fromtimestamp(now + left, dt.timezone.utc).strftime("%H:%M UTC")
+        left = {k: max(s.planned * 60 - (now - self.started[k]), 0) if k in self.started else s.planned * 60
+                for k, s in self.stages.items() if s.actual is None}
+        return dt.datetime.fromtimestamp(now + self._wall(left), dt.timezone.utc).strftime("%H:%M UTC")
 
-    def start(self, name: str, say, at: float | None = None) -> None:
+    def start(self, name: str, say, at: float | None = None, store: str | None = None) -> None:
         at = self.clock() if at is None else at
-        stage = self.stages.get(name) or self.stages.setdefault(name, Stage(name, name, 0.0))
-        self.started[name] = at
-        say(f"stage {stage.title}: started, {stage.planned:.1f} min planned; the plan ends about {self.eta(at)}")
+        key = (self.store if store is None else store, name)
+        stage = self.stages.get(key) or self.stages.setdefault(key, Stage(name, name, 0.0, store=key[0]))
+        self.started[key] = at
+        say(f"stage {stage.label}: started, {stage.planned:.1f} min planned; the plan ends about {self.eta(at)}")
 
-    def end(self, name: str, say, at: float | None = None) -> None:
+    def end(self, name: str, say, at: float | None = None, store: str | None = None) -> None:
         at = self.clock() if at is None else at
-        stage = self.stages[name]
-        stage.actual = (at - self.started[name]) / 60
-        say(f"stage {stage.title}: {stage.actual:.1f} min ({stage.planned:.1f} planned); "
+        key = (self.store if store is None else store, name)
+        stage = self.stages[key]
+        stage.actual = (at - self.started[key]) / 60
+        say(f"stage {stage.label}: {stage.actual:.1f} min ({stage.planned:.1f} planned); "
             f"the plan ends about {self.eta(at)}")
 
     def event(self, event: dict, say) -> None:
-        """A ``progress.stage`` event of an experiment's set-up (``Experiment.setup``)."""
+        """A ``progress.stage`` event of an experiment's set-up (``Experiment.setup``) on ``store``."""
         name = of_setup(event["stage"]).name
         (self.start if event["event"] == "start" else self.end)(name, say, event["at"])
 
     def tracks(self, asv_minutes: float) -> None:
-        """asv ran ``asv_minutes`` in all: its tracks took what the experiments did not."""
-        ran = sum(s.actual for s in self.stages.values() if s.actual is not None and s.name in BY_NAME)
-        self.stages[TRACKS].actual = max(asv_minutes - ran, 0.0)
+        """asv ran ``asv_minutes`` in all on ``store``: its tracks took what the experiments it ran did
+        not (those run before, beside others, are not asv's)."""
+        ran = sum(s.actual for k, s in self.stages.items()
+                  if k[0] == self.store and s.actual is not None and s.name in BY_NAME and k not in self.group)
+        self.stages[(self.store, TRACKS)].actual = max(asv_minutes - ran, 0.0)
 
-    def rows(self) -> list[dict]:
-        """The ``stages`` table's rows (``record.schema``)."""
-        nan = float("nan")
+    def rows(self, store: str | None = None) -> list[dict]:
+        """The ``stages`` table's rows (``record.schema``) of ``store`` (None: the one asv runs on)."""
+        nan, store = float("nan"), self.store if store is None else store
         return [{"stage": s.name, "title": s.title, "planned_min": s.planned,
-                 "actual_min": nan if s.actual is None else s.actual, "started": self.started.get(s.name, nan)}
-                for s in self.stages.values()]
+                 "actual_min": nan if s.actual is None else s.actual, "started": self.started.get(k, nan),
+                 "beside": ", ".join(s.beside)}
+                for k, s in self.stages.items() if k[0] == store]

@@ -142,10 +142,26 @@ def directory(raw: Path, store: str, experiment: str) -> Path:
 
 def save(record: Results, settings: Settings, part: tuple[int, int] = (1, 1)) -> Results:
     """Write ``record`` where ``settings`` keep raw results (the latest of its store and experiment),
-    as part K of N when ``part`` is (K, N) of a plan split over processes (``write_part``)."""
+    as part K of N when ``part`` is (K, N) of a plan split over processes (``write_part``). Within a
+    ``bench`` run (``Settings.bench_run``) the record says which (``bench_run``) and what ran beside
+    it (``beside``: stage names; empty: nothing)."""
+    if settings.bench_run:
+        record.environment.update(bench_run=settings.bench_run, beside=list(settings.beside))
     where = directory(settings.raw, settings.store, record.environment["experiment"])
     if part == (1, 1):
         write(record, where)
     else:
         write_part(record, where, *part)
     return record
+
+
+def of_this_run(settings: Settings, experiment: str) -> Results | None:
+    """The record of ``experiment`` on ``settings.store`` that this ``bench`` run (``settings.bench_run``)
+    saved already (in its untimed first phase, or before it was interrupted), where there is one."""
+    if not settings.bench_run:
+        return None
+    try:
+        record = read(directory(settings.raw, settings.store, experiment))
+    except (FileNotFoundError, SchemaMismatch):
+        return None
+    return record if record.environment.get("bench_run") == settings.bench_run else None

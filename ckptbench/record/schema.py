@@ -28,7 +28,7 @@ from ckptbench.config import CRASHLAB, FAULTLAB
 
 #: The schema records are written with. What each version changed is ``CHANGES`` and the ``since``
 #: of the columns and tables.
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 #: Versions this reader reads: an older record lacks the tables and columns added since, which read
 #: as their defaults.
 READABLE = tuple(range(1, SCHEMA_VERSION + 1))
@@ -366,6 +366,8 @@ SCHEMAS: dict[str, pa.Schema] = {
                "the registry's estimate", "min"),
         column("actual_min", FLOAT, "the minutes it took (NaN: it did not run)", "min", nullable=True),
         column("started", FLOAT, "when it started, epoch seconds (NaN: it did not run)", "s", nullable=True),
+        column("beside", TEXT, "the stages that ran beside it, comma-separated (empty: none)", since=16,
+               default=""),
         since=15),
 }
 

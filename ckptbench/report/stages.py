@@ -24,12 +24,19 @@ def section(stores: dict[str, dict[str, results.Results]]) -> Section | None:
     tables = []
     for name, record in benched.items():
         stages = record.stages
-        planned, actual = stages.planned_min.sum(), stages.actual_min.fillna(0).sum()
+        alone, beside = stages[stages.beside == ""], stages[stages.beside != ""]
+        planned = alone.planned_min.sum() + beside.planned_min.max() if len(beside) else stages.planned_min.sum()
+        actual = alone.actual_min.fillna(0).sum() + (beside.actual_min.fillna(0).max() if len(beside) else 0.0)
         tables.append(Table(
-            f"{name}: bench at size {record.environment['size']}, {actual:.1f} min of {planned:.1f} planned",
-            ["stage", "planned (min)", "took (min)"],
-            [[row.title, f"{row.planned_min:.1f}", _minutes(row.actual_min)] for row in stages.itertuples()]))
+            f"{name}: bench at size {record.environment['size']}, {actual:.1f} min of {planned:.1f} planned"
+            + (" (the stages run beside others counted once, as the longest of them)" if len(beside) else ""),
+            ["stage", "planned (min)", "took (min)", "ran beside"],
+            [[row.title, f"{row.planned_min:.1f}", _minutes(row.actual_min), row.beside or "nothing"]
+             for row in stages.itertuples()]))
     return Section("How long the bench took", [
         "Each stage of each store's bench: the minutes planned (the last bench's of that store and size, else the "
-        "plan's estimate) and the minutes it took. asv's tracks are the time asv ran outside every experiment; "
+        "plan's estimate), the minutes it took, and what ran beside it: only the stages that time nothing (the "
+        "crash and fault labs, whose findings are rows lost and outages ridden out) run beside others, every "
+        "store's at once, before the rest; the recovery and outage seconds they also record are then shared-"
+        "machine figures. asv's tracks are the time asv ran outside every experiment; "
         "the pages and the report are timed after this page was written, so they show as not run here."], tables)
