@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import importlib
 import itertools
+import os
 import pkgutil
 import sys
 import traceback
@@ -46,6 +47,9 @@ PLAN = SETTINGS.plan
 STRATEGIES = SETTINGS.measured_strategies
 WORKLOADS = list(config.workloads_for(PLAN, jars.spark_version()))  # those this Spark has
 CRASH_PLAN = crashlab.PLANS[SETTINGS.size]
+#: The share of an untimed experiment this process runs: the whole, unless ``bench``'s first phase
+#: split it over processes (``registry.Experiment.parts``).
+PART = registry.part_of(os.environ)
 TWO_WRITER_STRATEGIES = CRASH_PLAN.two_writer_strategies_of(STRATEGIES)
 
 # Spark's checkpoint levers (``ckptbench.experiments.levers``): every configuration of each job, per
@@ -57,19 +61,21 @@ TWO_WRITER_STRATEGIES = CRASH_PLAN.two_writer_strategies_of(STRATEGIES)
 # rename-based and one PUT) and any strategy from outside; the plan's batches and repeats (two
 # queries of a configuration, each 1 warm-up and 2 measured batches: two is the fewest
 # ``reproducibility`` can cut in halves). The stateless and HDFS-backed jobs are left to quick and
-# full (their refusals and async progress's measured run are tests/test_levers.py's). quick and
-# full: every job of ``BENCH_SHAPES`` and every strategy, more batches a configuration, though fewer
-# than the streaming experiment's: each strategy runs the plan's repeats of a query per
-# configuration of every job (15 over ``BENCH_SHAPES``).
+# full (their refusals and async progress's measured run are tests/test_levers.py's). quick: every
+# job of ``BENCH_SHAPES`` and every strategy, staged as ``recommend`` stages (Spark's default
+# strategy in every configuration, then every strategy in Spark's defaults and the one it ran
+# cheapest in), task slots per core left to full. full: every configuration of every job with
+# every strategy, more batches a configuration.
 LEVER_SHAPES = (levers_experiment.BENCH_SHAPES if SETTINGS.size != "smallest" else
                 tuple(s for s in levers_experiment.BENCH_SHAPES if s.provider == "rocksdb"))
-LEVER_CHOSEN = (None if SETTINGS.size != "smallest" else
-                ("default", "async-progress", "changelog", "format-v2", "no-checksum",
-                 "changelog+format-v2+no-checksum"))
+LEVER_CHOSEN = {"smallest": ("default", "async-progress", "changelog", "format-v2", "no-checksum",
+                             "changelog+format-v2+no-checksum"),
+                "quick": tuple(dict.fromkeys(p for shape in LEVER_SHAPES for p in config.presets_for(shape)
+                                             if config.slots_of(p) == 1)),
+                "full": None}[SETTINGS.size]
 LEVER_STRATEGIES = (STRATEGIES if SETTINGS.size != "smallest" else
                     [s for s in STRATEGIES if s in ("rename", "conditional") or ckpt_impls.get(s).jars])
-LEVER_PLAN = {"smallest": PLAN,
-              "quick": dataclasses.replace(PLAN, jvm_warmup=2, warmup=2, batches=8),
+LEVER_PLAN = {"smallest": PLAN, "quick": PLAN,
               "full": dataclasses.replace(PLAN, jvm_warmup=5, warmup=3, batches=40)}[SETTINGS.size]
 
 
@@ -218,12 +224,12 @@ def history():
 
 @cached
 def crashes():
-    return crashlab.crashes(SETTINGS)
+    return crashlab.crashes(SETTINGS, plan=CRASH_PLAN.in_part(*PART))
 
 
 @cached
 def fault_lab():
-    return faultlab.faultlab(SETTINGS)
+    return faultlab.faultlab(SETTINGS, part=PART)
 
 
 @cached
@@ -233,7 +239,8 @@ def scale_axes():
 
 @cached
 def levers():
-    return levers_experiment.levers(SETTINGS, LEVER_SHAPES, LEVER_STRATEGIES, plan=LEVER_PLAN, presets=LEVER_CHOSEN)
+    return levers_experiment.levers(SETTINGS, LEVER_SHAPES, LEVER_STRATEGIES, plan=LEVER_PLAN, presets=LEVER_CHOSEN,
+                                    staged=SETTINGS.size == "quick", crossed=1)
 
 
 streaming.timeout = streaming_experiment.streaming.timeout

@@ -107,8 +107,9 @@ def test_cost_at_scale_needs_scale_records(tmp_path):
     (("scale", "--axes", "batches,depth"), "--axes"),
     (("scale", "--part", "3/2"), "--part"),
     (("scale", "--part", "2/2", "--strategies", "conditional"), "--part"),
-    (("faultlab", "--seeds", "2", "--part", "3/2"), "--part takes K/N with 1 <= K <= N <= 2, the seeds"),
-    (("faultlab", "--seeds", "1", "--part", "1/2"), "--part"),
+    (("faultlab", "--seeds", "2", "--part", "3/2"), "--part takes K/N with 1 <= K <= N <= "),
+    (("faultlab", "--strategies", "conditional", "--workloads", "stateful", "--profiles", "outage-5s", "--seeds", "1",
+      "--part", "1/2"), "--part takes K/N with 1 <= K <= N <= 1, the runs (strategies x workloads x profiles x seeds)"),
     (("counting", "--queries", "1"), "--queries"),
     (("counting", "--strategies", "rename,bogus"), "'bogus'"),
 ])

@@ -173,12 +173,11 @@ def test_the_verdict_on_a_sink_whose_batches_are_not_atomic():
 
 
 def test_the_plans_configurations():
-    """quick runs every configuration on Spark's default manager and conditional, full on every
-    strategy, smallest none; a part runs its share of the cycles."""
+    """full runs every configuration on every strategy; quick and smallest none (bench's crash check
+    runs those a decision leads with); a part runs its share of the cycles."""
     strategies = ["rename", "direct", "conditional", "manifest"]
     assert crashlab.PLANS["smallest"].configured_series(strategies) == []
-    quick = crashlab.PLANS["quick"].configured_series(strategies)
-    assert len(quick) == len(crashlab.CONFIGURATIONS) * 2 and {s for s, *_ in quick} == {"rename", "conditional"}
+    assert crashlab.PLANS["quick"].configured_series(strategies) == []
     full = crashlab.PLANS["full"]
     assert len(full.configured_series(strategies)) == len(crashlab.CONFIGURATIONS) * len(strategies)
     for workload, preset, provider in crashlab.CONFIGURATIONS:

@@ -79,7 +79,7 @@ def test_rename_shows_which_state_files_go_through_the_manager(spark, metered_st
 
 
 def test_checksums_off_is_a_workload_only_where_spark_has_them():
-    plan = config.PLANS["quick"]
+    plan = config.PLANS["full"]
     assert "stateful_no_checksum" in config.workloads_for(plan, "4.3")
     assert "stateful_no_checksum" not in config.workloads_for(plan, "3.5")
     assert "stateful_rocksdb_changelog" in config.workloads_for(plan, "3.5")

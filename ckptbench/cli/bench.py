@@ -213,13 +213,14 @@ def cmd_bench(args) -> None:
     # the venv points at (a worktree's runs would bench main's code): this checkout's, always.
     envs = {s.store: {**os.environ, **s.env(), "ASV_PYTHONPATH": str(ROOT)} for s in benches}
     suite = _suite(envs[names[0]])
-    first_only = registry.left_out(suite)
+    first_only = registry.left_out(suite, args.size)
     expressions = {store: _expression(args.bench, [*([] if proxied[store] else map(re.escape, PROXY_BENCHMARKS)),
                                                    *([first_only] if i and first_only else [])])
                    for i, store in enumerate(names)}
     asv = [sys.executable, "-m", "asv"]
     timeline = registry.Timeline([stage for i, s in enumerate(benches) for stage in registry.plan(
-        args.size, suite, expressions[s.store], _last_minutes(s), s.store, first=i == 0)])
+        args.size, suite, expressions[s.store], _last_minutes(s), s.store, first=i == 0,
+        publishes=i == len(benches) - 1)])
     print(f"running the {args.size} suite (bench run {run_id})\n{timeline.planned_text()}", flush=True)
     for s in benches:
         _save_stages(s, timeline, names, finished=False)  # what --resume finds, should the run be interrupted

@@ -69,7 +69,7 @@ def register(sub) -> None:
     f.add_argument("--seeds", type=int,
                    help="runs per strategy x workload x profile, seeds 0..N-1 (default: the size's)")
     f.add_argument("--part", metavar="K/N",
-                   help="run part K of N of the seeds (every N-th from the K-th), in a process of its own beside the "
+                   help="run part K of N of the runs (every N-th from the K-th), in a process of its own beside the "
                         "others (results/raw/<store>-faultlab/part-K-of-N; report and this command read the parts "
                         "merged)")
     f.add_argument("--bucket", help=BUCKET_HELP)
@@ -204,8 +204,9 @@ def cmd_faultlab(args) -> None:
             raise UsageError(f"--seeds must be at least 1, not {args.seeds}")
         changes["seeds"] = tuple(range(args.seeds))
     plan = dataclasses.replace(plan, **changes)
-    part = parse_part(args.part, len(plan.seeds), "the seeds (--seeds)")
     strategies = strategies_of(args.strategies)
+    runs = len(strategies or settings.measured_strategies) * len(plan.workloads) * len(plan.profiles) * len(plan.seeds)
+    part = parse_part(args.part, runs, "the runs (strategies x workloads x profiles x seeds)")
     with progress.shown_for(os.environ):  # the lab's bar, shown on stderr
         record = faultlab.faultlab(settings, plan, strategies, part)
     where = disk.directory(settings.raw, settings.store, FAULTLAB)

@@ -29,9 +29,10 @@ def _code(setup: str) -> str:
 def run(timeline: registry.Timeline, benches: list[tuple[config.Settings, dict[str, str]]], logs: Path,
         say) -> list[str]:
     """Every untimed stage of ``timeline`` on each store of ``benches`` (its settings, and the
-    environment asv's processes get) whose record this bench run lacks, beside each other, their
-    output in ``logs``; ``timeline`` told of each start and end (``say``: a line to the user).
-    Returns a line for each that failed."""
+    environment asv's processes get) whose record this bench run lacks, beside each other, each in as
+    many processes as its ``parts`` at the plan's size say, their output in ``logs``; ``timeline``
+    told of each stage's start and end (``say``: a line to the user). Returns a line for each process
+    that failed."""
     jobs = [(settings, env, e) for settings, env in benches for e in registry.EXPERIMENTS
             if not e.timed and (settings.store, e.name) in timeline.stages
             and disk.of_this_run(settings, e.name) is None]
@@ -39,28 +40,31 @@ def run(timeline: registry.Timeline, benches: list[tuple[config.Settings, dict[s
         return []
     timeline.together([(settings.store, e.name) for settings, _, e in jobs])
     logs.mkdir(parents=True, exist_ok=True)
-    running = []
+    running: dict[tuple[str, str], list] = {}
     with tempfile.TemporaryDirectory(prefix="ckptbench-untimed-") as tmp:
         for settings, env, e in jobs:
-            beside = timeline.stages[(settings.store, e.name)].beside
-            log = logs / f"{settings.store}-{e.name}.log"
-            child = {**env, **dataclasses.replace(settings, beside=beside).env(),
-                     progress.ENV: str(Path(tmp, f"{settings.store}-{e.name}"))}
+            key, n = (settings.store, e.name), e.parts.get(settings.size, 1)
+            beside = timeline.stages[key].beside
             timeline.start(e.name, say, store=settings.store)
-            with open(log, "w") as out:
-                running.append((settings.store, e, log, subprocess.Popen(
-                    [sys.executable, "-c", _code(e.setup)], cwd=config.ROOT, env=child, stdout=out,
-                    stderr=subprocess.STDOUT)))
+            for k in range(1, n + 1):
+                name = f"{settings.store}-{e.name}" + (f"-part-{k}-of-{n}" if n > 1 else "")
+                child = {**env, **dataclasses.replace(settings, beside=beside).env(),
+                         progress.ENV: str(Path(tmp, name)), registry.PART_ENV: f"{k}/{n}"}
+                with open(logs / f"{name}.log", "w") as out:
+                    running.setdefault(key, []).append((logs / f"{name}.log", subprocess.Popen(
+                        [sys.executable, "-c", _code(e.setup)], cwd=config.ROOT, env=child, stdout=out,
+                        stderr=subprocess.STDOUT)))
         failed = []
-        with progress.summed([Path(tmp, f"{store}-{e.name}") for store, e, _, _ in running],
-                             "untimed stages") as above:
+        paths = [Path(tmp, log.stem) for processes in running.values() for log, _ in processes]
+        with progress.summed(paths, "untimed stages") as above:
             while running:
                 time.sleep(1)
-                for job in [job for job in running if job[3].poll() is not None]:
-                    store, e, log, process = job
-                    running.remove(job)
-                    timeline.end(e.name, above, store=store)
-                    if process.returncode:
-                        failed.append(f"{e.title} on {store} failed beside the others (exit {process.returncode}; "
-                                      f"its output: {log}): asv runs it again, alone")
+                for (store, name), processes in list(running.items()):
+                    if any(process.poll() is None for _, process in processes):
+                        continue
+                    del running[(store, name)]
+                    timeline.end(name, above, store=store)
+                    failed += [f"{registry.BY_NAME[name].title} on {store} failed beside the others (exit "
+                               f"{process.returncode}; its output: {log}): asv runs it again, alone"
+                               for log, process in processes if process.returncode]
     return failed

@@ -55,7 +55,7 @@ STRATEGIES = ("rename", "conditional")
 #: ``MIN_BATCHES`` measured ones). Full's 20 x 100 batches give each arm ~1,000: about what
 #: rename needs for a 90% interval of +-2% of its p50, conditional about half (estimated from a
 #: quick run: docs/findings/jvm-counting.md).
-QUERIES = {"smallest": 1, "quick": 6, "full": 20}
+QUERIES = {"smallest": 1, "quick": 1, "full": 20}
 #: Fraction of each arm's batches cut from either end before its mean (``metrics.trimmed_mean``):
 #: one GC pause or slow request in an arm would move its mean by more than the 2% sought.
 TRIM = 0.1

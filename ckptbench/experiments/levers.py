@@ -54,12 +54,17 @@ STAGE_TWO = 2
 BENCH_SHAPES = (Shape("stateless"), Shape("stateful", "hdfs"), Shape("stateful", "rocksdb"))
 
 
-def _stage_two(record: results.Results, shape: Shape, strategy: str) -> tuple[list[str], dict[str, str]]:
+def _stage_two(record: results.Results, shape: Shape, strategy: str, crossed: int = STAGE_TWO,
+               presets: tuple[str, ...] | None = None) -> tuple[list[str], dict[str, str]]:
     """The configurations every strategy runs in after stage one (Spark's defaults and the
-    ``STAGE_TWO`` others ``strategy`` ran cheapest in: every request counted over its repeats,
-    ``metrics.billable_requests_all_by_op``), and why each other one is not crossed."""
+    ``crossed`` others ``strategy`` ran cheapest in: every request counted over its repeats,
+    ``metrics.billable_requests_all_by_op``), and why each other one is not crossed (of ``presets``
+    alone where given: the others were not measured)."""
     dollars, why = {}, {}
     for preset in presets_for(shape)[1:]:
+        if presets is not None and preset not in presets:
+            why[preset] = "not measured in this plan"
+            continue
         try:
             record.run(strategy, shape.name, keys=shape.keys, preset=preset)
         except results.Refused:
@@ -71,13 +76,13 @@ def _stage_two(record: results.Results, shape: Shape, strategy: str) -> tuple[li
         repeats = record.runs_of(strategy, shape.name, keys=shape.keys, preset=preset)
         requests = metrics.pooled_by_op(repeats, metrics.billable_requests_all_by_op)
         dollars[preset] = cost.per_month(cost.dollars(requests), shape.trigger_s)
-    crossed = sorted(dollars, key=lambda p: (dollars[p], p.count("+")))[:STAGE_TWO]
-    for preset in dollars.keys() - set(crossed):
-        dearer = round(dollars[preset], 2) > round(dollars[crossed[-1]], 2)
+    cheapest = sorted(dollars, key=lambda p: (dollars[p], p.count("+")))[:crossed]
+    for preset in dollars.keys() - set(cheapest):
+        dearer = round(dollars[preset], 2) > round(dollars[cheapest[-1]], 2)
         why[preset] = (f"with {strategy} it cost ${dollars[preset]:,.2f} a month (a projection), "
                        + ("more than " if dearer else "no less than, with as many levers or more, ")
-                       + " and ".join(f"{p} (${dollars[p]:,.2f})" for p in crossed))
-    return [DEFAULT_PRESET, *crossed], why
+                       + " and ".join(f"{p} (${dollars[p]:,.2f})" for p in cheapest))
+    return [DEFAULT_PRESET, *cheapest], why
 
 
 def stage_one(shapes: tuple[Shape, ...], strategies: list[str], staged: bool,
@@ -192,9 +197,9 @@ def _sessions(settings: Settings, store, bucket: str, plan: Plan, first: str, re
 def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strategies: list[str] | None = None,
            plan: Plan | None = None, staged: bool = False, experiment: str = "levers",
            presets: tuple[str, ...] | None = None, floor: bool = True,
-           recorder: results.Recorder | None = None) -> results.Results:
-    """Every configuration of every shape (``staged``: as the module says; ``presets``: of those
-    alone, where a shape is offered them), each ``plan.repeats``
+           recorder: results.Recorder | None = None, crossed: int = STAGE_TWO) -> results.Results:
+    """Every configuration of every shape (``staged``: as the module says, ``crossed`` presets
+    crossed in stage two; ``presets``: of those alone, where a shape is offered them), each ``plan.repeats``
     queries of ``plan``'s warm-up and ``plan.batches_per_query`` measured batches, in mirrored rounds
     per shape, stage and session (a session per task slots per core: ``by_slots``), after an untimed
     query per shape has warmed each session, with the benchmark floor (``stage_one``) unless
@@ -214,21 +219,22 @@ def levers(settings: Settings, shapes: tuple[Shape, ...] = BENCH_SHAPES, strateg
         # Stage two's sessions beyond one are added to the bar once they are known.
         warmups = _warmups(first_stage, plan.repeats) + (len(shapes) if staged else 0)
         expected = plan.jvm_warmup * warmups + per_configuration * (
-            _configurations(first_stage) + (len(shapes) * (len(strategies) - 1) * (1 + STAGE_TWO) if staged else 0))
+            _configurations(first_stage) + (len(shapes) * (len(strategies) - 1) * (1 + crossed) if staged else 0))
         bar = progress.Recorder("configurations", expected, "batch")
         said = _sessions(settings, store, bucket, plan, first, recorder, first_stage, bar)
         if staged:
             so_far = recorder.results({"plan": dataclasses.asdict(plan)})
-            crossed = {}
+            second = {}
             for shape in shapes:
-                presets_crossed, not_measured[shape.name] = _stage_two(so_far, shape, first)
-                crossed[shape] = [(preset, s) for preset in presets_crossed for s in strategies[1:]]
-            second_stage = by_slots(crossed, settings.master)
+                presets_crossed, not_measured[shape.name] = _stage_two(so_far, shape, first, crossed, presets)
+                second[shape] = [(preset, s) for preset in presets_crossed for s in strategies[1:]]
+            second_stage = by_slots(second, settings.master)
             bar.grow(plan.jvm_warmup * (_warmups(second_stage, plan.repeats) - len(shapes)))
             _sessions(settings, store, bucket, plan, first, recorder, second_stage, bar)
         env = results.environment(store, experiment, settings.size, dataclasses.asdict(plan),
                                   shapes=[dataclasses.asdict(s) | {"name": s.name} for s in shapes],
-                                  staged=staged, not_measured=not_measured, presets=presets)
+                                  staged=staged, not_measured=not_measured, presets=presets,
+                                  crossed=crossed if staged else None)
     return save(recorder.results({**env, **said}), settings)
 
 

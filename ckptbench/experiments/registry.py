@@ -38,8 +38,10 @@ class Experiment:
     (``config.PLANS``) for one store; ``timed``: False where what it finds is what happened (rows
     lost, a store outage ridden out), which another stage beside it does not change, so it may run
     beside others (the timings it also records then say so: ``Settings.beside``); ``every_store``:
-    False where it measures something of Spark's JVM, not of the store, and runs on a plan's first
-    store only."""
+    the plan sizes at which it runs on every store of a plan, at the others on its first store only
+    (what it measures is Spark's, or only the report's tables read it); ``parts``: per plan size, the
+    processes an untimed one is split over (its set-up's share: ``part_of``; 1 where a size is not
+    named)."""
 
     name: str
     title: str
@@ -49,7 +51,8 @@ class Experiment:
     decides: str
     minutes: dict[str, float]
     timed: bool = True
-    every_store: bool = True
+    every_store: tuple[str, ...] = tuple(config.PLANS)
+    parts: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 #: The experiments asv runs, in the order their set-up runs (asv's: by benchmark name).
@@ -57,37 +60,46 @@ EXPERIMENTS = (
     Experiment("streaming", "streaming queries", "streaming", "measure",
                ("runs", "batches", "requests", "samples", "file_commits", "maintenance"),
                "each strategy's commit latency and requests per workload's job; the store's floor",
-               {"smallest": 5, "quick": 12, "full": 60}),
+               {"smallest": 2.5, "quick": 3, "full": 60}),
     Experiment(config.CRASHLAB, "crash lab", "crashes", config.CRASHLAB,
                ("cycles", "crash_series", "two_writers", "races"),
                "which strategies lose or duplicate a row after a kill; which refuse a second writer (the race)",
-               {"smallest": 11, "quick": 33, "full": 150}, timed=False),
+               {"smallest": 3, "quick": 3.5, "full": 150}, timed=False, parts={"full": 2}),
     Experiment(config.FAULTLAB, "fault lab", "fault_lab", config.FAULTLAB,
                ("runs", "batches", "requests", "fault_runs", "injections"),
                "which strategies ride out a store outage",
-               {"smallest": 2, "quick": 23, "full": 120}, timed=False),
+               {"smallest": 2, "quick": 2.5, "full": 120}, timed=False, parts={"full": 4}),
     Experiment("store", "store alone", "store_alone", None,
                ("samples", "capabilities"), "what the store can run (the probe)",
-               {"smallest": 0.5, "quick": 4, "full": 10}),
+               {"smallest": 0.5, "quick": 0.5, "full": 10}),
     Experiment("jvm_counting", "JVM counting overhead", "jvm_counting.overhead", "counting",
                ("runs", "batches", "requests", "counting_switches", "file_commits", "maintenance"), "",
-               {"smallest": 2, "quick": 8, "full": 30}, every_store=False),
+               {"smallest": 1, "quick": 1, "full": 30}, every_store=()),
     Experiment("levers", "configurations", "levers", "recommend",
                ("runs", "batches", "requests", "file_commits", "maintenance"),
                "each job's configurations (a strategy and Spark's levers): latency, cost, refusals",
-               {"smallest": 4, "quick": 24, "full": 120}),
+               {"smallest": 1.5, "quick": 4, "full": 120}),
     Experiment("manifest-compaction", "compaction histories", "history", None,
-               ("compactions",), "", {"smallest": 1, "quick": 3, "full": 10}),
+               ("compactions",), "", {"smallest": 0.5, "quick": 0.5, "full": 10}, every_store=("full",)),
     Experiment("scale", "scale axes", "scale_axes", "scale",
                ("runs", "batches", "requests", "memory", "maintenance"), "",
-               {"smallest": 4, "quick": 20, "full": 360}),
+               {"smallest": 2, "quick": 2, "full": 360}, every_store=("full",)),
 )
 BY_NAME = {e.name: e for e in EXPERIMENTS}
+#: Part K of N of an untimed experiment's set-up (``Experiment.parts``), as ``K/N``: set by ``bench``
+#: for each process of its first phase; unset, the whole.
+PART_ENV = "CKPT_BENCH_PART"
+
+
+def part_of(environ) -> tuple[int, int]:
+    """The part (K, N) ``environ`` (``os.environ``) names in ``PART_ENV``; (1, 1) where it names none."""
+    k, _, n = (environ.get(PART_ENV) or "1/1").partition("/")
+    return int(k), int(n)
 #: What ``bench`` does beside the experiments, as stages of its plan: asv's tracks (each benchmark's
 #: process, between the experiments), the crash check of each job's leaders, the pages and the report.
 TRACKS, CRASH_CHECK, PAGES = "asv tracks", config.CRASH_CHECK, "pages and report"
-OTHER_MINUTES = {TRACKS: {"smallest": 1, "quick": 3, "full": 5},
-                 CRASH_CHECK: {"smallest": 1, "quick": 3, "full": 15},
+OTHER_MINUTES = {TRACKS: {"smallest": 1, "quick": 1, "full": 5},
+                 CRASH_CHECK: {"smallest": 1, "quick": 1.5, "full": 15},
                  PAGES: {"smallest": 1, "quick": 1, "full": 2}}
 
 
@@ -116,26 +128,28 @@ class Stage:
 
 
 def plan(size: str, suite: dict[str, list[str]], bench: str | None, last: dict[str, float] | None = None,
-         store: str = "", first: bool = True) -> list[Stage]:
+         store: str = "", first: bool = True, publishes: bool = True) -> list[Stage]:
     """The stages a ``bench`` of ``size`` on ``store`` runs: each experiment with a benchmark of the
     ``suite`` (``benchmarks.common.listing``: each set-up's benchmarks by full name) that ``bench``
     (asv's ``--bench`` expression, searched in full names as asv does; None: all) selects, but those
-    for a plan's ``first`` store only on another, and the stages of ``bench`` itself; each planned at
+    for a plan's ``first`` store only on another, and the stages of ``bench`` itself (the pages and
+    the report where this store's bench ``publishes``: the last store's); each planned at
     ``last``'s minutes (the actual minutes of the last bench of this store and size, by stage) where
     it has them, else at the estimate."""
     last = last or {}
-    chosen = [e for e in EXPERIMENTS if (first or e.every_store)
+    chosen = [e for e in EXPERIMENTS if (first or size in e.every_store)
               and any(bench is None or re.search(bench, name) for name in suite.get(e.setup, ()))]
     stages = [Stage(e.name, e.title, last.get(e.name, e.minutes[size]), store=store) for e in chosen]
-    others = [TRACKS, *([CRASH_CHECK] if any(e.name == "levers" for e in chosen) else []), PAGES]
+    others = [TRACKS, *([CRASH_CHECK] if any(e.name == "levers" for e in chosen) else []),
+              *([PAGES] if publishes else [])]
     return stages + [Stage(name, name, last.get(name, OTHER_MINUTES[name][size]), store=store) for name in others]
 
 
-def left_out(suite: dict[str, list[str]]) -> str | None:
+def left_out(suite: dict[str, list[str]], size: str) -> str | None:
     """A regular expression of the full names of the benchmarks (``suite``: ``benchmarks.common.listing``)
-    of the experiments a plan runs on its first store only, which every other store leaves out; None
-    where there are none."""
-    names = [name for e in EXPERIMENTS if not e.every_store for name in suite.get(e.setup, ())]
+    of the experiments a plan of ``size`` runs on its first store only, which every other store leaves
+    out; None where there are none."""
+    names = [name for e in EXPERIMENTS if size not in e.every_store for name in suite.get(e.setup, ())]
     return "(?:{})".format("|".join(re.escape(n) + "$" for n in names)) if names else None
 
 

@@ -72,7 +72,8 @@ def write_part(record: Results, directory: Path, k: int, n: int) -> Path:
 def merge(parts: list[Results]) -> Results:
     """One record of ``parts`` (of one experiment): their tables one after the other, series and
     run numbers renumbered so that no two parts share one; the environment is the first part's,
-    with each part's ``part``, ``created``, ``commit``, ``seed`` and ``finished`` under ``parts``."""
+    with each part's ``part``, ``created``, ``commit``, ``seed``, ``finished`` and ``bench_run`` under
+    ``parts``."""
     tables: dict[str, list[pd.DataFrame]] = {}
     offsets = {"series": 0, "run": 0}
     for record in parts:
@@ -86,7 +87,7 @@ def merge(parts: list[Results]) -> Results:
             numbers = [record.tables[name][column].max() for name in record.tables if column in record.tables[name]
                        and len(record.tables[name])]
             offsets[column] += int(max(numbers, default=-1)) + 1
-    kept = ("part", "created", "commit", "seed", "finished")
+    kept = ("part", "created", "commit", "seed", "finished", "bench_run")
     env = {**parts[0].environment, "parts": [{k: p.environment.get(k) for k in kept} for p in parts]}
     env.pop("part", None)
     return Results(env, {name: pd.concat(frames, ignore_index=True) for name, frames in tables.items()})
@@ -157,11 +158,15 @@ def save(record: Results, settings: Settings, part: tuple[int, int] = (1, 1)) ->
 
 def of_this_run(settings: Settings, experiment: str) -> Results | None:
     """The record of ``experiment`` on ``settings.store`` that this ``bench`` run (``settings.bench_run``)
-    saved already (in its untimed first phase, or before it was interrupted), where there is one."""
+    saved already (in its untimed first phase, or before it was interrupted), where there is one: whole
+    (every part of one split in parts) and finished."""
     if not settings.bench_run:
         return None
     try:
         record = read(directory(settings.raw, settings.store, experiment))
     except (FileNotFoundError, SchemaMismatch):
         return None
-    return record if record.environment.get("bench_run") == settings.bench_run else None
+    parts = record.environment.get("parts") or [record.environment]
+    whole = "parts" not in record.environment or len(parts) == parts[0]["part"][1]
+    ours = all(p.get("bench_run") == settings.bench_run and p.get("finished") is not False for p in parts)
+    return record if whole and ours else None
