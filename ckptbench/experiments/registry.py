@@ -148,9 +148,10 @@ def plan(size: str, suite: dict[str, list[str]], bench: str | None, last: dict[s
 def left_out(suite: dict[str, list[str]], size: str) -> str | None:
     """A regular expression of the full names of the benchmarks (``suite``: ``benchmarks.common.listing``)
     of the experiments a plan of ``size`` runs on its first store only, which every other store leaves
-    out; None where there are none."""
+    out; None where there are none. asv matches a parameterised benchmark as ``name(value, ...)``, so a
+    name ends at its end or at a parenthesis."""
     names = [name for e in EXPERIMENTS if size not in e.every_store for name in suite.get(e.setup, ())]
-    return "(?:{})".format("|".join(re.escape(n) + "$" for n in names)) if names else None
+    return "(?:{})".format("|".join(re.escape(n) + r"(?:\(|$)" for n in names)) if names else None
 
 
 class Timeline:
