@@ -31,18 +31,34 @@ CONFIGURATIONS = {f"{shape.name}: {preset}": (shape.name, preset) for shape in c
                   if common.LEVER_CHOSEN is None or preset in common.LEVER_CHOSEN}
 
 
+#: ``_run``'s answer for a configuration a staged record (``levers(staged=True)``, the quick plan's)
+#: did not measure with the strategy: stage two crosses only the cheapest of rename's with the others.
+NOT_CROSSED = object()
+
+
 def _run(results, configuration, strategy):
     """The run of ``strategy`` in ``configuration`` (a key of ``CONFIGURATIONS``); None where Spark
-    refused it."""
+    refused it; ``NOT_CROSSED`` where a staged record did not measure it."""
     shape, preset = CONFIGURATIONS[configuration]
     try:
         return results.run(strategy, shape, keys=SHAPES[shape].keys, preset=preset)
     except results_model.Refused:
         return None
+    except KeyError:
+        if results.environment.get("staged"):
+            return NOT_CROSSED
+        raise
+
+
+def _of_run(results, configuration, strategy, compute) -> float:
+    """``compute(run)`` of ``_run``'s run; NaN where there is none (refused, or not crossed)."""
+    run = _run(results, configuration, strategy)
+    return math.nan if run is None or run is NOT_CROSSED else compute(run)
 
 
 class Levers(common.Tracks):
-    """One value per job's configuration x strategy; NaN where Spark refused the configuration."""
+    """One value per job's configuration x strategy; NaN where Spark refused the configuration, or a
+    staged record did not cross it with the strategy."""
 
     params = [list(CONFIGURATIONS), common.LEVER_STRATEGIES]
     param_names = ["configuration", "strategy"]
@@ -50,32 +66,30 @@ class Levers(common.Tracks):
 
     def track_commit_p50(self, results, configuration, strategy):
         """walCommit + commitOffsets, each a p50 over the measured batches (as the decision ranks)."""
-        run = _run(results, configuration, strategy)
-        if run is None:
-            return math.nan
-        return (metrics.duration_percentile(run, "walCommit", 50)
-                + metrics.duration_percentile(run, "commitOffsets", 50))
+        return _of_run(results, configuration, strategy, lambda run: metrics.duration_percentile(
+            run, "walCommit", 50) + metrics.duration_percentile(run, "commitOffsets", 50))
 
     def track_batch_p50(self, results, configuration, strategy):
         """The whole batch (triggerExecution), p50."""
-        run = _run(results, configuration, strategy)
-        return math.nan if run is None else metrics.duration_percentile(run, "triggerExecution", 50)
+        return _of_run(results, configuration, strategy,
+                       lambda run: metrics.duration_percentile(run, "triggerExecution", 50))
 
     def track_cpu_per_batch(self, results, configuration, strategy):
         """CPU the driver's JVM spent per measured batch, its tasks' too on a local master: the price
         of more task slots per core beside the batch time they save."""
-        run = _run(results, configuration, strategy)
-        return math.nan if run is None else metrics.cpu_ms_per_batch([run])
+        return _of_run(results, configuration, strategy, lambda run: metrics.cpu_ms_per_batch([run]))
 
     def track_requests_per_batch(self, results, configuration, strategy):
         """Every billable request per measured batch, whoever made it and whenever it started while
         the batches ran."""
-        run = _run(results, configuration, strategy)
-        return math.nan if run is None else sum(metrics.billable_requests_all_by_op(run).values())
+        return _of_run(results, configuration, strategy,
+                       lambda run: sum(metrics.billable_requests_all_by_op(run).values()))
 
     def track_refused(self, results, configuration, strategy):
-        """1 where Spark refused the configuration for the job (or lacks one of its levers), else 0."""
-        return 1.0 if _run(results, configuration, strategy) is None else 0.0
+        """1 where Spark refused the configuration for the job (or lacks one of its levers), 0 where it
+        ran, NaN where a staged record did not cross it with the strategy."""
+        run = _run(results, configuration, strategy)
+        return math.nan if run is NOT_CROSSED else 1.0 if run is None else 0.0
 
     track_commit_p50.unit = track_batch_p50.unit = track_cpu_per_batch.unit = "ms"
     track_requests_per_batch.unit = "requests per batch"
