@@ -77,9 +77,12 @@ def test_every_benchmark_produces_a_number(bench, tmp_path):
     # The plan, said first, and each stage as it ended; its record holds each stage's minutes.
     assert re.search(r"^the plan \(\d+ min planned\):$", output, re.M), output[:3000]
     stages = disk.read_all(results / "raw")["embedded"][config.BENCH].stages.set_index("stage")
-    for experiment in registry.EXPERIMENTS:
-        assert re.search(rf"stage {experiment.title}: [\d.]+ min \([\d.]+ planned\)", output), experiment
+    for experiment in registry.EXPERIMENTS:  # each stage said with its store
+        assert re.search(rf"stage embedded {experiment.title}: [\d.]+ min \([\d.]+ planned\)", output), experiment
         assert stages.actual_min[experiment.name] > 0, stages
+    # The labs that time nothing ran first, beside each other, once: asv's set-ups took their records.
+    assert stages.beside[config.CRASHLAB] == "embedded fault lab" and stages.beside["streaming"] == "", stages
+    assert output.count("stage embedded crash lab: started") == 1, output[-5000:]
     assert stages.actual_min[registry.TRACKS] > 0 and stages.actual_min[config.CRASH_CHECK] > 0, stages
     assert stages.actual_min[registry.PAGES] > 0, stages  # the record's second writing, after the pages
 
