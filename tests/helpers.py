@@ -158,6 +158,13 @@ def fixed_crash_record(cycles: dict[tuple[str, str], tuple[int, int]], experimen
     return recorder.results({**FIXED_ENV, "experiment": experiment, "points": ["random"], "seed": 1})
 
 
+def own_events(proxy, mark: int, prefix: str) -> list[Event]:
+    """The events ``proxy`` recorded since ``mark`` on keys under ``prefix``: a metered store is
+    shared by the session, and a query an earlier test stopped may still run its state store
+    maintenance through it."""
+    return [e for e in proxy.events_since(mark) if e.key.startswith(prefix)]
+
+
 def event(batch: float, op: str, key: str, ms: float = 2.0, bytes_in: int = 0) -> Event:
     """A request that started ``batch`` seconds after T0: inside batch N's window (N to N + its
     triggerExecution) for N plus a few hundredths."""

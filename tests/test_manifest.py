@@ -23,7 +23,7 @@ import ckpt_impls
 from ckpt_impls import build, jars, manifest_format
 from ckptbench.experiments.contract import java_class
 from ckptbench.harness.spark import settings_set
-from helpers import CheckpointFiles, bucket_of
+from helpers import CheckpointFiles, bucket_of, own_events
 
 MANAGER = "ckptbench.checkpoint.ManifestCheckpointFileManager"
 HALT_STATUS = 86  # ManifestCheckpointFileManager.HALT_STATUS
@@ -467,6 +467,13 @@ def test_a_checkpoint_file_costs_one_request_inline_and_two_staged_and_no_list(s
     alone, a larger one the staged object and the record."""
     store, bucket = metered
     proxy = store.proxy
+
+    def since(mark: int):
+        return own_events(proxy, mark, prefix)
+
+    def ops(mark: int) -> list[str]:
+        return [e.op for e in since(mark)]
+
     m = Manifest(spark, store, bucket, prefix, settings(interval=10))
     m.mkdirs("offsets")
     assert not m.exists("offsets/0")
@@ -477,33 +484,33 @@ def test_a_checkpoint_file_costs_one_request_inline_and_two_staged_and_no_list(s
     for batch in range(1, 5):
         assert not m.exists(f"offsets/{batch}")
         m.write(f"offsets/{batch}", small)
-    events = proxy.events_since(mark)
+    events = since(mark)
     assert [e.op for e in events] == ["PUT"] * 4 and all("/_manifest/r/" in e.key for e in events)
     mark = proxy.mark()
     for batch in range(5, 9):
         assert not m.exists(f"offsets/{batch}")
         m.write(f"offsets/{batch}", large)
-    events = proxy.events_since(mark)
+    events = since(mark)
     assert [e.op for e in events] == ["PUT", "PUT"] * 4
     assert all("/_manifest/s/" in e.key for e in events[::2]) and all("/_manifest/r/" in e.key for e in events[1::2])
 
     mark = proxy.mark()
     assert m.exists("offsets/4") and m.read("offsets/4") == small
-    assert [e.op for e in proxy.events_since(mark)] == ["GET"]  # open: the next record (404); the bytes are in the view
+    assert ops(mark) == ["GET"]  # open: the next record (404); the bytes are in the view
     mark = proxy.mark()
     assert m.exists("offsets/5") and m.read("offsets/5") == large
-    assert [e.op for e in proxy.events_since(mark)] == ["GET", "GET"]  # open: the next record (404), the staged bytes
+    assert ops(mark) == ["GET", "GET"]  # open: the next record (404), the staged bytes
 
     # The 10th record compacts: one LIST (of staged objects, for orphans), compact, hint; the 20th
     # within the cleanup delay sends no LIST (test_crash_between_staging_and_publishing: one after it).
     mark = proxy.mark()
     m.write("offsets/9", b"9")
-    assert [e.op for e in proxy.events_since(mark)] == ["PUT", "LIST", "PUT", "PUT"]
+    assert ops(mark) == ["PUT", "LIST", "PUT", "PUT"]
     for batch in range(10, 19):
         m.write(f"offsets/{batch}", b"more")
     mark = proxy.mark()
     m.write("offsets/19", b"19")
-    assert [e.op for e in proxy.events_since(mark)] == ["PUT", "PUT", "PUT"]
+    assert ops(mark) == ["PUT", "PUT", "PUT"]
     # A new view reads the inline bytes from the compact, staged ones from their objects.
     reloaded = Manifest(spark, store, bucket, prefix, settings(interval=10))
     assert [reloaded.read(f"offsets/{b}") for b in (0, 4, 5, 9)] == [b"0", small, large, b"9"]

@@ -26,7 +26,7 @@ from ckptbench import config, metrics
 from ckptbench.experiments.contract import java_class
 from ckptbench.harness import querylab, workloads
 from ckptbench.record import results
-from helpers import CheckpointFiles, file_commit_mismatches
+from helpers import CheckpointFiles, file_commit_mismatches, own_events
 
 WARMUP, BATCHES, KEYS = 1, 3, 5
 FILE_AREAS = ("offsets", "commits", "state")
@@ -161,9 +161,8 @@ def test_the_maintenance_watch_logs_maintenance_calls_and_none_of_a_batch(spark,
 
 
 def own_ops(proxied, mark, prefix: str) -> list[str]:
-    """The operations the proxy saw since ``mark`` on keys under ``prefix``: the proxy is shared by
-    the session, and a query an earlier test stopped may still run its state store maintenance."""
-    return [e.op for e in proxied.proxy.events_since(mark) if e.key.startswith(prefix)]
+    """The operations the proxy saw since ``mark`` on keys under ``prefix`` (``own_events``)."""
+    return [e.op for e in own_events(proxied.proxy, mark, prefix)]
 
 
 def test_conditional_lists_a_log_directory_once_for_its_batch_files(spark, metered):
@@ -216,10 +215,10 @@ def test_conditional_deletes_a_known_lone_file_in_one_request(spark, metered):
     assert fm.names("offsets") == {"0", "1", "2/"}
     mark = proxied.proxy.mark()
     fm.delete("offsets/0")
-    assert [e.op for e in proxied.proxy.events_since(mark)] == ["DELETE"]
+    assert own_ops(proxied, mark, fm.prefix) == ["DELETE"]
     mark = proxied.proxy.mark()
     fm.delete("offsets/2")  # a directory: what is under it goes too
-    assert [e.op for e in proxied.proxy.events_since(mark)][:2] == ["DELETE", "LIST"]
+    assert own_ops(proxied, mark, fm.prefix)[:2] == ["DELETE", "LIST"]
     # Files, not names: SeaweedFS lists an emptied prefix (2/) as a directory for a while after.
     assert fm.visible("offsets") == {"offsets/1"} and fm.objects() == {"offsets/1"}
 
