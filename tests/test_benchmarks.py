@@ -85,6 +85,11 @@ def test_every_benchmark_produces_a_number(bench, tmp_path):
     assert output.count("stage embedded crash lab: started") == 1, output[-5000:]
     assert stages.actual_min[registry.TRACKS] > 0 and stages.actual_min[config.CRASH_CHECK] > 0, stages
     assert stages.actual_min[registry.PAGES] > 0, stages  # the record's second writing, after the pages
+    # What times nothing ran its JVMs with C1 alone and the serial collector; what is timed did not.
+    kinds = disk.read_all(results / "raw")["embedded"]
+    for name in (config.CRASHLAB, config.FAULTLAB):
+        assert "-XX:+UseSerialGC" in kinds[name].environment["jvm_flags"], (name, kinds[name].environment)
+    assert "-XX:+UseSerialGC" not in kinds["streaming"].environment["jvm_flags"]
 
     benchmarks = json.loads((results / "asv" / "benchmarks.json").read_text())
     names = [name for name in benchmarks if name != "version"]

@@ -9,11 +9,14 @@ import os
 import shlex
 import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 
 from ckpt_impls import jars
+from ckptbench.cli import untimed
 from ckptbench.harness import jvm_archive
+from ckptbench.harness.spark import UNTIMED_JVM_OPTS
 from ckptbench.record import results
 from helpers import crash_lab
 
@@ -44,6 +47,24 @@ def test_a_crash_lab_driver_starts_from_the_archive_its_caller_did_not_name(spar
     assert f"{jvm_archive.USE}{archive}" in said["jvm_flags"], said
 
 
+def test_an_untimed_driver_maps_the_archive_made_without_its_jit_and_collector(spark, suite_stores, monkeypatch):
+    """The crash and fault labs' drivers run C1 alone and the serial collector
+    (``harness.spark.UNTIMED_JVM_OPTS``): they map the archive of the same class path, made at
+    set-up without those options, rather than have another made."""
+    asked = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    archive = jvm_archive.path(jvm_archive.jvm_options(asked))
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", untimed.submit_opts({"SPARK_SUBMIT_OPTS": without_archive(asked)}))
+    assert jvm_archive.path(jvm_archive.jvm_options(os.environ["SPARK_SUBMIT_OPTS"])) == archive
+    with crash_lab(spark, suite_stores.get("embedded")) as (crash, _):
+        driver = crash.driver("conditional", "stateless", f"crash/untimed-{uuid.uuid4().hex[:8]}", batches=2)
+        ready = driver.wait("ready", LIMIT_S)
+        assert jvm_archive.mapped(ready["jvm_pid"]) == str(archive)
+        flags = Path(f"/proc/{ready['jvm_pid']}/cmdline").read_bytes().split(b"\0")
+        assert {o.encode() for o in UNTIMED_JVM_OPTS} <= set(flags), flags
+        driver.wait("progress", LIMIT_S)
+        driver.stop()
+
+
 def test_a_driver_ignores_an_archive_that_does_not_match(spark, suite_stores, monkeypatch, tmp_path):
     """An archive file at the driver's key that is not one (a stale or broken copy): the JVM does
     not map it and the driver runs its query from the jars."""
@@ -62,11 +83,13 @@ def test_a_driver_ignores_an_archive_that_does_not_match(spark, suite_stores, mo
 
 
 def test_a_changed_jar_option_or_class_path_keys_another_archive(tmp_path, monkeypatch):
-    opts = ["-XX:TieredStopAtLevel=1"]
+    opts = ["-Xss2m"]
     before = jvm_archive.path(opts)
     assert jvm_archive.path(opts) == before  # stable while nothing changes
     assert jvm_archive.path([]) != before
-    assert jvm_archive.jvm_options(f"-Dx=1 {jvm_archive.USE}/a.jsa -Xlog:cds=off -XX:TieredStopAtLevel=1") == opts
+    assert jvm_archive.jvm_options(f"-Dx=1 {jvm_archive.USE}/a.jsa -Xlog:cds=off -Xss2m") == opts
+    # Which compilers and collector run is no part of the key (UNKEYED).
+    assert jvm_archive.jvm_options(f"-Xss2m {' '.join(UNTIMED_JVM_OPTS)}") == opts
     jar = tmp_path / "extra.jar"
     shutil.copy(jars.spark_jars()[0], jar)
     listed = jars.spark_jars()

@@ -3,7 +3,7 @@ of every store of the plan, each in a process of its own, all beside each other 
 mostly wait: on a killed driver's restart, on a store outage's end). Each runs the asv suite's own
 set-up function, so its record is the one asv's would make; asv's set-up then takes that record
 (``disk.of_this_run``) instead of running the experiment again. One that fails here is run again by
-asv, alone."""
+asv, alone. Their driver JVMs run with ``harness.spark.UNTIMED_JVM_OPTS``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ckptbench import config, progress
 from ckptbench.experiments import registry
+from ckptbench.harness.spark import UNTIMED_JVM_OPTS
 from ckptbench.record import disk
 
 
@@ -24,6 +25,12 @@ def _code(setup: str) -> str:
     (its record saved, no tracks worked out)."""
     module, _, function = setup.rpartition(".")
     return f"from benchmarks import {module or 'common'} as m; m.{function}.__wrapped__()"
+
+
+def submit_opts(env: dict[str, str]) -> str:
+    """``env``'s ``SPARK_SUBMIT_OPTS`` with ``UNTIMED_JVM_OPTS`` added."""
+    given = env.get("SPARK_SUBMIT_OPTS", "")
+    return " ".join(filter(None, [given, *(o for o in UNTIMED_JVM_OPTS if o not in given.split())]))
 
 
 def run(timeline: registry.Timeline, benches: list[tuple[config.Settings, dict[str, str]]], logs: Path,
@@ -49,6 +56,7 @@ def run(timeline: registry.Timeline, benches: list[tuple[config.Settings, dict[s
             for k in range(1, n + 1):
                 name = f"{settings.store}-{e.name}" + (f"-part-{k}-of-{n}" if n > 1 else "")
                 child = {**env, **dataclasses.replace(settings, beside=beside).env(),
+                         "SPARK_SUBMIT_OPTS": submit_opts(env),
                          progress.ENV: str(Path(tmp, name)), registry.PART_ENV: f"{k}/{n}"}
                 with open(logs / f"{name}.log", "w") as out:
                     running.setdefault(key, []).append((logs / f"{name}.log", subprocess.Popen(

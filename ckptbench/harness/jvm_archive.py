@@ -44,15 +44,18 @@ USE = "-XX:SharedArchiveFile="
 MAKE = "-XX:ArchiveClassesAtExit="
 #: Quiet about an archive a JVM cannot map (or a class it cannot archive): callers read stdout.
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
+#: Options an archive does not depend on (which JIT compilers and collector run: the archive holds
+#: classes, parsed): left out of its key, so a driver run with them maps the archive made without.
+UNKEYED = ("-XX:TieredStopAtLevel=", "-XX:+UseSerialGC")
 #: How long making an archive may take (a session, a query's batches, a write, the dump).
 MAKE_LIMIT_S = 600
 
 
 def jvm_options(submit_opts: str | None) -> list[str]:
     """The JVM options (``-X...``) of ``submit_opts`` (a ``SPARK_SUBMIT_OPTS``) that a driver runs
-    with, its archive's options left out: what an archive is made and keyed with."""
+    with, its archive's options and ``UNKEYED`` left out: what an archive is made and keyed with."""
     return [o for o in shlex.split(submit_opts or "") if o.startswith("-X")
-            and not o.startswith((USE, MAKE, "-Xlog:cds", "-Xshare"))]
+            and not o.startswith((USE, MAKE, "-Xlog:cds", "-Xshare", *UNKEYED))]
 
 
 def java() -> str:

@@ -19,6 +19,12 @@ BASE_CONF = {
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
 }
+#: JVM options (``SPARK_SUBMIT_OPTS``) of the drivers of what times nothing (``bench``'s crash and
+#: fault labs and crash checks: ``cli.untimed``): C1 alone and the serial collector. Those run beside
+#: each other on every core, each driver of theirs lives a few batches, where C2's compiling and G1's
+#: threads cost CPU they never pay back; what they find (rows lost or duplicated, an outage ridden
+#: out) does not depend on how fast the code runs. A timed experiment's driver runs as Spark's do.
+UNTIMED_JVM_OPTS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 def local_with_retries(master: str, settings: dict) -> str:
