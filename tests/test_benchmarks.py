@@ -87,7 +87,7 @@ def test_every_benchmark_produces_a_number(bench, tmp_path):
     assert stages.actual_min[registry.PAGES] > 0, stages  # the record's second writing, after the pages
     # What times nothing ran its JVMs with C1 alone and the serial collector; what is timed did not.
     kinds = disk.read_all(results / "raw")["embedded"]
-    for name in (config.CRASHLAB, config.FAULTLAB):
+    for name in (config.CRASHLAB, config.FAULTLAB, config.CRASH_CHECK):
         assert "-XX:+UseSerialGC" in kinds[name].environment["jvm_flags"], (name, kinds[name].environment)
     assert "-XX:+UseSerialGC" not in kinds["streaming"].environment["jvm_flags"]
 

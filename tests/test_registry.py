@@ -113,9 +113,10 @@ def test_stages_run_together_count_once_as_the_longest_and_each_says_what_ran_be
     timeline = registry.Timeline(stages, clock=lambda: clock[0])
     untimed = [(store, e.name) for store in ("ceph", "seaweedfs") for e in registry.EXPERIMENTS if not e.timed]
     assert {name for _, name in untimed} == {config.CRASHLAB, config.FAULTLAB}
+    checks = [(store, registry.CRASH_CHECK) for store in ("ceph", "seaweedfs")]
     alone = sum(s.planned for s in stages)
-    longest = max(timeline.stages[key].planned for key in untimed)
-    together = alone - sum(timeline.stages[key].planned for key in untimed) + longest
+    planned = [[timeline.stages[k].planned for k in group] for group in (untimed, checks)]
+    together = alone - sum(sum(group) - max(group) for group in planned)
     assert timeline.planned_text().startswith(f"the plan ({together:.0f} min planned):")
     assert timeline.eta(0.0) == time.strftime("%H:%M UTC", time.gmtime(together * 60))
     said = []
@@ -124,6 +125,7 @@ def test_stages_run_together_count_once_as_the_longest_and_each_says_what_ran_be
     rows = {row["stage"]: row for row in timeline.rows("seaweedfs")}
     assert rows[config.CRASHLAB]["beside"] == "ceph crash lab, ceph fault lab, seaweedfs fault lab"
     assert rows["streaming"]["beside"] == "" and "jvm_counting" not in rows
+    assert rows[registry.CRASH_CHECK]["beside"] == f"ceph {registry.CRASH_CHECK}"  # the crash checks, after the suite
     # asv's tracks on a store are what asv ran outside the experiments it ran, not those run before it.
     timeline.store = "seaweedfs"
     timeline.end(config.CRASHLAB, said.append, at=600.0, store="seaweedfs")
@@ -131,6 +133,12 @@ def test_stages_run_together_count_once_as_the_longest_and_each_says_what_ran_be
     timeline.event({"stage": "streaming", "event": "end", "at": 720.0}, said.append)
     timeline.tracks(3.0)
     assert timeline.stages[("seaweedfs", registry.TRACKS)].actual == 1.0
+    # A stage run beside others after all leaves its planned group: only the others still overlap.
+    timeline.together([("ceph", registry.CRASH_CHECK), ("seaweedfs", "streaming")])
+    assert timeline.stages[("seaweedfs", registry.CRASH_CHECK)].beside == ()
+    assert timeline.stages[("ceph", registry.CRASH_CHECK)].beside == ("seaweedfs streaming queries",)
+    assert timeline.stages[("ceph", config.CRASHLAB)].beside == ("ceph fault lab", "seaweedfs crash lab",
+                                                                  "seaweedfs fault lab")
 
 
 def test_the_benchmarks_a_plans_later_stores_leave_out_are_the_first_store_only_experiments_and_no_other():

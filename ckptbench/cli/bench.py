@@ -226,7 +226,7 @@ def cmd_bench(args) -> None:
         _save_stages(s, timeline, names, finished=False)  # what --resume finds, should the run be interrupted
     for line in untimed.run(timeline, [(s, envs[s.store]) for s in benches], results / "logs", print):
         print(line)
-    failed, crash_errors = [], []
+    failed = []
     for s in benches:
         timeline.store = s.store
         machine = _machine(s.store)
@@ -241,8 +241,7 @@ def cmd_bench(args) -> None:
         timeline.tracks((time.time() - asv_began) / 60)
         failed += [s.store] if run.returncode else []
         _save_stages(s, timeline, names, finished=False)
-    for s in benches:
-        crash_errors += filter(None, [crash_check.run(s, proxied[s.store], timeline)])
+    crash_errors = crash_check.run([(s, envs[s.store]) for s in benches], proxied, timeline, results / "logs")
     timeline.store = names[-1]
     timeline.start(registry.PAGES, print)
     subprocess.run([*asv, "publish", "--config", str(asv_conf)], check=True, env=envs[names[0]])

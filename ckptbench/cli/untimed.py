@@ -1,9 +1,11 @@
-"""``bench``'s first phase: the experiments that time nothing (``registry.Experiment.timed`` False),
-of every store of the plan, each in a process of its own, all beside each other (on 2 cores they
-mostly wait: on a killed driver's restart, on a store outage's end). Each runs the asv suite's own
-set-up function, so its record is the one asv's would make; asv's set-up then takes that record
-(``disk.of_this_run``) instead of running the experiment again. One that fails here is run again by
-asv, alone. Their driver JVMs run with ``harness.spark.UNTIMED_JVM_OPTS``."""
+"""``bench``'s stages that time nothing, of every store of the plan, each in a process of its own,
+all beside each other (on 2 cores they mostly wait: on a killed driver's restart, on a store
+outage's end). First the experiments that time nothing (``registry.Experiment.timed`` False): each
+runs the asv suite's own set-up function, so its record is the one asv's would make; asv's set-up
+then takes that record (``disk.of_this_run``) instead of running the experiment again, and one that
+fails here is run again by asv, alone. After the suite, the crash checks (``cli.crash_check``).
+
+Their driver JVMs run with ``harness.spark.UNTIMED_JVM_OPTS``."""
 
 from __future__ import annotations
 
@@ -20,6 +22,24 @@ from ckptbench.harness.spark import UNTIMED_JVM_OPTS
 from ckptbench.record import disk
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Job:
+    """A stage of the plan (``name``, on ``settings.store``) to run beside others: Python ``code`` run
+    in ``parts`` processes (part K of N in ``registry.PART_ENV``), with ``env`` (the environment asv's
+    processes get) and ``settings``'s, its output in ``log(logs, k)``."""
+
+    settings: config.Settings
+    name: str
+    code: str
+    env: dict[str, str]
+    parts: int = 1
+
+    def log(self, logs: Path, k: int = 1) -> Path:
+        """Where part ``k``'s output goes, under ``logs``."""
+        n = self.parts
+        return logs / (f"{self.settings.store}-{self.name}" + (f"-part-{k}-of-{n}" if n > 1 else "") + ".log")
+
+
 def _code(setup: str) -> str:
     """Python that runs set-up function ``setup`` (``Experiment.setup``) of the asv suite, unwrapped
     (its record saved, no tracks worked out)."""
@@ -33,46 +53,54 @@ def submit_opts(env: dict[str, str]) -> str:
     return " ".join(filter(None, [given, *(o for o in UNTIMED_JVM_OPTS if o not in given.split())]))
 
 
-def run(timeline: registry.Timeline, benches: list[tuple[config.Settings, dict[str, str]]], logs: Path,
-        say) -> list[str]:
-    """Every untimed stage of ``timeline`` on each store of ``benches`` (its settings, and the
-    environment asv's processes get) whose record this bench run lacks, beside each other, each in as
-    many processes as its ``parts`` at the plan's size say, their output in ``logs``; ``timeline``
-    told of each stage's start and end (``say``: a line to the user). Returns a line for each process
-    that failed."""
-    jobs = [(settings, env, e) for settings, env in benches for e in registry.EXPERIMENTS
-            if not e.timed and (settings.store, e.name) in timeline.stages
-            and disk.of_this_run(settings, e.name) is None]
+def beside(timeline: registry.Timeline, jobs: list[Job], logs: Path, say, desc: str) -> dict[Job, list[str]]:
+    """Run ``jobs`` beside each other, their output in ``logs``, one progress bar (``desc``) of them
+    all; ``timeline`` told of each stage's start and end (``say``: a line to the user), its stages
+    run ``together``. Returns each job's failed processes, as a line each."""
     if not jobs:
-        return []
-    timeline.together([(settings.store, e.name) for settings, _, e in jobs])
+        return {}
+    timeline.together([(job.settings.store, job.name) for job in jobs])
     logs.mkdir(parents=True, exist_ok=True)
-    running: dict[tuple[str, str], list] = {}
-    with tempfile.TemporaryDirectory(prefix="ckptbench-untimed-") as tmp:
-        for settings, env, e in jobs:
-            key, n = (settings.store, e.name), e.parts.get(settings.size, 1)
-            beside = timeline.stages[key].beside
-            timeline.start(e.name, say, store=settings.store)
+    running: dict[Job, list] = {}
+    failed: dict[Job, list[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="ckptbench-beside-") as tmp:
+        for job in jobs:
+            store, n = job.settings.store, job.parts
+            beside_it = timeline.stages[(store, job.name)].beside
+            timeline.start(job.name, say, store=store)
             for k in range(1, n + 1):
-                name = f"{settings.store}-{e.name}" + (f"-part-{k}-of-{n}" if n > 1 else "")
-                child = {**env, **dataclasses.replace(settings, beside=beside).env(),
-                         "SPARK_SUBMIT_OPTS": submit_opts(env),
-                         progress.ENV: str(Path(tmp, name)), registry.PART_ENV: f"{k}/{n}"}
-                with open(logs / f"{name}.log", "w") as out:
-                    running.setdefault(key, []).append((logs / f"{name}.log", subprocess.Popen(
-                        [sys.executable, "-c", _code(e.setup)], cwd=config.ROOT, env=child, stdout=out,
+                log = job.log(logs, k)
+                child = {**job.env, **dataclasses.replace(job.settings, beside=beside_it).env(),
+                         "SPARK_SUBMIT_OPTS": submit_opts(job.env),
+                         progress.ENV: str(Path(tmp, log.stem)), registry.PART_ENV: f"{k}/{n}"}
+                with open(log, "w") as out:
+                    running.setdefault(job, []).append((log, subprocess.Popen(
+                        [sys.executable, "-c", job.code], cwd=config.ROOT, env=child, stdout=out,
                         stderr=subprocess.STDOUT)))
-        failed = []
         paths = [Path(tmp, log.stem) for processes in running.values() for log, _ in processes]
-        with progress.summed(paths, "untimed stages") as above:
+        with progress.summed(paths, desc) as above:
             while running:
                 time.sleep(1)
-                for (store, name), processes in list(running.items()):
+                for job, processes in list(running.items()):
                     if any(process.poll() is None for _, process in processes):
                         continue
-                    del running[(store, name)]
-                    timeline.end(name, above, store=store)
-                    failed += [f"{registry.BY_NAME[name].title} on {store} failed beside the others (exit "
-                               f"{process.returncode}; its output: {log}): asv runs it again, alone"
-                               for log, process in processes if process.returncode]
+                    del running[job]
+                    timeline.end(job.name, above, store=job.settings.store)
+                    failed[job] = [f"exit {process.returncode}; its output: {log}"
+                                   for log, process in processes if process.returncode]
     return failed
+
+
+def run(timeline: registry.Timeline, benches: list[tuple[config.Settings, dict[str, str]]], logs: Path,
+        say) -> list[str]:
+    """Every untimed experiment of ``timeline`` on each store of ``benches`` (its settings, and the
+    environment asv's processes get) whose record this bench run lacks, ``beside`` each other, each
+    in as many processes as its ``parts`` at the plan's size say. Returns a line for each process
+    that failed."""
+    jobs = [Job(settings, e.name, _code(e.setup), env, e.parts.get(settings.size, 1))
+            for settings, env in benches for e in registry.EXPERIMENTS
+            if not e.timed and (settings.store, e.name) in timeline.stages
+            and disk.of_this_run(settings, e.name) is None]
+    return [f"{registry.BY_NAME[job.name].title} on {job.settings.store} failed beside the others ({line}): "
+            "asv runs it again, alone"
+            for job, lines in beside(timeline, jobs, logs, say, "untimed stages").items() for line in lines]

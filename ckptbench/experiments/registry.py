@@ -10,8 +10,9 @@ for this project's machine kind (2 cores), to be replaced by a measurement as so
 
 A plan may span several stores, each a ``bench`` of its own in one run. The experiments that time
 nothing (``Experiment.timed`` False: their findings are what happened, not how long it took) run
-first, every store's beside each other (``Timeline.together``); every other stage runs alone, and
-each stage's row says what ran beside it. Latency is never measured beside another stage.
+first, every store's beside each other (``Timeline.together``), and the crash checks, which time
+nothing either, last, every store's beside each other; every other stage runs alone, and each
+stage's row says what ran beside it. Latency is never measured beside another stage.
 """
 
 from __future__ import annotations
@@ -159,30 +160,40 @@ class Timeline:
     experiment's ``progress.stage`` events on the ``store`` asv runs on, or ``bench``'s own ``start``
     /``end``), said as they come with the time the whole plan is then expected to end; asv's tracks
     are the time asv ran outside every experiment (``tracks``). Stages run ``together`` overlap: the
-    plan counts the longest of them; the untimed experiments' are, unless ``together`` says others."""
+    plan counts the longest of them; the untimed experiments' are, and so are the crash checks of the
+    stores, unless ``together`` says otherwise."""
 
     def __init__(self, stages: list[Stage], clock=time.time) -> None:
         self.stages = {(s.store, s.name): s for s in stages}
         self.clock, self.store = clock, stages[0].store if stages else ""
         self.started: dict[tuple[str, str], float] = {}
-        self.group: set[tuple[str, str]] = set()
+        self.groups: list[set[tuple[str, str]]] = []
         self.together([k for k in self.stages if k[1] in BY_NAME and not BY_NAME[k[1]].timed])
+        self.together([k for k in self.stages if k[1] == CRASH_CHECK])
 
     def together(self, keys: list[tuple[str, str]]) -> None:
-        """Stages ``keys`` (store, name) run beside each other: each says the others'."""
-        self.group = set(keys)
-        for key in keys:
-            self.stages[key].beside = tuple(self.stages[k].label for k in keys if k != key)
+        """Stages ``keys`` (store, name) run beside each other, and no longer beside those they were
+        planned with: each says the others'."""
+        self.groups = [g for g in (g - set(keys) for g in self.groups) if g]
+        if keys:
+            self.groups.append(set(keys))
+        for group in self.groups:
+            for key in group:
+                self.stages[key].beside = tuple(self.stages[k].label for k in self.stages if k in group and k != key)
+
+    def grouped(self, key: tuple[str, str]) -> bool:
+        """Whether stage ``key`` runs beside others."""
+        return any(key in g and len(g) > 1 for g in self.groups)
 
     def _wall(self, seconds: dict[tuple[str, str], float]) -> float:
         """The seconds ``seconds`` (by stage) take in all, those run together overlapping."""
-        grouped = [v for k, v in seconds.items() if k in self.group]
-        return sum(v for k, v in seconds.items() if k not in self.group) + max(grouped, default=0.0)
+        return (sum(v for k, v in seconds.items() if not any(k in g for g in self.groups))
+                + sum(max((v for k, v in seconds.items() if k in g), default=0.0) for g in self.groups))
 
     def planned_text(self) -> str:
         """The plan, a line a stage, with its planned minutes and the minutes they take in all."""
         width = max(len(s.label) for s in self.stages.values())
-        lines = [f"  {s.label:<{width}}  {s.planned:5.1f} min" + (" (beside others)" if k in self.group else "")
+        lines = [f"  {s.label:<{width}}  {s.planned:5.1f} min" + (" (beside others)" if self.grouped(k) else "")
                  for k, s in self.stages.items()]
         total = self._wall({k: s.planned for k, s in self.stages.items()})
         return "\n".join([f"the plan ({total:.0f} min planned):", *lines])
@@ -218,7 +229,7 @@ class Timeline:
         """asv ran ``asv_minutes`` in all on ``store``: its tracks took what the experiments it ran did
         not (those run before, beside others, are not asv's)."""
         ran = sum(s.actual for k, s in self.stages.items()
-                  if k[0] == self.store and s.actual is not None and s.name in BY_NAME and k not in self.group)
+                  if k[0] == self.store and s.actual is not None and s.name in BY_NAME and not self.grouped(k))
         self.stages[(self.store, TRACKS)].actual = max(asv_minutes - ran, 0.0)
 
     def rows(self, store: str | None = None) -> list[dict]:
