@@ -56,15 +56,13 @@ test-fast: .venv/.installed
 # instead. The experiments that time nothing (the crash and fault labs) run first, every store's
 # beside each other; the rest one at a time. What counting requests in Spark's JVMs costs (asv's
 # jvm_counting) is measured on the first store only: a property of the meter in the JVM, not of the
-# store. `make bench RESUME=1` resumes an interrupted run: what it recorded is not run again. Then,
-# unless stores were named or none but the emulator can start, the emulator's probe and store-alone
-# benchmarks (EMULATOR_BENCH: those whose records are the store experiment's, a few minutes), so
-# that the report's matrix of stores has its row, marked as an emulator's.
-EMULATOR_BENCH := ^(rename_cost\.(Copy|ProjectedCopy)(Time|Throughput)|floor\.(Floor|ProxyOverhead))\.
+# store. `make bench RESUME=1` resumes an interrupted run: what it recorded is not run again. Unless
+# stores were named or none but the emulator can start, the emulator is one of the run's stores: beside
+# a real store it runs only the store-alone benchmarks (a minute or so), so that the report's matrix
+# of stores has its row, marked as an emulator's.
 bench: setup $(if $(filter-out 4.3,$(BENCH_SPARKS)),setup-spark35)
 	stores="$(STORES)"; stores=$${stores:-$$($(PY) -m ckptbench stores --bench)}; \
+	if [ -z "$(STORES)" ] && [ "$$stores" != embedded ]; then stores="$$stores embedded"; fi; \
 	for version in $(BENCH_SPARKS); do \
 		$(PY) -m ckptbench bench --spark $$version --store "$$(echo $$stores | tr ' ' ',')" \
-			$(if $(RESUME),--resume) || exit 1; done; \
-	if [ -z "$(STORES)" ] && [ "$$stores" != embedded ]; then \
-		$(PY) -m ckptbench bench --store embedded -b '$(EMULATOR_BENCH)' || exit 1; fi
+			$(if $(RESUME),--resume) || exit 1; done

@@ -14,6 +14,7 @@ import pandas as pd
 
 from benchmarks import common
 from ckptbench import config, progress
+from ckptbench.cli import bench
 from ckptbench.experiments import registry
 from ckptbench.record import results
 from ckptbench.report import stages as report_stages
@@ -33,9 +34,17 @@ def test_a_bench_expression_plans_the_experiments_whose_benchmarks_it_selects():
     assert every == [*(e.name for e in registry.EXPERIMENTS), registry.TRACKS, registry.CRASH_CHECK, registry.PAGES]
     streaming = [s.name for s in registry.plan("quick", suite, r"^(requests|commit_latency)\.")]
     assert streaming == ["streaming", registry.TRACKS, registry.PAGES]  # no levers: no crash check
-    # The emulator's bench selects classes within modules two experiments share: the store alone's only.
-    emulator = r"^(rename_cost\.(Copy|ProjectedCopy)(Time|Throughput)|floor\.(Floor|ProxyOverhead))\."
+    # An emulator beside a real store runs classes within modules two experiments share: the store
+    # alone's only, however asv names them (a parameterised one as name(values)).
+    emulator = bench._expression(None, [], registry.emulator_row(suite))
     assert [s.name for s in registry.plan("quick", suite, emulator)][:-2] == ["store"]
+    named = [n for names in suite.values() for n in names]
+    chosen = {n for n in named + [f"{n}(1, 'x')" for n in named] if re.search(emulator, n)}
+    assert chosen == {*suite["store_alone"], *(f"{n}(1, 'x')" for n in suite["store_alone"])}
+    assert "rename_cost.CopyTime.track_copy_ms" in chosen and not any(n.startswith("levers.") for n in chosen)
+    # And with --bench, of those only the ones it selects.
+    floor_only = bench._expression(r"^floor\.", [], registry.emulator_row(suite))
+    assert {n for n in named if re.search(floor_only, n)} == {n for n in suite["store_alone"] if n.startswith("floor.")}
 
 
 def test_a_stage_is_planned_at_the_last_benchs_minutes_else_at_the_estimate():

@@ -50,8 +50,9 @@ def register(sub) -> None:
     """Add ``bench`` to the app's subcommands (``sub``, argparse's)."""
     b = sub.add_parser("bench", help="run the asv suite and publish it (HTML, report and plots under results/)")
     b.add_argument("--store", metavar="A,B", help="one store or several, comma-separated, each a bench of its own in "
-                   "one run (the experiments that time nothing run first, every store's beside each other): "
-                   + STORE_HELP)
+                   "one run (the experiments that time nothing run first, every store's beside each other; an "
+                   "emulator beside a real store runs only the store-alone benchmarks, its row of the report's "
+                   "matrix of stores): " + STORE_HELP)
     b.add_argument("--resume", action="store_true", help="resume the interrupted bench of the same stores, size and "
                    "commit: the experiments whose records it saved are not run again")
     b.add_argument("--size", choices=list(PLANS), default=os.environ.get(Settings.ENV["size"]) or "quick",
@@ -155,11 +156,13 @@ def _save_stages(settings: config.Settings, timeline: registry.Timeline, stores:
     disk.save(recorder.results(env), settings)
 
 
-def _expression(wanted: str | None, unwanted: list[str]) -> str | None:
-    """asv's ``--bench``: the benchmarks ``wanted`` selects (None: all) but those ``unwanted`` selects."""
-    if not unwanted:
+def _expression(wanted: str | None, unwanted: list[str], within: str | None = None) -> str | None:
+    """asv's ``--bench``: the benchmarks ``wanted`` selects (None: all) but those ``unwanted`` selects,
+    of those ``within`` selects (None: all)."""
+    if not unwanted and within is None:
         return wanted
-    return "^" + "".join(f"(?!{u})" for u in unwanted) + (f"(?=.*(?:{wanted}))" if wanted else "")
+    return ("^" + "".join(f"(?!{u})" for u in unwanted) + (f"(?={within})" if within else "")
+            + (f"(?=.*(?:{wanted}))" if wanted else ""))
 
 
 def cmd_bench(args) -> None:
@@ -169,6 +172,8 @@ def cmd_bench(args) -> None:
     from ckptbench.report import page, publish
 
     names = list(dict.fromkeys(store_of(argparse.Namespace(store=name)) for name in (args.store or "").split(",")))
+    real = [store for store in names if not infra.store_class(store).emulator]
+    names = [*real, *(store for store in names if store not in real)]  # an emulator beside real stores: its row, last
     parse_names(args.size, config.PLANS, "size")
     strategies = chosen_strategies(args.strategies) if args.strategies else ()
     fault_profile = parse_proxy_profile(args.fault_profile)
@@ -193,9 +198,11 @@ def cmd_bench(args) -> None:
         if not proxied[store]:
             print(f"store {store} is not plain http://, so no metering proxy can front it: requests are counted in "
                   f"Spark's JVMs, and the benchmarks that need the proxy are left out ({', '.join(PROXY_BENCHMARKS)})")
-        print(f"store: {store}, " + ("an emulator: its timings are not a real store's (Ceph RGW, the default where "
-                                     "it can start, gives real ones)" if infra.store_class(store).emulator
-                                     else "a real store"))
+        print(f"store: {store}, " + ("a real store" if store in real else
+                                     "an emulator: its timings are not a real store's (Ceph RGW, the default where "
+                                     "it can start, gives real ones)" + (
+                                         "; beside a real store it runs only the store-alone benchmarks, its row of "
+                                         "the report's matrix of stores" if real else "")))
         benches.append(config.Settings(store, args.size, args.bucket, results / "raw", fault_profile, args.fault_seed,
                                        master, strategies))
     if commits:  # asv builds and measures other commits (ckptbench.cli.continuous)
@@ -215,7 +222,8 @@ def cmd_bench(args) -> None:
     suite = _suite(envs[names[0]])
     first_only = registry.left_out(suite, args.size)
     expressions = {store: _expression(args.bench, [*([] if proxied[store] else map(re.escape, PROXY_BENCHMARKS)),
-                                                   *([first_only] if i and first_only else [])])
+                                                   *([first_only] if i and first_only else [])],
+                                      registry.emulator_row(suite) if real and store not in real else None)
                    for i, store in enumerate(names)}
     asv = [sys.executable, "-m", "asv"]
     timeline = registry.Timeline([stage for i, s in enumerate(benches) for stage in registry.plan(

@@ -149,10 +149,23 @@ def plan(size: str, suite: dict[str, list[str]], bench: str | None, last: dict[s
 def left_out(suite: dict[str, list[str]], size: str) -> str | None:
     """A regular expression of the full names of the benchmarks (``suite``: ``benchmarks.common.listing``)
     of the experiments a plan of ``size`` runs on its first store only, which every other store leaves
-    out; None where there are none. asv matches a parameterised benchmark as ``name(value, ...)``, so a
-    name ends at its end or at a parenthesis."""
+    out; None where there are none."""
     names = [name for e in EXPERIMENTS if size not in e.every_store for name in suite.get(e.setup, ())]
-    return "(?:{})".format("|".join(re.escape(n) + r"(?:\(|$)" for n in names)) if names else None
+    return _any_of(names) if names else None
+
+
+def emulator_row(suite: dict[str, list[str]]) -> str:
+    """A regular expression of the full names of the store-alone experiment's benchmarks (``suite``:
+    ``benchmarks.common.listing``): all an emulator runs in a plan with a real store, which gives the
+    report's matrix of stores its row, marked as an emulator's; its other timings would say nothing
+    of a real store."""
+    return _any_of(suite.get(BY_NAME["store"].setup, []))
+
+
+def _any_of(names: list[str]) -> str:
+    """A regular expression matching the benchmarks ``names`` as asv matches them: a parameterised
+    one as ``name(value, ...)``, so a name ends at its end or at a parenthesis."""
+    return "(?:{})".format("|".join(re.escape(n) + r"(?:\(|$)" for n in names))
 
 
 class Timeline:
